@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: BSL-1.0
+// Checkpoints: the same archives, written to a file.
+//
+// File layout (all header fields little-endian):
+//   0   8  magic "COURCKPT"
+//   8   4  format version (1)
+//   12  1  byte order of the writer: 1 little, 2 big
+//   13  3  zero
+//   16  8  body size: bytes after this 48-byte header
+//   24  8  segment count
+//   32  8  CRC-32C of the body (upper 32 bits zero)
+//   40  8  zero
+//   body: segments in stream order, each {u8 type (0 index, 1 pointer, 2 rma), 7 zero bytes,
+//         u64 size} followed by its bytes.
+// The layout streams: a writer emits segments as it produces them and patches the header at
+// the end. Loading checks magic, version, byte order, size, checksum and segment structure
+// before any value is read; pointer segments are adopted by serialize_buffer without a copy.
+#pragma once
+
+#include <courier/serialization/save_load.hpp>
+
+#include <filesystem>
+
+namespace courier::serialization {
+
+inline constexpr std::size_t file_header_size = 48;
+inline constexpr std::uint32_t file_format_version = 1;
+
+/// Writes `m` to `path` (replacing it). Throws serialization_error on I/O failure.
+void write_message_file(std::filesystem::path const& path, message const& m);
+/// Reads and verifies a checkpoint file. Throws serialization_error naming the problem.
+message read_message_file(std::filesystem::path const& path);
+
+template <class... Args>
+void save_to_file(std::filesystem::path const& path, Args const&... values) {
+    write_message_file(path, save(values...));
+}
+
+template <class... Args>
+void load_from_file(std::filesystem::path const& path, Args&&... values) {
+    load(read_message_file(path), std::forward<Args>(values)...);
+}
+
+} // namespace courier::serialization

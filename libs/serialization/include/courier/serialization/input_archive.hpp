@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: BSL-1.0
+// input_archive: reads values back from a message, checking every read.
+//
+// Every read is bounds-checked; every count is checked against the bytes that remain before
+// anything is allocated; blocks at or above the threshold recorded in the header must match the
+// next pointer/rma chunk exactly. Any mismatch throws serialization_error naming what was
+// expected, what was found, and where. The message must outlive the archive; loaders that
+// adopt chunk memory (serialize_buffer) share the chunk's owner instead of copying.
+#pragma once
+
+#include <courier/serialization/chunk.hpp>
+#include <courier/serialization/error.hpp>
+#include <courier/serialization/message.hpp>
+#include <courier/serialization/traits.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace courier::serialization {
+
+namespace detail {
+class load_tracking;
+}
+
+/// Limits applied while loading, against hostile or corrupted input.
+struct load_limits {
+    /// Element counts of types that may occupy zero bytes on the wire (empty structs,
+    /// monostate) may exceed the bytes left by at most this much.
+    std::size_t max_empty_elements = std::size_t{1} << 20;
+};
+
+class input_archive {
+public:
+    static constexpr bool is_saving = false;
+    static constexpr bool is_loading = true;
+
+    /// Validates the message (header, chunk list) and positions after the header.
+    explicit input_archive(message const& m, load_limits const& limits = {});
+    input_archive(input_archive const&) = delete;
+    input_archive& operator=(input_archive const&) = delete;
+    ~input_archive();
+
+    template <class T>
+    input_archive& operator&(T&& v) {
+        load(std::forward<T>(v));
+        return *this;
+    }
+    template <class T>
+    input_archive& operator>>(T&& v) {
+        load(std::forward<T>(v));
+        return *this;
+    }
+    template <class... Ts>
+    void operator()(Ts&&... vs) {
+        (load(std::forward<Ts>(vs)), ...);
+    }
+    template <class T>
+    void load(T&& v) {
+        serializer<std::remove_cvref_t<T>>::load(*this, v);
+    }
+
+    void load_bytes(void* p, std::size_t n) {
+        if (n > static_cast<std::size_t>(end_ - cur_)) [[unlikely]] {
+            throw_truncated(n);
+        }
+        std::memcpy(p, cur_, n);
+        cur_ += n;
+    }
+    template <class T>
+        requires std::is_trivially_copyable_v<T>
+    T load_value() {
+        T v;
+        load_bytes(&v, sizeof(T));
+        return v;
+    }
+    std::uint64_t load_size() {
+        if (cur_ != end_ && static_cast<std::uint8_t>(*cur_) < 0x80) [[likely]] {
+            return static_cast<std::uint8_t>(*cur_++);
+        }
+        return load_size_slow();
+    }
+    /// Reads an element count and checks that `count * min_element_bytes` fits in what remains.
+    std::size_t load_count(std::size_t min_element_bytes);
+
+    /// A contiguous bitwise block of `n` bytes, copied to `p`.
+    void load_block(void* p, std::size_t n);
+
+    /// A zero-copy view of the next block of `n` bytes: either index bytes (consumed) or the
+    /// whole next pointer/rma chunk (with its owner, if the message has one).
+    struct block {
+        std::byte const* data = nullptr;
+        std::size_t size = 0;
+        chunk_type type = chunk_type::index;
+        std::uint64_t rkey = 0;
+        std::shared_ptr<void const> const* owner = nullptr;
+    };
+    block take_block(std::size_t n);
+
+    /// Bytes not yet read: index bytes plus the external chunks not yet taken.
+    std::size_t remaining() const noexcept {
+        return static_cast<std::size_t>(end_ - cur_) + external_remaining_;
+    }
+    /// Offset of the read position in the index buffer (for error messages).
+    std::size_t position() const noexcept { return static_cast<std::size_t>(cur_ - begin_); }
+    std::size_t threshold() const noexcept { return threshold_; }
+    load_limits const& limits() const noexcept { return limits_; }
+
+    /// Throws unless every index byte and every chunk was consumed (trailing garbage).
+    void finish() const;
+
+    [[noreturn]] void fail(std::string const& what) const;
+
+    detail::load_tracking& tracking();
+
+private:
+    message const& msg_;
+    std::byte const* begin_ = nullptr;
+    std::byte const* cur_ = nullptr;
+    std::byte const* end_ = nullptr;
+    std::size_t threshold_ = 0;
+    std::size_t next_chunk_ = 0;
+    std::size_t external_remaining_ = 0;
+    load_limits limits_;
+    std::unique_ptr<detail::load_tracking> tracking_;
+
+    std::uint64_t load_size_slow();
+    [[noreturn]] void throw_truncated(std::size_t n) const;
+    std::size_t next_external_chunk(std::size_t n);
+};
+
+} // namespace courier::serialization

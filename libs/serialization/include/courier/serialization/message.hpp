@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: BSL-1.0
+// message: a serialized archive = an index buffer plus its chunk list (HPX paper, Figure 2).
+//
+// Ownership: the message owns its index buffer. Pointer chunks reference memory it does not own:
+// on the sending side the caller's objects, which must outlive the message (the runtime keeps
+// action arguments alive until the send completes); objects passed by reference count (such as
+// serialize_buffer) are kept alive by the message itself (keep_alive()). On the receiving side a
+// chunk may carry an owner (chunk_owner()), which loaders such as serialize_buffer may share to
+// adopt the bytes without copying.
+//
+// Index buffer layout: an 8-byte header, then the index data.
+//   byte 0-1  'C' 'R'                 magic
+//   byte 2    format version (1)
+//   byte 3    flags: bit 0 = written by a big-endian host; other bits must be 0
+//   byte 4-7  zero-copy threshold, u32 little-endian; 0xffffffff = zero copy off
+// Thread safety: none; a message is used by one thread at a time.
+#pragma once
+
+#include <courier/serialization/chunk.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace courier::serialization {
+
+class output_archive;
+class input_archive;
+
+inline constexpr std::size_t message_header_size = 8;
+inline constexpr std::uint8_t message_format_version = 1;
+inline constexpr std::uint32_t threshold_zero_copy_off = 0xffffffffu;
+
+class message {
+public:
+    message() noexcept = default;
+    message(message&& other) noexcept;
+    message& operator=(message&& other) noexcept;
+    message(message const&) = delete;
+    message& operator=(message const&) = delete;
+    ~message();
+
+    /// The index buffer (header included).
+    std::span<std::byte const> data() const noexcept { return {buffer_, size_}; }
+    std::span<serialization_chunk const> chunks() const noexcept { return chunks_; }
+    std::size_t index_size() const noexcept { return size_; }
+    /// Bytes of the whole logical stream: index buffer plus every pointer and rma chunk.
+    std::size_t total_size() const noexcept;
+    /// Number of pointer and rma chunks.
+    std::size_t external_chunk_count() const noexcept;
+    std::size_t capacity() const noexcept { return capacity_; }
+    /// Bytes moved by buffer growth while writing (0 when the buffer was large enough).
+    std::size_t growth_copied_bytes() const noexcept { return growth_copied_; }
+
+    /// Empties the message but keeps the buffer's capacity for reuse.
+    void clear() noexcept;
+    void reserve(std::size_t bytes);
+
+    /// Keeps `ref` alive as long as this message (sender side: reference-counted payloads).
+    void keep_alive(std::shared_ptr<void const> ref);
+    /// Receiver side: the memory of chunk `i` is owned by `owner`; loaders may share it.
+    void set_chunk_owner(std::size_t i, std::shared_ptr<void const> owner);
+    std::shared_ptr<void const> const& chunk_owner(std::size_t i) const noexcept;
+
+    /// Builds a message from received parts: copies `data` as the index buffer and takes the
+    /// chunk list as is. Throws serialization_error unless validate() passes.
+    static message from_parts(std::span<std::byte const> data,
+                              std::vector<serialization_chunk> chunks);
+    /// A message whose whole stream is `data` (a single index chunk). Validates like from_parts.
+    static message from_bytes(std::span<std::byte const> data);
+
+    /// Checks the header (magic, format version, byte order, flags) and that the chunk list is
+    /// consistent: index chunks tile the index buffer in order, external chunks have an
+    /// address when non-empty, no unknown chunk types. Throws serialization_error.
+    void validate() const;
+    /// The zero-copy threshold recorded in the header (SIZE_MAX when zero copy was off).
+    std::size_t recorded_threshold() const;
+
+private:
+    friend class output_archive;
+    friend class input_archive;
+
+    std::byte* buffer_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t capacity_ = 0;
+    std::size_t growth_copied_ = 0;
+    std::vector<serialization_chunk> chunks_;
+    std::vector<std::shared_ptr<void const>> owners_; // empty, or parallel to chunks_
+    std::vector<std::shared_ptr<void const>> keep_alive_;
+
+    void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
+};
+
+} // namespace courier::serialization

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: BSL-1.0
+// output_archive: writes values into a message in one pass (HPX paper, section 3.1).
+//
+// Small data is appended to the message's index buffer; a contiguous bitwise block at or above
+// the zero-copy threshold closes the current index chunk and becomes a pointer chunk that
+// references the caller's memory (or an rma chunk for registered memory). Integers keep their
+// native width; sizes and counts are LEB128 varints. The buffer grows geometrically; a block
+// that does not fit triggers growth before it is copied, so it is copied once.
+//
+// Lifetime: memory referenced by pointer chunks must stay valid until the message is sent or
+// destroyed. The archive must be finish()ed (the destructor does it) before the message is used.
+#pragma once
+
+#include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/varint.hpp>
+#include <courier/serialization/message.hpp>
+#include <courier/serialization/traits.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+namespace courier::serialization {
+
+namespace detail {
+class save_tracking;
+}
+
+class output_archive {
+public:
+    static constexpr bool is_saving = true;
+    static constexpr bool is_loading = false;
+
+    /// Clears `m` (keeping its capacity) and starts writing into it with default_options().
+    explicit output_archive(message& m);
+    output_archive(message& m, options const& o);
+    output_archive(output_archive const&) = delete;
+    output_archive& operator=(output_archive const&) = delete;
+    ~output_archive();
+
+    template <class T>
+    output_archive& operator&(T const& v) {
+        save(v);
+        return *this;
+    }
+    template <class T>
+    output_archive& operator<<(T const& v) {
+        save(v);
+        return *this;
+    }
+    template <class... Ts>
+    void operator()(Ts const&... vs) {
+        (save(vs), ...);
+    }
+    template <class T>
+    void save(T const& v) {
+        serializer<std::remove_cv_t<T>>::save(*this, v);
+    }
+
+    /// Appends `n` bytes to the index buffer.
+    void save_bytes(void const* p, std::size_t n) {
+        if (n > static_cast<std::size_t>(end_ - cur_)) [[unlikely]] {
+            grow(n);
+        }
+        std::memcpy(cur_, p, n);
+        cur_ += n;
+    }
+    template <class T>
+        requires std::is_trivially_copyable_v<T>
+    void save_value(T const& v) {
+        save_bytes(&v, sizeof(T));
+    }
+    void save_size(std::uint64_t v) {
+        if (static_cast<std::size_t>(end_ - cur_) < detail::max_varint_bytes) [[unlikely]] {
+            grow(detail::max_varint_bytes);
+        }
+        if (v < 0x80) {
+            *cur_++ = static_cast<std::byte>(v);
+        } else {
+            cur_ += detail::encode_varint(v, cur_);
+        }
+    }
+    /// A contiguous bitwise block: a pointer chunk when zero copy applies, else copied.
+    void save_block(void const* p, std::size_t n) {
+        if (n >= threshold_) {
+            add_external(chunk_type::pointer, p, n, 0);
+        } else if (n != 0) {
+            save_bytes(p, n);
+        }
+    }
+    /// A block of registered memory: an rma chunk carrying `rkey` when zero copy applies.
+    void save_rma_block(void const* p, std::size_t n, std::uint64_t rkey) {
+        if (n >= threshold_) {
+            add_external(chunk_type::rma, p, n, rkey);
+        } else if (n != 0) {
+            save_bytes(p, n);
+        }
+    }
+    /// Whether a block of `n` bytes would travel as its own chunk.
+    bool is_zero_copy(std::size_t n) const noexcept { return n >= threshold_; }
+    std::size_t threshold() const noexcept { return threshold_; }
+    /// Keeps a reference-counted payload alive as long as the message.
+    void keep_alive(std::shared_ptr<void const> ref);
+    /// Bytes written to the index buffer so far (header included).
+    std::size_t index_bytes() const noexcept { return static_cast<std::size_t>(cur_ - begin_); }
+
+    /// Closes the last index chunk and publishes the size to the message. Idempotent.
+    void finish();
+
+    detail::save_tracking& tracking();
+
+private:
+    message& msg_;
+    std::byte* begin_ = nullptr;
+    std::byte* cur_ = nullptr;
+    std::byte* end_ = nullptr;
+    std::size_t threshold_ = std::numeric_limits<std::size_t>::max();
+    std::size_t chunk_start_ = 0;
+    std::unique_ptr<detail::save_tracking> tracking_;
+    bool finished_ = false;
+
+    void start(options const& o);
+    void grow(std::size_t n);
+    void close_index_chunk();
+    void add_external(chunk_type t, void const* p, std::size_t n, std::uint64_t rkey);
+};
+
+} // namespace courier::serialization

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: BSL-1.0
+// Checkpoint files: see file.hpp for the layout.
+#include "crc32c.hpp"
+
+#include <courier/serialization/error.hpp>
+#include <courier/serialization/file.hpp>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace courier::serialization {
+
+namespace {
+
+constexpr char file_magic[8] = {'C', 'O', 'U', 'R', 'C', 'K', 'P', 'T'};
+constexpr std::size_t segment_header_size = 16;
+
+void put_le(std::byte* p, std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) {
+        p[i] = static_cast<std::byte>(v >> (8 * i));
+    }
+}
+std::uint64_t get_le(std::byte const* p, int bytes) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) {
+        v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+    }
+    return v;
+}
+
+struct file_closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using file_ptr = std::unique_ptr<std::FILE, file_closer>;
+
+[[noreturn]] void io_error(std::filesystem::path const& path, char const* what) {
+    throw serialization_error("checkpoint " + path.string() + ": " + what + ": " +
+                              std::strerror(errno));
+}
+
+[[noreturn]] void bad_file(std::filesystem::path const& path, std::string const& what) {
+    throw serialization_error("checkpoint " + path.string() + ": " + what);
+}
+
+class segment_writer {
+public:
+    segment_writer(std::FILE* f, std::filesystem::path const& path) : f_(f), path_(path) {}
+    void segment(chunk_type t, void const* data, std::size_t n) {
+        std::byte h[segment_header_size] = {};
+        h[0] = static_cast<std::byte>(t);
+        put_le(h + 8, n, 8);
+        write(h, sizeof h);
+        write(data, n);
+        ++count_;
+    }
+    std::uint64_t body_size() const { return body_; }
+    std::uint64_t count() const { return count_; }
+    std::uint32_t crc() const { return crc_; }
+
+private:
+    void write(void const* p, std::size_t n) {
+        if (n != 0 && std::fwrite(p, 1, n, f_) != n) {
+            io_error(path_, "write failed");
+        }
+        crc_ = detail::crc32c(crc_, p, n);
+        body_ += n;
+    }
+    std::FILE* f_;
+    std::filesystem::path const& path_;
+    std::uint64_t body_ = 0;
+    std::uint64_t count_ = 0;
+    std::uint32_t crc_ = 0;
+};
+
+} // namespace
+
+void write_message_file(std::filesystem::path const& path, message const& m) {
+    file_ptr f(std::fopen(path.c_str(), "wb"));
+    if (!f) {
+        io_error(path, "cannot open for writing");
+    }
+    std::byte header[file_header_size] = {};
+    if (std::fwrite(header, 1, sizeof header, f.get()) != sizeof header) {
+        io_error(path, "write failed");
+    }
+    segment_writer w(f.get(), path);
+    auto data = m.data();
+    for (auto const& c : m.chunks()) {
+        if (c.type == chunk_type::index) {
+            w.segment(chunk_type::index, data.data() + c.offset, c.size);
+        } else {
+            w.segment(c.type, c.address, c.size);
+        }
+    }
+    std::memcpy(header, file_magic, sizeof file_magic);
+    put_le(header + 8, file_format_version, 4);
+    header[12] = std::byte{std::endian::native == std::endian::little ? std::uint8_t{1}
+                                                                      : std::uint8_t{2}};
+    put_le(header + 16, w.body_size(), 8);
+    put_le(header + 24, w.count(), 8);
+    put_le(header + 32, w.crc(), 8);
+    if (std::fseek(f.get(), 0, SEEK_SET) != 0 ||
+        std::fwrite(header, 1, sizeof header, f.get()) != sizeof header) {
+        io_error(path, "cannot write header");
+    }
+    if (std::fflush(f.get()) != 0) {
+        io_error(path, "flush failed");
+    }
+}
+
+message read_message_file(std::filesystem::path const& path) {
+    file_ptr f(std::fopen(path.c_str(), "rb"));
+    if (!f) {
+        io_error(path, "cannot open for reading");
+    }
+    std::byte header[file_header_size];
+    std::size_t got = std::fread(header, 1, sizeof header, f.get());
+    if (got != sizeof header) {
+        bad_file(path, "truncated header: " + std::to_string(got) + " of " +
+                           std::to_string(file_header_size) + " bytes");
+    }
+    if (std::memcmp(header, file_magic, sizeof file_magic) != 0) {
+        bad_file(path, "not a Courier checkpoint (bad magic)");
+    }
+    auto version = get_le(header + 8, 4);
+    if (version != file_format_version) {
+        bad_file(path, "unsupported format version " + std::to_string(version) +
+                           " (this build reads " + std::to_string(file_format_version) + ")");
+    }
+    auto order = static_cast<std::uint8_t>(header[12]);
+    std::uint8_t ours = std::endian::native == std::endian::little ? 1 : 2;
+    if (order != ours) {
+        bad_file(path, std::string("byte order mismatch: written ") +
+                           (order == 1 ? "little-endian" : order == 2 ? "big-endian" : "unknown") +
+                           ", this host is " + (ours == 1 ? "little" : "big") + "-endian");
+    }
+    if (header[13] != std::byte{0} || header[14] != std::byte{0} || header[15] != std::byte{0} ||
+        get_le(header + 40, 8) != 0 || get_le(header + 36, 4) != 0) {
+        bad_file(path, "reserved header bytes are not zero");
+    }
+    std::uint64_t body_size = get_le(header + 16, 8);
+    std::uint64_t segments = get_le(header + 24, 8);
+    auto crc = static_cast<std::uint32_t>(get_le(header + 32, 4));
+
+    std::error_code ec;
+    auto file_size = std::filesystem::file_size(path, ec);
+    if (ec) {
+        bad_file(path, "cannot stat: " + ec.message());
+    }
+    if (file_size != file_header_size + body_size) {
+        bad_file(path, "size mismatch: header announces " + std::to_string(body_size) +
+                           " body bytes, file holds " +
+                           std::to_string(file_size - file_header_size) +
+                           (file_size < file_header_size + body_size ? " (truncated)"
+                                                                     : " (trailing bytes)"));
+    }
+    if (segments > body_size / segment_header_size) {
+        bad_file(path, "segment count " + std::to_string(segments) + " cannot fit in " +
+                           std::to_string(body_size) + " bytes");
+    }
+    // One allocation for the whole body: pointer segments are then referenced in place.
+    std::shared_ptr<std::byte[]> body(new std::byte[body_size]);
+    if (body_size != 0 && std::fread(body.get(), 1, body_size, f.get()) != body_size) {
+        bad_file(path, "short read of the body");
+    }
+    if (detail::crc32c(0, body.get(), body_size) != crc) {
+        bad_file(path, "checksum mismatch: the file is corrupted");
+    }
+
+    std::vector<serialization_chunk> chunks;
+    std::vector<std::byte> index;
+    std::size_t index_total = 0;
+    std::uint64_t at = 0;
+    for (std::uint64_t i = 0; i < segments; ++i) {
+        if (body_size - at < segment_header_size) {
+            bad_file(path, "segment " + std::to_string(i) + " header runs past the end");
+        }
+        auto type = static_cast<std::uint8_t>(body[at]);
+        for (int k = 1; k < 8; ++k) {
+            if (body[at + k] != std::byte{0}) {
+                bad_file(path, "segment " + std::to_string(i) + ": reserved bytes not zero");
+            }
+        }
+        std::uint64_t n = get_le(body.get() + at + 8, 8);
+        at += segment_header_size;
+        if (n > body_size - at) {
+            bad_file(path, "segment " + std::to_string(i) + " of " + std::to_string(n) +
+                               " bytes runs past the end of the body");
+        }
+        if (type == static_cast<std::uint8_t>(chunk_type::index)) {
+            chunks.push_back({chunk_type::index, n, index_total, nullptr, 0});
+            index_total += n;
+        } else if (type == static_cast<std::uint8_t>(chunk_type::pointer) ||
+                   type == static_cast<std::uint8_t>(chunk_type::rma)) {
+            // An rma key means nothing in a file: the bytes come back as a pointer chunk.
+            chunks.push_back({chunk_type::pointer, n, 0, body.get() + at, 0});
+        } else {
+            bad_file(path, "segment " + std::to_string(i) + ": unknown type " +
+                               std::to_string(type));
+        }
+        at += n;
+    }
+    if (at != body_size) {
+        bad_file(path, std::to_string(body_size - at) + " bytes after the last segment");
+    }
+    index.reserve(index_total);
+    // Gather index segments into one buffer (index bytes only; payload stays in place).
+    at = 0;
+    for (std::uint64_t i = 0; i < segments; ++i) {
+        std::uint64_t n = get_le(body.get() + at + 8, 8);
+        at += segment_header_size;
+        if (static_cast<std::uint8_t>(body[at - segment_header_size]) == 0) {
+            index.insert(index.end(), body.get() + at, body.get() + at + n);
+        }
+        at += n;
+    }
+    message m;
+    try {
+        m = message::from_parts(index, std::move(chunks));
+    } catch (serialization_error const& e) {
+        bad_file(path, e.what());
+    }
+    std::shared_ptr<void const> owner(body, body.get());
+    for (std::size_t i = 0; i < m.chunks().size(); ++i) {
+        if (m.chunks()[i].type != chunk_type::index) {
+            m.set_chunk_owner(i, owner);
+        }
+    }
+    return m;
+}
+
+} // namespace courier::serialization

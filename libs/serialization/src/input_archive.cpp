@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: BSL-1.0
+#include <courier/serialization/detail/tracking.hpp>
+#include <courier/serialization/input_archive.hpp>
+
+#include <limits>
+
+namespace courier::serialization {
+
+input_archive::input_archive(message const& m, load_limits const& limits)
+    : msg_(m), limits_(limits) {
+    m.validate();
+    threshold_ = m.recorded_threshold();
+    begin_ = m.data().data();
+    cur_ = begin_ + message_header_size;
+    end_ = begin_ + m.index_size();
+    for (auto const& c : m.chunks()) {
+        if (c.type != chunk_type::index) {
+            external_remaining_ += c.size;
+        }
+    }
+}
+
+input_archive::~input_archive() = default;
+
+void input_archive::fail(std::string const& what) const {
+    throw serialization_error("courier::serialization: " + what + " (at index byte " +
+                              std::to_string(position()) + " of " +
+                              std::to_string(end_ - begin_) + ")");
+}
+
+void input_archive::throw_truncated(std::size_t n) const {
+    fail("truncated archive: needed " + std::to_string(n) + " bytes, " +
+         std::to_string(end_ - cur_) + " remain");
+}
+
+std::uint64_t input_archive::load_size_slow() {
+    std::uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (cur_ == end_) {
+            throw_truncated(1);
+        }
+        auto b = static_cast<std::uint8_t>(*cur_++);
+        if (shift == 63 && b > 1) {
+            fail("varint overflows 64 bits");
+        }
+        v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+        if ((b & 0x80) == 0) {
+            return v;
+        }
+    }
+    fail("varint longer than 10 bytes");
+}
+
+std::size_t input_archive::load_count(std::size_t min_element_bytes) {
+    std::uint64_t n = load_size();
+    std::size_t left = remaining();
+    bool ok = min_element_bytes == 0 ? n <= left + limits_.max_empty_elements
+                                     : n <= left / min_element_bytes;
+    if (!ok) {
+        fail("element count " + std::to_string(n) + " cannot fit: " + std::to_string(left) +
+             " bytes remain" +
+             (min_element_bytes ? " and each element needs at least " +
+                                      std::to_string(min_element_bytes)
+                                : std::string()));
+    }
+    return static_cast<std::size_t>(n);
+}
+
+std::size_t input_archive::next_external_chunk(std::size_t n) {
+    auto chunks = msg_.chunks();
+    while (next_chunk_ < chunks.size() && chunks[next_chunk_].type == chunk_type::index) {
+        ++next_chunk_;
+    }
+    if (next_chunk_ == chunks.size()) {
+        fail("expected a pointer or rma chunk of " + std::to_string(n) +
+             " bytes, but the message has no more");
+    }
+    auto const& c = chunks[next_chunk_];
+    if (c.size != n) {
+        fail("expected a " + std::to_string(n) + "-byte chunk, found chunk " +
+             std::to_string(next_chunk_) + " of " + std::to_string(c.size) + " bytes");
+    }
+    external_remaining_ -= n;
+    return next_chunk_++;
+}
+
+void input_archive::load_block(void* p, std::size_t n) {
+    if (n >= threshold_) {
+        auto const& c = msg_.chunks()[next_external_chunk(n)];
+        std::memcpy(p, c.address, n);
+    } else if (n != 0) {
+        load_bytes(p, n);
+    }
+}
+
+input_archive::block input_archive::take_block(std::size_t n) {
+    if (n >= threshold_) {
+        std::size_t i = next_external_chunk(n);
+        auto const& c = msg_.chunks()[i];
+        auto const& owner = msg_.chunk_owner(i);
+        return {c.address, n, c.type, c.rkey, owner ? &owner : nullptr};
+    }
+    if (n > static_cast<std::size_t>(end_ - cur_)) {
+        throw_truncated(n);
+    }
+    block b{cur_, n, chunk_type::index, 0, nullptr};
+    cur_ += n;
+    return b;
+}
+
+void input_archive::finish() const {
+    if (cur_ != end_) {
+        fail("trailing garbage: " + std::to_string(end_ - cur_) + " index bytes left unread");
+    }
+    if (external_remaining_ != 0) {
+        fail("trailing chunks: " + std::to_string(external_remaining_) +
+             " bytes of pointer/rma chunks left unread");
+    }
+    for (std::size_t i = next_chunk_; i < msg_.chunks().size(); ++i) {
+        if (msg_.chunks()[i].type != chunk_type::index) {
+            fail("trailing chunks: chunk " + std::to_string(i) + " was never read");
+        }
+    }
+}
+
+detail::load_tracking& input_archive::tracking() {
+    if (!tracking_) {
+        tracking_ = std::make_unique<detail::load_tracking>();
+    }
+    return *tracking_;
+}
+
+} // namespace courier::serialization

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: BSL-1.0
+#include <courier/serialization/error.hpp>
+#include <courier/serialization/message.hpp>
+
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+#include <utility>
+
+namespace courier::serialization {
+
+message::message(message&& o) noexcept
+    : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
+      chunks_(std::move(o.chunks_)), owners_(std::move(o.owners_)),
+      keep_alive_(std::move(o.keep_alive_)) {}
+
+message& message::operator=(message&& o) noexcept {
+    if (this != &o) {
+        std::free(buffer_);
+        buffer_ = std::exchange(o.buffer_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+        capacity_ = std::exchange(o.capacity_, 0);
+        growth_copied_ = std::exchange(o.growth_copied_, 0);
+        chunks_ = std::move(o.chunks_);
+        owners_ = std::move(o.owners_);
+        keep_alive_ = std::move(o.keep_alive_);
+    }
+    return *this;
+}
+
+message::~message() { std::free(buffer_); }
+
+std::size_t message::total_size() const noexcept {
+    std::size_t n = size_;
+    for (auto const& c : chunks_) {
+        if (c.type != chunk_type::index) {
+            n += c.size;
+        }
+    }
+    return n;
+}
+
+std::size_t message::external_chunk_count() const noexcept {
+    std::size_t n = 0;
+    for (auto const& c : chunks_) {
+        n += c.type != chunk_type::index;
+    }
+    return n;
+}
+
+void message::clear() noexcept {
+    size_ = 0;
+    growth_copied_ = 0;
+    chunks_.clear();
+    owners_.clear();
+    keep_alive_.clear();
+}
+
+void message::reserve(std::size_t bytes) {
+    if (bytes > capacity_) {
+        grow_to(bytes);
+    }
+}
+
+void message::grow_to(std::size_t min_capacity) {
+    // realloc: for large buffers glibc moves pages (mremap) instead of copying bytes.
+    void* p = std::realloc(buffer_, min_capacity);
+    if (p == nullptr) {
+        throw std::bad_alloc();
+    }
+    if (p != buffer_) {
+        growth_copied_ += size_;
+    }
+    buffer_ = static_cast<std::byte*>(p);
+    capacity_ = min_capacity;
+}
+
+void message::keep_alive(std::shared_ptr<void const> ref) {
+    if (ref) {
+        keep_alive_.push_back(std::move(ref));
+    }
+}
+
+void message::set_chunk_owner(std::size_t i, std::shared_ptr<void const> owner) {
+    if (i >= chunks_.size()) {
+        throw serialization_error("set_chunk_owner: chunk " + std::to_string(i) +
+                                  " out of range (" + std::to_string(chunks_.size()) + " chunks)");
+    }
+    if (owners_.size() != chunks_.size()) {
+        owners_.resize(chunks_.size());
+    }
+    owners_[i] = std::move(owner);
+}
+
+std::shared_ptr<void const> const& message::chunk_owner(std::size_t i) const noexcept {
+    static std::shared_ptr<void const> const none;
+    return i < owners_.size() ? owners_[i] : none;
+}
+
+message message::from_parts(std::span<std::byte const> data,
+                            std::vector<serialization_chunk> chunks) {
+    message m;
+    m.grow_to(data.size() == 0 ? 1 : data.size());
+    if (!data.empty()) {
+        std::memcpy(m.buffer_, data.data(), data.size());
+    }
+    m.size_ = data.size();
+    m.chunks_ = std::move(chunks);
+    m.validate();
+    return m;
+}
+
+message message::from_bytes(std::span<std::byte const> data) {
+    std::vector<serialization_chunk> chunks;
+    if (!data.empty()) {
+        chunks.push_back({chunk_type::index, data.size(), 0, nullptr, 0});
+    }
+    return from_parts(data, std::move(chunks));
+}
+
+namespace {
+std::string hex(std::uint8_t b) {
+    char s[8];
+    std::snprintf(s, sizeof s, "0x%02x", b);
+    return s;
+}
+} // namespace
+
+std::size_t message::recorded_threshold() const {
+    if (size_ < message_header_size) {
+        throw serialization_error("message of " + std::to_string(size_) +
+                                  " bytes is shorter than its 8-byte header");
+    }
+    std::uint32_t t = 0;
+    for (int i = 0; i < 4; ++i) {
+        t |= static_cast<std::uint32_t>(buffer_[4 + i]) << (8 * i);
+    }
+    if (t == threshold_zero_copy_off) {
+        return std::numeric_limits<std::size_t>::max();
+    }
+    if (t == 0) {
+        throw serialization_error("message header: zero-copy threshold 0 is invalid");
+    }
+    return t;
+}
+
+void message::validate() const {
+    if (size_ < message_header_size) {
+        throw serialization_error("message of " + std::to_string(size_) +
+                                  " bytes is shorter than its 8-byte header");
+    }
+    auto b = [&](int i) { return static_cast<std::uint8_t>(buffer_[i]); };
+    if (b(0) != 'C' || b(1) != 'R') {
+        throw serialization_error("bad message magic: expected 'C' 'R' (0x43 0x52), found " +
+                                  hex(b(0)) + " " + hex(b(1)));
+    }
+    if (b(2) != message_format_version) {
+        throw serialization_error("unsupported message format version " + std::to_string(b(2)) +
+                                  " (this build reads version " +
+                                  std::to_string(message_format_version) + ")");
+    }
+    std::uint8_t const ours = std::endian::native == std::endian::big ? 1 : 0;
+    if ((b(3) & ~1u) != 0) {
+        throw serialization_error("message header: unknown flags " + hex(b(3)));
+    }
+    if ((b(3) & 1u) != ours) {
+        throw serialization_error(std::string("message was written by a ") +
+                                  ((b(3) & 1u) ? "big" : "little") +
+                                  "-endian host; this host is " + (ours ? "big" : "little") +
+                                  "-endian and Courier does not convert byte order");
+    }
+    (void)recorded_threshold();
+    std::size_t expected_offset = 0;
+    for (std::size_t i = 0; i < chunks_.size(); ++i) {
+        auto const& c = chunks_[i];
+        switch (c.type) {
+        case chunk_type::index:
+            if (c.offset != expected_offset || c.size > size_ - expected_offset || c.size == 0) {
+                throw serialization_error(
+                    "chunk " + std::to_string(i) + ": index chunk [" + std::to_string(c.offset) +
+                    ", +" + std::to_string(c.size) + ") does not continue the index buffer at " +
+                    std::to_string(expected_offset) + " of " + std::to_string(size_) + " bytes");
+            }
+            expected_offset += c.size;
+            break;
+        case chunk_type::pointer:
+        case chunk_type::rma:
+            if (c.size != 0 && c.address == nullptr) {
+                throw serialization_error("chunk " + std::to_string(i) + ": " +
+                                          std::to_string(c.size) + "-byte chunk has no address");
+            }
+            break;
+        default:
+            throw serialization_error("chunk " + std::to_string(i) + ": unknown chunk type " +
+                                      std::to_string(static_cast<int>(c.type)));
+        }
+    }
+    if (expected_offset != size_) {
+        throw serialization_error("index chunks cover " + std::to_string(expected_offset) +
+                                  " of the " + std::to_string(size_) + "-byte index buffer");
+    }
+}
+
+} // namespace courier::serialization

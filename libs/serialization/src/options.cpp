@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: BSL-1.0
+#include <courier/serialization/chunk.hpp>
+
+#include <mutex>
+
+namespace courier::serialization {
+
+namespace {
+std::atomic<std::size_t> g_threshold{4096};
+std::atomic<bool> g_zero_copy{true};
+} // namespace
+
+options default_options() noexcept {
+    return {g_threshold.load(std::memory_order_relaxed), g_zero_copy.load(std::memory_order_relaxed)};
+}
+
+void set_default_options(options const& o) noexcept {
+    g_threshold.store(o.zero_copy_threshold == 0 ? 1 : o.zero_copy_threshold,
+                      std::memory_order_relaxed);
+    g_zero_copy.store(o.zero_copy, std::memory_order_relaxed);
+}
+
+} // namespace courier::serialization

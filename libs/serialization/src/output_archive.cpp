@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: BSL-1.0
+#include <courier/serialization/detail/tracking.hpp>
+#include <courier/serialization/output_archive.hpp>
+
+#include <algorithm>
+#include <bit>
+
+namespace courier::serialization {
+
+output_archive::output_archive(message& m) : msg_(m) { start(default_options()); }
+
+output_archive::output_archive(message& m, options const& o) : msg_(m) { start(o); }
+
+output_archive::~output_archive() {
+    if (!finished_) {
+        finish();
+    }
+}
+
+void output_archive::start(options const& o) {
+    msg_.clear();
+    threshold_ = o.zero_copy ? std::max<std::size_t>(o.zero_copy_threshold, 1)
+                             : std::numeric_limits<std::size_t>::max();
+    // Thresholds beyond 32 bits cannot be recorded: they mean "never" in practice.
+    std::uint32_t recorded = threshold_ >= threshold_zero_copy_off
+                                 ? threshold_zero_copy_off
+                                 : static_cast<std::uint32_t>(threshold_);
+    if (recorded == threshold_zero_copy_off) {
+        threshold_ = std::numeric_limits<std::size_t>::max();
+    }
+    if (msg_.capacity_ < 256) {
+        msg_.grow_to(256);
+    }
+    begin_ = msg_.buffer_;
+    cur_ = begin_;
+    end_ = begin_ + msg_.capacity_;
+    std::byte header[message_header_size] = {
+        std::byte{'C'}, std::byte{'R'}, std::byte{message_format_version},
+        std::byte{std::endian::native == std::endian::big ? std::uint8_t{1} : std::uint8_t{0}},
+        std::byte(recorded & 0xff), std::byte((recorded >> 8) & 0xff),
+        std::byte((recorded >> 16) & 0xff), std::byte((recorded >> 24) & 0xff)};
+    save_bytes(header, sizeof header);
+    chunk_start_ = 0;
+}
+
+void output_archive::grow(std::size_t n) {
+    std::size_t size = index_bytes();
+    std::size_t want = std::max(msg_.capacity_ * 2, size + n);
+    msg_.size_ = size; // only the written bytes are preserved (and counted) by growth
+    msg_.grow_to(want);
+    begin_ = msg_.buffer_;
+    cur_ = begin_ + size;
+    end_ = begin_ + msg_.capacity_;
+}
+
+void output_archive::close_index_chunk() {
+    std::size_t at = index_bytes();
+    if (at > chunk_start_) {
+        msg_.chunks_.push_back({chunk_type::index, at - chunk_start_, chunk_start_, nullptr, 0});
+        chunk_start_ = at;
+    }
+}
+
+void output_archive::add_external(chunk_type t, void const* p, std::size_t n, std::uint64_t rkey) {
+    close_index_chunk();
+    msg_.chunks_.push_back({t, n, 0, static_cast<std::byte const*>(p), rkey});
+}
+
+void output_archive::keep_alive(std::shared_ptr<void const> ref) { msg_.keep_alive(std::move(ref)); }
+
+void output_archive::finish() {
+    close_index_chunk();
+    msg_.size_ = index_bytes();
+    finished_ = true;
+}
+
+detail::save_tracking& output_archive::tracking() {
+    if (!tracking_) {
+        tracking_ = std::make_unique<detail::save_tracking>();
+    }
+    return *tracking_;
+}
+
+} // namespace courier::serialization

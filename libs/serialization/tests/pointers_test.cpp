@@ -1,0 +1,1 @@
+#include <courier/serialization.hpp>
