@@ -18,6 +18,11 @@ namespace {
 
 constexpr char file_magic[8] = {'C', 'O', 'U', 'R', 'C', 'K', 'P', 'T'};
 constexpr std::size_t segment_header_size = 16;
+constexpr std::size_t segment_alignment = 16; // payloads start 16-byte aligned in the body
+
+constexpr std::size_t padding(std::uint64_t n) {
+    return static_cast<std::size_t>((segment_alignment - n % segment_alignment) % segment_alignment);
+}
 
 void put_le(std::byte* p, std::uint64_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) {
@@ -53,8 +58,10 @@ public:
         std::byte h[segment_header_size] = {};
         h[0] = static_cast<std::byte>(t);
         put_le(h + 8, n, 8);
+        static constexpr std::byte zeros[segment_alignment] = {};
         write(h, sizeof h);
         write(data, n);
+        write(zeros, padding(n));
         ++count_;
     }
     std::uint64_t body_size() const { return body_; }
@@ -187,9 +194,14 @@ message read_message_file(std::filesystem::path const& path) {
         }
         std::uint64_t n = get_le(body.get() + at + 8, 8);
         at += segment_header_size;
-        if (n > body_size - at) {
+        if (n > body_size - at || padding(n) > body_size - at - n) {
             bad_file(path, "segment " + std::to_string(i) + " of " + std::to_string(n) +
                                " bytes runs past the end of the body");
+        }
+        for (std::size_t k = 0; k < padding(n); ++k) {
+            if (body[at + n + k] != std::byte{0}) {
+                bad_file(path, "segment " + std::to_string(i) + ": padding not zero");
+            }
         }
         if (type == static_cast<std::uint8_t>(chunk_type::index)) {
             chunks.push_back({chunk_type::index, n, index_total, nullptr, 0});
@@ -202,7 +214,7 @@ message read_message_file(std::filesystem::path const& path) {
             bad_file(path, "segment " + std::to_string(i) + ": unknown type " +
                                std::to_string(type));
         }
-        at += n;
+        at += n + padding(n);
     }
     if (at != body_size) {
         bad_file(path, std::to_string(body_size - at) + " bytes after the last segment");
@@ -216,7 +228,7 @@ message read_message_file(std::filesystem::path const& path) {
         if (static_cast<std::uint8_t>(body[at - segment_header_size]) == 0) {
             index.insert(index.end(), body.get() + at, body.get() + at + n);
         }
-        at += n;
+        at += n + padding(n);
     }
     message m;
     try {

@@ -1,1 +1,149 @@
+// SPDX-License-Identifier: BSL-1.0
+// Checkpoint files: round trips and every kind of damage.
 #include <courier/serialization.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+namespace cs = courier::serialization;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct state {
+    std::vector<double> field;
+    std::map<std::string, int> counters;
+    std::string title;
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        ar & field & counters & title;
+    }
+    bool operator==(state const&) const = default;
+};
+
+class checkpoint : public ::testing::Test {
+protected:
+    fs::path path = fs::temp_directory_path() /
+                    ("courier_ckpt_" + std::to_string(::getpid()) + "_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    void TearDown() override { fs::remove(path); }
+
+    state sample() {
+        state s;
+        s.field.assign(100000, 0.25); // a pointer chunk in memory, a segment in the file
+        s.field[5] = 5;
+        s.counters = {{"a", 1}, {"b", 2}};
+        s.title = "run 7";
+        return s;
+    }
+    std::vector<char> read_all() {
+        std::ifstream f(path, std::ios::binary);
+        return {std::istreambuf_iterator<char>(f), {}};
+    }
+    void write_all(std::vector<char> const& b) {
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f.write(b.data(), static_cast<std::streamsize>(b.size()));
+    }
+    std::string load_error() {
+        state s;
+        try {
+            cs::load_from_file(path, s);
+        } catch (cs::serialization_error const& e) {
+            return e.what();
+        }
+        return "no error";
+    }
+};
+
+} // namespace
+
+TEST_F(checkpoint, round_trip) {
+    auto s = sample();
+    cs::save_to_file(path, s, 42);
+    state s2;
+    int i = 0;
+    cs::load_from_file(path, s2, i);
+    EXPECT_EQ(s2, s);
+    EXPECT_EQ(i, 42);
+}
+
+TEST_F(checkpoint, header_fields) {
+    cs::save_to_file(path, sample());
+    auto b = read_all();
+    ASSERT_GE(b.size(), cs::file_header_size);
+    EXPECT_EQ(std::string(b.data(), 8), "COURCKPT");
+    EXPECT_EQ(b[8], 1);  // format version
+    EXPECT_EQ(b[12], 1); // little-endian writer
+    std::uint64_t body = 0;
+    std::memcpy(&body, b.data() + 16, 8);
+    EXPECT_EQ(body + cs::file_header_size, b.size());
+}
+
+TEST_F(checkpoint, serialize_buffer_adopts_file_memory) {
+    cs::serialize_buffer<double> big(10000);
+    std::fill(big.begin(), big.end(), 2.0);
+    cs::save_to_file(path, big);
+    auto m = cs::read_message_file(path);
+    cs::serialize_buffer<double> out;
+    cs::load(m, out);
+    EXPECT_EQ(out, big);
+    ASSERT_EQ(m.external_chunk_count(), 1u);
+    EXPECT_EQ(reinterpret_cast<std::byte const*>(out.data()), m.chunks()[1].address);
+}
+
+TEST_F(checkpoint, truncation_at_every_length_is_detected) {
+    state small;
+    small.title = "t";
+    small.field = {1, 2};
+    cs::save_to_file(path, small);
+    auto b = read_all();
+    for (std::size_t n = 0; n < b.size(); ++n) {
+        write_all({b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n)});
+        EXPECT_NE(load_error(), "no error") << "truncated to " << n;
+    }
+}
+
+TEST_F(checkpoint, every_flipped_byte_is_detected) {
+    state small;
+    small.title = "t";
+    small.field = {1, 2};
+    cs::save_to_file(path, small);
+    auto b = read_all();
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        auto c = b;
+        c[i] ^= 0x10;
+        write_all(c);
+        EXPECT_NE(load_error(), "no error") << "byte " << i;
+    }
+}
+
+TEST_F(checkpoint, specific_damage_gets_specific_messages) {
+    cs::save_to_file(path, sample());
+    auto b = read_all();
+    auto c = b;
+    c[0] = 'X';
+    write_all(c);
+    EXPECT_NE(load_error().find("bad magic"), std::string::npos);
+    c = b;
+    c[8] = 9;
+    write_all(c);
+    EXPECT_NE(load_error().find("format version 9"), std::string::npos);
+    c = b;
+    c[12] = 2;
+    write_all(c);
+    EXPECT_NE(load_error().find("byte order"), std::string::npos);
+    c = b;
+    c.push_back('!');
+    write_all(c);
+    EXPECT_NE(load_error().find("trailing"), std::string::npos);
+    c = b;
+    c[cs::file_header_size + 20] ^= 1;
+    write_all(c);
+    EXPECT_NE(load_error().find("checksum"), std::string::npos);
+}
+
+TEST_F(checkpoint, missing_file_is_a_clear_error) {
+    EXPECT_NE(load_error().find("cannot open"), std::string::npos);
+}

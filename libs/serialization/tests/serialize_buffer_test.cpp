@@ -1,1 +1,103 @@
+// SPDX-License-Identifier: BSL-1.0
+// serialize_buffer: copy / reference / take, reference counting, zero copy from caller memory.
 #include <courier/serialization.hpp>
+
+#include <gtest/gtest.h>
+
+namespace cs = courier::serialization;
+
+TEST(serialize_buffer, copy_mode_owns_a_copy) {
+    std::vector<int> src{1, 2, 3};
+    cs::serialize_buffer<int> b(src.data(), src.size(), cs::serialize_buffer<int>::copy);
+    src[0] = 99;
+    EXPECT_EQ(b[0], 1);
+    EXPECT_NE(b.data(), src.data());
+}
+
+TEST(serialize_buffer, reference_mode_aliases_caller_memory) {
+    std::vector<int> src{1, 2, 3};
+    cs::serialize_buffer<int> b(src.data(), src.size(), cs::serialize_buffer<int>::reference);
+    src[0] = 99;
+    EXPECT_EQ(b[0], 99);
+    EXPECT_EQ(b.data(), src.data());
+}
+
+TEST(serialize_buffer, take_mode_frees_with_delete_or_the_given_deleter) {
+    int calls = 0;
+    {
+        auto* p = new double[4]{1, 2, 3, 4};
+        cs::serialize_buffer<double> a(p, 4, cs::serialize_buffer<double>::take);
+        auto* q = new double[2]{5, 6};
+        cs::serialize_buffer<double> b(q, 2, [&calls](double* d) {
+            ++calls;
+            delete[] d;
+        });
+        auto copy = b; // shares
+        EXPECT_EQ(copy.data(), q);
+        EXPECT_EQ(b.use_count(), 2);
+    }
+    EXPECT_EQ(calls, 1);
+}
+
+TEST(serialize_buffer, reference_mode_travels_as_a_pointer_chunk_from_caller_memory) {
+    std::vector<char> payload(1 << 20, 'p');
+    cs::serialize_buffer<char> b(payload.data(), payload.size(),
+                                 cs::serialize_buffer<char>::reference);
+    auto m = cs::save(b);
+    ASSERT_EQ(m.external_chunk_count(), 1u);
+    EXPECT_EQ(m.chunks()[1].address, reinterpret_cast<std::byte const*>(payload.data()));
+    EXPECT_LT(m.index_size(), 16u);
+    cs::serialize_buffer<char> out;
+    cs::load(m, out);
+    EXPECT_EQ(out, b);
+    EXPECT_NE(out.data(), payload.data()); // no owner on an in-memory message: copied
+}
+
+TEST(serialize_buffer, message_keeps_owned_payload_alive) {
+    cs::message m;
+    std::weak_ptr<char[]> watch;
+    {
+        cs::serialize_buffer<char> b(8192);
+        std::fill(b.begin(), b.end(), 'k');
+        watch = b.owner();
+        m = cs::save(b);
+    }
+    EXPECT_FALSE(watch.expired()); // the message holds a reference
+    cs::serialize_buffer<char> out;
+    cs::load(m, out);
+    EXPECT_EQ(out[8191], 'k');
+    m = cs::message();
+    EXPECT_TRUE(watch.expired());
+}
+
+TEST(serialize_buffer, adopts_owned_chunk_memory_without_copying) {
+    std::vector<std::uint64_t> v(4096, 7);
+    auto m = cs::save(cs::serialize_buffer<std::uint64_t>(v.data(), v.size(),
+                                                          cs::serialize_buffer<std::uint64_t>::reference));
+    // Play the receiver: the chunk's bytes live in memory owned by `received`.
+    auto received = std::make_shared<std::vector<std::uint64_t>>(v);
+    std::vector<cs::serialization_chunk> chunks(m.chunks().begin(), m.chunks().end());
+    chunks[1].address = reinterpret_cast<std::byte const*>(received->data());
+    auto rx = cs::message::from_parts(m.data(), chunks);
+    rx.set_chunk_owner(1, received);
+    cs::serialize_buffer<std::uint64_t> out;
+    cs::load(rx, out);
+    EXPECT_EQ(out.data(), received->data());
+    EXPECT_EQ(out.size(), v.size());
+    std::weak_ptr<void const> w = rx.chunk_owner(1);
+    received.reset();
+    rx = cs::message();
+    EXPECT_FALSE(w.expired()); // out keeps it
+    out = {};
+    EXPECT_TRUE(w.expired());
+}
+
+TEST(serialize_buffer, small_buffers_are_copied_into_the_index) {
+    cs::serialize_buffer<int> b(16);
+    std::fill(b.begin(), b.end(), 3);
+    auto m = cs::save(b);
+    EXPECT_EQ(m.external_chunk_count(), 0u);
+    cs::serialize_buffer<int> out;
+    cs::load(m, out);
+    EXPECT_EQ(out, b);
+}

@@ -11,7 +11,8 @@
 //   32  8  CRC-32C of the body (upper 32 bits zero)
 //   40  8  zero
 //   body: segments in stream order, each {u8 type (0 index, 1 pointer, 2 rma), 7 zero bytes,
-//         u64 size} followed by its bytes.
+//         u64 size} followed by its bytes and zero padding to a multiple of 16, so that every
+//         payload starts 16-byte aligned (loaders can then adopt it in place).
 // The layout streams: a writer emits segments as it produces them and patches the header at
 // the end. Loading checks magic, version, byte order, size, checksum and segment structure
 // before any value is read; pointer segments are adopted by serialize_buffer without a copy.
