@@ -5,6 +5,11 @@ add_library(courier_build_flags INTERFACE)
 target_compile_options(courier_build_flags INTERFACE
     $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>
     $<$<BOOL:${COURIER_WERROR}>:-Werror>)
+if(COURIER_BUILD_FUZZERS)
+    # Coverage instrumentation for everything, sanitizers for the fuzz run.
+    add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+    add_link_options(-fsanitize=address,undefined)
+endif()
 if(COURIER_SANITIZER)
     set(_san -fsanitize=${COURIER_SANITIZER} -fno-omit-frame-pointer -fno-sanitize-recover=all)
     add_compile_options(${_san})

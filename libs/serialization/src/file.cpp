@@ -124,119 +124,107 @@ message read_message_file(std::filesystem::path const& path) {
     if (!f) {
         io_error(path, "cannot open for reading");
     }
-    std::byte header[file_header_size];
-    std::size_t got = std::fread(header, 1, sizeof header, f.get());
-    if (got != sizeof header) {
-        bad_file(path, "truncated header: " + std::to_string(got) + " of " +
-                           std::to_string(file_header_size) + " bytes");
-    }
-    if (std::memcmp(header, file_magic, sizeof file_magic) != 0) {
-        bad_file(path, "not a Courier checkpoint (bad magic)");
-    }
-    auto version = get_le(header + 8, 4);
-    if (version != file_format_version) {
-        bad_file(path, "unsupported format version " + std::to_string(version) +
-                           " (this build reads " + std::to_string(file_format_version) + ")");
-    }
-    auto order = static_cast<std::uint8_t>(header[12]);
-    std::uint8_t ours = std::endian::native == std::endian::little ? 1 : 2;
-    if (order != ours) {
-        bad_file(path, std::string("byte order mismatch: written ") +
-                           (order == 1 ? "little-endian" : order == 2 ? "big-endian" : "unknown") +
-                           ", this host is " + (ours == 1 ? "little" : "big") + "-endian");
-    }
-    if (header[13] != std::byte{0} || header[14] != std::byte{0} || header[15] != std::byte{0} ||
-        get_le(header + 40, 8) != 0 || get_le(header + 36, 4) != 0) {
-        bad_file(path, "reserved header bytes are not zero");
-    }
-    std::uint64_t body_size = get_le(header + 16, 8);
-    std::uint64_t segments = get_le(header + 24, 8);
-    auto crc = static_cast<std::uint32_t>(get_le(header + 32, 4));
-
     std::error_code ec;
     auto file_size = std::filesystem::file_size(path, ec);
     if (ec) {
         bad_file(path, "cannot stat: " + ec.message());
     }
-    if (file_size != file_header_size + body_size) {
-        bad_file(path, "size mismatch: header announces " + std::to_string(body_size) +
-                           " body bytes, file holds " +
-                           std::to_string(file_size - file_header_size) +
-                           (file_size < file_header_size + body_size ? " (truncated)"
-                                                                     : " (trailing bytes)"));
+    // One allocation for the whole file: pointer segments are then referenced in place.
+    std::shared_ptr<std::byte[]> bytes(new std::byte[file_size]);
+    if (file_size != 0 && std::fread(bytes.get(), 1, file_size, f.get()) != file_size) {
+        bad_file(path, "short read");
+    }
+    try {
+        return checkpoint_from_bytes(std::move(bytes), file_size);
+    } catch (serialization_error const& e) {
+        bad_file(path, e.what());
+    }
+}
+
+message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t file_size) {
+    auto fail = [](std::string const& what) -> void { throw serialization_error(what); };
+    std::byte const* header = bytes.get();
+    if (file_size < file_header_size) {
+        fail("truncated header: " + std::to_string(file_size) + " of " +
+             std::to_string(file_header_size) + " bytes");
+    }
+    if (std::memcmp(header, file_magic, sizeof file_magic) != 0) {
+        fail("not a Courier checkpoint (bad magic)");
+    }
+    auto version = get_le(header + 8, 4);
+    if (version != file_format_version) {
+        fail("unsupported format version " + std::to_string(version) + " (this build reads " +
+             std::to_string(file_format_version) + ")");
+    }
+    auto order = static_cast<std::uint8_t>(header[12]);
+    std::uint8_t ours = std::endian::native == std::endian::little ? 1 : 2;
+    if (order != ours) {
+        fail(std::string("byte order mismatch: written ") +
+             (order == 1 ? "little-endian" : order == 2 ? "big-endian" : "unknown") +
+             ", this host is " + (ours == 1 ? "little" : "big") + "-endian");
+    }
+    if (header[13] != std::byte{0} || header[14] != std::byte{0} || header[15] != std::byte{0} ||
+        get_le(header + 40, 8) != 0 || get_le(header + 36, 4) != 0) {
+        fail("reserved header bytes are not zero");
+    }
+    std::uint64_t body_size = get_le(header + 16, 8);
+    std::uint64_t segments = get_le(header + 24, 8);
+    auto crc = static_cast<std::uint32_t>(get_le(header + 32, 4));
+    if (body_size != file_size - file_header_size) {
+        fail("size mismatch: header announces " + std::to_string(body_size) +
+             " body bytes, file holds " + std::to_string(file_size - file_header_size) +
+             (file_size - file_header_size < body_size ? " (truncated)" : " (trailing bytes)"));
     }
     if (segments > body_size / segment_header_size) {
-        bad_file(path, "segment count " + std::to_string(segments) + " cannot fit in " +
-                           std::to_string(body_size) + " bytes");
+        fail("segment count " + std::to_string(segments) + " cannot fit in " +
+             std::to_string(body_size) + " bytes");
     }
-    // One allocation for the whole body: pointer segments are then referenced in place.
-    std::shared_ptr<std::byte[]> body(new std::byte[body_size]);
-    if (body_size != 0 && std::fread(body.get(), 1, body_size, f.get()) != body_size) {
-        bad_file(path, "short read of the body");
-    }
-    if (detail::crc32c(0, body.get(), body_size) != crc) {
-        bad_file(path, "checksum mismatch: the file is corrupted");
+    std::byte const* body = bytes.get() + file_header_size;
+    if (detail::crc32c(0, body, body_size) != crc) {
+        fail("checksum mismatch: the file is corrupted");
     }
 
     std::vector<serialization_chunk> chunks;
     std::vector<std::byte> index;
-    std::size_t index_total = 0;
     std::uint64_t at = 0;
     for (std::uint64_t i = 0; i < segments; ++i) {
         if (body_size - at < segment_header_size) {
-            bad_file(path, "segment " + std::to_string(i) + " header runs past the end");
+            fail("segment " + std::to_string(i) + " header runs past the end");
         }
         auto type = static_cast<std::uint8_t>(body[at]);
         for (int k = 1; k < 8; ++k) {
             if (body[at + k] != std::byte{0}) {
-                bad_file(path, "segment " + std::to_string(i) + ": reserved bytes not zero");
+                fail("segment " + std::to_string(i) + ": reserved bytes not zero");
             }
         }
-        std::uint64_t n = get_le(body.get() + at + 8, 8);
+        std::uint64_t n = get_le(body + at + 8, 8);
         at += segment_header_size;
         if (n > body_size - at || padding(n) > body_size - at - n) {
-            bad_file(path, "segment " + std::to_string(i) + " of " + std::to_string(n) +
-                               " bytes runs past the end of the body");
+            fail("segment " + std::to_string(i) + " of " + std::to_string(n) +
+                 " bytes runs past the end of the body");
         }
         for (std::size_t k = 0; k < padding(n); ++k) {
             if (body[at + n + k] != std::byte{0}) {
-                bad_file(path, "segment " + std::to_string(i) + ": padding not zero");
+                fail("segment " + std::to_string(i) + ": padding not zero");
             }
         }
         if (type == static_cast<std::uint8_t>(chunk_type::index)) {
-            chunks.push_back({chunk_type::index, n, index_total, nullptr, 0});
-            index_total += n;
+            chunks.push_back({chunk_type::index, n, index.size(), nullptr, 0});
+            index.insert(index.end(), body + at, body + at + n);
         } else if (type == static_cast<std::uint8_t>(chunk_type::pointer) ||
                    type == static_cast<std::uint8_t>(chunk_type::rma)) {
             // An rma key means nothing in a file: the bytes come back as a pointer chunk.
-            chunks.push_back({chunk_type::pointer, n, 0, body.get() + at, 0});
+            chunks.push_back({chunk_type::pointer, n, 0, body + at, 0});
         } else {
-            bad_file(path, "segment " + std::to_string(i) + ": unknown type " +
-                               std::to_string(type));
+            fail("segment " + std::to_string(i) + ": unknown type " + std::to_string(type));
         }
         at += n + padding(n);
     }
     if (at != body_size) {
-        bad_file(path, std::to_string(body_size - at) + " bytes after the last segment");
+        fail(std::to_string(body_size - at) + " bytes after the last segment");
     }
-    index.reserve(index_total);
-    // Gather index segments into one buffer (index bytes only; payload stays in place).
-    at = 0;
-    for (std::uint64_t i = 0; i < segments; ++i) {
-        std::uint64_t n = get_le(body.get() + at + 8, 8);
-        at += segment_header_size;
-        if (static_cast<std::uint8_t>(body[at - segment_header_size]) == 0) {
-            index.insert(index.end(), body.get() + at, body.get() + at + n);
-        }
-        at += n + padding(n);
-    }
-    message m;
-    try {
-        m = message::from_parts(index, std::move(chunks));
-    } catch (serialization_error const& e) {
-        bad_file(path, e.what());
-    }
-    std::shared_ptr<void const> owner(body, body.get());
+    message m = message::from_parts(index, std::move(chunks));
+    std::shared_ptr<void const> owner(std::move(bytes), body);
     for (std::size_t i = 0; i < m.chunks().size(); ++i) {
         if (m.chunks()[i].type != chunk_type::index) {
             m.set_chunk_owner(i, owner);

@@ -7,6 +7,11 @@
 
 namespace courier::serialization {
 
+namespace {
+// One eager message's worth: most parcels never grow, and malloc serves it from its bins.
+constexpr std::size_t initial_capacity = 4096;
+} // namespace
+
 output_archive::output_archive(message& m) : msg_(m) { start(default_options()); }
 
 output_archive::output_archive(message& m, options const& o) : msg_(m) { start(o); }
@@ -28,8 +33,8 @@ void output_archive::start(options const& o) {
     if (recorded == threshold_zero_copy_off) {
         threshold_ = std::numeric_limits<std::size_t>::max();
     }
-    if (msg_.capacity_ < 256) {
-        msg_.grow_to(256);
+    if (msg_.capacity_ < initial_capacity) {
+        msg_.grow_to(initial_capacity);
     }
     begin_ = msg_.buffer_;
     cur_ = begin_;

@@ -20,7 +20,9 @@
 
 #include <courier/serialization/save_load.hpp>
 
+#include <cstddef>
 #include <filesystem>
+#include <memory>
 
 namespace courier::serialization {
 
@@ -31,6 +33,9 @@ inline constexpr std::uint32_t file_format_version = 1;
 void write_message_file(std::filesystem::path const& path, message const& m);
 /// Reads and verifies a checkpoint file. Throws serialization_error naming the problem.
 message read_message_file(std::filesystem::path const& path);
+/// Parses a checkpoint held in memory (`size` bytes at `bytes`, which the message then shares
+/// so pointer segments are referenced in place). Throws serialization_error.
+message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t size);
 
 template <class... Args>
 void save_to_file(std::filesystem::path const& path, Args const&... values) {
