@@ -45,8 +45,8 @@ inline std::vector<result> run_group(std::vector<timed_case> const& cases, int r
             }
             double s = std::chrono::duration<double>(clock::now() - t0).count();
             if (s > rep_seconds / 4 || iters[i] > (std::size_t{1} << 30)) {
-                iters[i] = std::max<std::size_t>(1, static_cast<std::size_t>(
-                                                        double(iters[i]) * rep_seconds / s));
+                iters[i] = std::max<std::size_t>(
+                    1, static_cast<std::size_t>(double(iters[i]) * rep_seconds / s));
                 break;
             }
             iters[i] *= 4;

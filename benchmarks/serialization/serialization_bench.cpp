@@ -59,29 +59,29 @@ DEFINE_RECORD(k_side)
 namespace c_side { // Courier and Boost share the (Archive&, T&, unsigned) signature
 template <class A>
 void serialize(A& ar, record& r, unsigned) {
-    ar & r.ids & r.strings;
+    ar& r.ids& r.strings;
 }
 template <class A>
 void serialize(A& ar, small& s, unsigned) {
-    ar & s.id & s.x & s.y & s.z & s.flags & s.name;
+    ar& s.id& s.x& s.y& s.z& s.flags& s.name;
 }
 template <class A>
 void serialize(A& ar, big& b, unsigned) {
-    ar & b.v;
+    ar& b.v;
 }
 } // namespace c_side
 namespace b_side {
 template <class A>
 void serialize(A& ar, record& r, unsigned) {
-    ar & r.ids & r.strings;
+    ar& r.ids& r.strings;
 }
 template <class A>
 void serialize(A& ar, small& s, unsigned) {
-    ar & s.id & s.x & s.y & s.z & s.flags & s.name;
+    ar& s.id& s.x& s.y& s.z& s.flags& s.name;
 }
 template <class A>
 void serialize(A& ar, big& b, unsigned) {
-    ar & b.v;
+    ar& b.v;
 }
 } // namespace b_side
 namespace k_side { // cereal
@@ -103,7 +103,10 @@ namespace {
 
 std::string const string_value =
     "shgfkghsdfjhgsfjhfgjhfgjsffghgsfdhgsfdfkdjhfioukjhkfdljgdfkgvjafdhasgdfwurtjkghfsdjkfg";
-static_assert(sizeof("shgfkghsdfjhgsfjhfgjhfgjsffghgsfdhgsfdfkdjhfioukjhkfdljgdfkgvjafdhasgdfwurtjkghfsdjkfg") == 87);
+static_assert(
+    sizeof(
+        "shgfkghsdfjhgsfjhfgjhfgjsffghgsfdhgsfdfkdjhfioukjhkfdljgdfkgvjafdhasgdfwurtjkghfsdjkfg") ==
+    87);
 
 template <class R>
 R make_record() {
@@ -395,9 +398,15 @@ std::vector<cb::result> run_libraries(C const& c_src, B const& b_src, K const& k
     return cb::run_group(cases, o.reps, o.rep_seconds);
 }
 
-bool eq_record(c_side::record const& a, c_side::record const& b) { return a == b; }
-bool eq_small(c_side::small const& a, c_side::small const& b) { return a == b; }
-bool eq_big(c_side::big const& a, c_side::big const& b) { return a.v == b.v; }
+bool eq_record(c_side::record const& a, c_side::record const& b) {
+    return a == b;
+}
+bool eq_small(c_side::small const& a, c_side::small const& b) {
+    return a == b;
+}
+bool eq_big(c_side::big const& a, c_side::big const& b) {
+    return a.v == b.v;
+}
 
 void summarize(std::vector<cb::result> const& rs) {
     double on = median_of(rs, "courier zero-copy on");
@@ -410,7 +419,8 @@ void summarize(std::vector<cb::result> const& rs) {
 }
 
 // Save cost alone for growing payloads, zero copy on: a pointer chunk costs the same at any size.
-std::vector<cb::result> save_only_by_size(options_t const& o, std::vector<std::vector<double>>& keep) {
+std::vector<cb::result> save_only_by_size(options_t const& o,
+                                          std::vector<std::vector<double>>& keep) {
     std::vector<cb::timed_case> cases;
     for (std::size_t n : {std::size_t{2048}, std::size_t{128} << 10, std::size_t{2} << 20}) {
         keep.emplace_back(n, 1.0);
@@ -431,17 +441,20 @@ std::vector<cb::result> save_only_by_size(options_t const& o, std::vector<std::v
 std::vector<cb::result> growth_strategy(options_t const& o, c_side::record const& r) {
     auto exact = cs::save(cs::options{4096, false}, r).index_size();
     std::vector<cb::timed_case> cases = {
-        {"fresh message, grows", [&r] {
+        {"fresh message, grows",
+         [&r] {
              auto m = cs::save(cs::options{4096, false}, r);
              cb::do_not_optimize(m.index_size());
          }},
-        {"fresh message, exact reserve", [&r, exact] {
+        {"fresh message, exact reserve",
+         [&r, exact] {
              cs::message m;
              m.reserve(exact);
              cs::save_into(m, cs::options{4096, false}, r);
              cb::do_not_optimize(m.index_size());
          }},
-        {"reused message", [&r, m = std::make_shared<cs::message>()] {
+        {"reused message",
+         [&r, m = std::make_shared<cs::message>()] {
              cs::save_into(*m, cs::options{4096, false}, r);
              cb::do_not_optimize(m->index_size());
          }},
@@ -570,9 +583,9 @@ int main(int argc, char** argv) {
                std::to_string(bytes_of(r1, "courier zero-copy off")) + " B <= cereal's " +
                std::to_string(bytes_of(r1, "cereal binary")) + " B");
     double s_small = r5.front().median_ns, s_big = r5.back().median_ns;
-    target(s_big <= 2.0 * s_small, "16 MiB save costs the same as 16 KiB (pointer chunk): " +
-                                       std::to_string(s_big) + " ns vs " +
-                                       std::to_string(s_small) + " ns");
+    target(s_big <= 2.0 * s_small,
+           "16 MiB save costs the same as 16 KiB (pointer chunk): " + std::to_string(s_big) +
+               " ns vs " + std::to_string(s_small) + " ns");
     target(no_copy, "16 MiB save: payload referenced, index buffer " +
                         std::to_string(m.index_size()) + " B, growth copied " +
                         std::to_string(m.growth_copied_bytes()) + " B");

@@ -15,7 +15,7 @@ struct shape {
     int id = 0;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & id;
+        ar& id;
     }
 };
 struct circle : shape {
@@ -23,7 +23,7 @@ struct circle : shape {
     std::vector<int> v;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<shape>(*this) & r & v;
+        ar& cs::base_object<shape>(*this) & r& v;
     }
 };
 COURIER_SERIALIZATION_REGISTER_CLASS(circle);
@@ -44,8 +44,8 @@ struct everything {
     std::deque<std::tuple<char, std::u16string>> tuples;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & names & table & choice & a & b & poly & spoly & flags & set & pairs & bits & buffer &
-            empties & tuples;
+        ar& names& table& choice& a& b& poly& spoly& flags& set& pairs& bits& buffer& empties&
+            tuples;
     }
 };
 

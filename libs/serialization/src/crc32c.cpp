@@ -58,9 +58,8 @@ std::uint32_t crc32c_portable(std::uint32_t crc, unsigned char const* p, std::si
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc,
-                                                             unsigned char const* p,
-                                                             std::size_t n) noexcept {
+__attribute__((target("sse4.2"))) std::uint32_t
+crc32c_sse42(std::uint32_t crc, unsigned char const* p, std::size_t n) noexcept {
     std::uint64_t c = crc;
     while (n >= 8) {
         std::uint64_t v;

@@ -21,7 +21,8 @@ constexpr std::size_t segment_header_size = 16;
 constexpr std::size_t segment_alignment = 16; // payloads start 16-byte aligned in the body
 
 constexpr std::size_t padding(std::uint64_t n) {
-    return static_cast<std::size_t>((segment_alignment - n % segment_alignment) % segment_alignment);
+    return static_cast<std::size_t>((segment_alignment - n % segment_alignment) %
+                                    segment_alignment);
 }
 
 void put_le(std::byte* p, std::uint64_t v, int bytes) {
@@ -105,8 +106,8 @@ void write_message_file(std::filesystem::path const& path, message const& m) {
     }
     std::memcpy(header, file_magic, sizeof file_magic);
     put_le(header + 8, file_format_version, 4);
-    header[12] = std::byte{std::endian::native == std::endian::little ? std::uint8_t{1}
-                                                                      : std::uint8_t{2}};
+    header[12] =
+        std::byte{std::endian::native == std::endian::little ? std::uint8_t{1} : std::uint8_t{2}};
     put_le(header + 16, w.body_size(), 8);
     put_le(header + 24, w.count(), 8);
     put_le(header + 32, w.crc(), 8);
@@ -160,7 +161,9 @@ message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t fi
     std::uint8_t ours = std::endian::native == std::endian::little ? 1 : 2;
     if (order != ours) {
         fail(std::string("byte order mismatch: written ") +
-             (order == 1 ? "little-endian" : order == 2 ? "big-endian" : "unknown") +
+             (order == 1   ? "little-endian"
+              : order == 2 ? "big-endian"
+                           : "unknown") +
              ", this host is " + (ours == 1 ? "little" : "big") + "-endian");
     }
     if (header[13] != std::byte{0} || header[14] != std::byte{0} || header[15] != std::byte{0} ||

@@ -24,8 +24,8 @@ input_archive::~input_archive() = default;
 
 void input_archive::fail(std::string const& what) const {
     throw serialization_error("courier::serialization: " + what + " (at index byte " +
-                              std::to_string(position()) + " of " +
-                              std::to_string(end_ - begin_) + ")");
+                              std::to_string(position()) + " of " + std::to_string(end_ - begin_) +
+                              ")");
 }
 
 void input_archive::throw_truncated(std::size_t n) const {
@@ -59,9 +59,9 @@ std::size_t input_archive::load_count(std::size_t min_element_bytes) {
     if (!ok) {
         fail("element count " + std::to_string(n) + " cannot fit: " + std::to_string(left) +
              " bytes remain" +
-             (min_element_bytes ? " and each element needs at least " +
-                                      std::to_string(min_element_bytes)
-                                : std::string()));
+             (min_element_bytes
+                  ? " and each element needs at least " + std::to_string(min_element_bytes)
+                  : std::string()));
     }
     return static_cast<std::size_t>(n);
 }

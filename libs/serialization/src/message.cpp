@@ -33,7 +33,9 @@ message& message::operator=(message&& o) noexcept {
     return *this;
 }
 
-message::~message() { std::free(buffer_); }
+message::~message() {
+    std::free(buffer_);
+}
 
 std::size_t message::total_size() const noexcept {
     std::size_t n = size_;
@@ -170,8 +172,8 @@ void message::validate() const {
     }
     if ((b(3) & 1u) != ours) {
         throw serialization_error(std::string("message was written by a ") +
-                                  ((b(3) & 1u) ? "big" : "little") +
-                                  "-endian host; this host is " + (ours ? "big" : "little") +
+                                  ((b(3) & 1u) ? "big" : "little") + "-endian host; this host is " +
+                                  (ours ? "big" : "little") +
                                   "-endian and Courier does not convert byte order");
     }
     (void)recorded_threshold();

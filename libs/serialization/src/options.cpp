@@ -11,7 +11,8 @@ std::atomic<bool> g_zero_copy{true};
 } // namespace
 
 options default_options() noexcept {
-    return {g_threshold.load(std::memory_order_relaxed), g_zero_copy.load(std::memory_order_relaxed)};
+    return {g_threshold.load(std::memory_order_relaxed),
+            g_zero_copy.load(std::memory_order_relaxed)};
 }
 
 void set_default_options(options const& o) noexcept {

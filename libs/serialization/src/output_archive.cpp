@@ -12,9 +12,13 @@ namespace {
 constexpr std::size_t initial_capacity = 4096;
 } // namespace
 
-output_archive::output_archive(message& m) : msg_(m) { start(default_options()); }
+output_archive::output_archive(message& m) : msg_(m) {
+    start(default_options());
+}
 
-output_archive::output_archive(message& m, options const& o) : msg_(m) { start(o); }
+output_archive::output_archive(message& m, options const& o) : msg_(m) {
+    start(o);
+}
 
 output_archive::~output_archive() {
     if (!finished_) {
@@ -40,10 +44,14 @@ void output_archive::start(options const& o) {
     cur_ = begin_;
     end_ = begin_ + msg_.capacity_;
     std::byte header[message_header_size] = {
-        std::byte{'C'}, std::byte{'R'}, std::byte{message_format_version},
+        std::byte{'C'},
+        std::byte{'R'},
+        std::byte{message_format_version},
         std::byte{std::endian::native == std::endian::big ? std::uint8_t{1} : std::uint8_t{0}},
-        std::byte(recorded & 0xff), std::byte((recorded >> 8) & 0xff),
-        std::byte((recorded >> 16) & 0xff), std::byte((recorded >> 24) & 0xff)};
+        std::byte(recorded & 0xff),
+        std::byte((recorded >> 8) & 0xff),
+        std::byte((recorded >> 16) & 0xff),
+        std::byte((recorded >> 24) & 0xff)};
     save_bytes(header, sizeof header);
     chunk_start_ = 0;
 }
@@ -71,7 +79,9 @@ void output_archive::add_external(chunk_type t, void const* p, std::size_t n, st
     msg_.chunks_.push_back({t, n, 0, static_cast<std::byte const*>(p), rkey});
 }
 
-void output_archive::keep_alive(std::shared_ptr<void const> ref) { msg_.keep_alive(std::move(ref)); }
+void output_archive::keep_alive(std::shared_ptr<void const> ref) {
+    msg_.keep_alive(std::move(ref));
+}
 
 void output_archive::finish() {
     close_index_chunk();

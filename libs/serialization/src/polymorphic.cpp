@@ -39,8 +39,8 @@ registry& the_registry() {
 
 std::string demangle(char const* mangled) {
     int status = 0;
-    std::unique_ptr<char, void (*)(void*)> s(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                             std::free);
+    std::unique_ptr<char, void (*)(void*)> s(
+        abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
     return status == 0 && s ? std::string(s.get()) : std::string(mangled);
 }
 

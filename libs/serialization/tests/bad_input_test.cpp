@@ -22,7 +22,7 @@ struct payload {
     std::set<std::string> set;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & names & table & choice & shared_a & shared_b & owned & flags & set;
+        ar& names& table& choice& shared_a& shared_b& owned& flags& set;
     }
 };
 
@@ -39,7 +39,9 @@ payload sample() {
     return p;
 }
 
-std::vector<std::byte> bytes_of(cs::message const& m) { return {m.data().begin(), m.data().end()}; }
+std::vector<std::byte> bytes_of(cs::message const& m) {
+    return {m.data().begin(), m.data().end()};
+}
 
 // Loads `bytes` as a payload; returns true if it was rejected with serialization_error.
 bool rejected(std::vector<std::byte> const& bytes) {

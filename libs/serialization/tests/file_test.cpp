@@ -18,7 +18,7 @@ struct state {
     std::string title;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & field & counters & title;
+        ar& field& counters& title;
     }
     bool operator==(state const&) const = default;
 };

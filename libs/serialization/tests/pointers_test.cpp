@@ -14,7 +14,7 @@ struct shape {
     std::string label;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & label;
+        ar& label;
     }
 };
 
@@ -23,7 +23,7 @@ struct circle : shape {
     double area() const override { return 3.0 * r * r; }
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<shape>(*this) & r;
+        ar& cs::base_object<shape>(*this) & r;
     }
 };
 
@@ -32,7 +32,7 @@ struct rect : shape {
     double area() const override { return w * h; }
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<shape>(*this) & w & h;
+        ar& cs::base_object<shape>(*this) & w& h;
     }
 };
 
@@ -41,7 +41,7 @@ struct square : rect {
     int tag = 0;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<rect>(*this) & tag;
+        ar& cs::base_object<rect>(*this) & tag;
     }
 };
 
@@ -51,7 +51,7 @@ struct unrelated {
     int x = 0;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & x;
+        ar& x;
     }
 };
 
@@ -61,13 +61,13 @@ struct named {
     std::string name;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & name;
+        ar& name;
     }
 };
 struct labelled_circle : circle, named {
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<circle>(*this) & cs::base_object<named>(*this);
+        ar& cs::base_object<circle>(*this) & cs::base_object<named>(*this);
     }
 };
 
@@ -76,7 +76,7 @@ struct triangle : shape {
     double area() const override { return 0; }
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<shape>(*this);
+        ar& cs::base_object<shape>(*this);
     }
 };
 
@@ -94,7 +94,7 @@ struct node {
     std::shared_ptr<node> other;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & value & next & other;
+        ar& value& next& other;
     }
 };
 
@@ -223,7 +223,7 @@ TEST(shared_ptr, cycles_and_self_loops_survive) {
     a->value = 1;
     b->value = 2;
     a->next = b;
-    b->next = a; // ring of two
+    b->next = a;  // ring of two
     a->other = a; // self loop
     std::shared_ptr<node> out;
     cs::load(cs::save(a), out);

@@ -72,8 +72,8 @@ TEST(serialize_buffer, message_keeps_owned_payload_alive) {
 
 TEST(serialize_buffer, adopts_owned_chunk_memory_without_copying) {
     std::vector<std::uint64_t> v(4096, 7);
-    auto m = cs::save(cs::serialize_buffer<std::uint64_t>(v.data(), v.size(),
-                                                          cs::serialize_buffer<std::uint64_t>::reference));
+    auto m = cs::save(cs::serialize_buffer<std::uint64_t>(
+        v.data(), v.size(), cs::serialize_buffer<std::uint64_t>::reference));
     // Play the receiver: the chunk's bytes live in memory owned by `received`.
     auto received = std::make_shared<std::vector<std::uint64_t>>(v);
     std::vector<cs::serialization_chunk> chunks(m.chunks().begin(), m.chunks().end());

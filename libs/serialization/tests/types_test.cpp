@@ -160,7 +160,8 @@ INSTANTIATE_TEST_SUITE_P(zero_copy, types,
                                            cs::options{1, true}),
                          [](auto const& param_info) {
                              return param_info.param.zero_copy
-                                        ? "on_" + std::to_string(param_info.param.zero_copy_threshold)
+                                        ? "on_" +
+                                              std::to_string(param_info.param.zero_copy_threshold)
                                         : std::string("off");
                          });
 

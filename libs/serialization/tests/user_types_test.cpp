@@ -13,7 +13,7 @@ struct with_member {
     std::string b;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & a & b;
+        ar& a& b;
     }
     bool operator==(with_member const&) const = default;
 };
@@ -22,7 +22,7 @@ struct without_version_arg {
     int a = 0;
     template <class A>
     void serialize(A& ar) {
-        ar & a;
+        ar& a;
     }
 };
 
@@ -32,7 +32,7 @@ struct with_free {
 };
 template <class A>
 void serialize(A& ar, with_free& v, unsigned) {
-    ar & v.x & v.y;
+    ar& v.x& v.y;
 }
 
 class with_private {
@@ -46,7 +46,7 @@ private:
     int secret_ = 0;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & secret_;
+        ar& secret_;
     }
 };
 
@@ -57,11 +57,11 @@ public:
     int cached_sum = 0;
     template <class A>
     void save(A& ar, unsigned) const {
-        ar & values;
+        ar& values;
     }
     template <class A>
     void load(A& ar, unsigned) {
-        ar & values;
+        ar& values;
         cached_sum = 0;
         for (int v : values) {
             cached_sum += v;
@@ -73,14 +73,14 @@ struct base {
     int b = 1;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & b;
+        ar& b;
     }
 };
 struct derived : base {
     int d = 2;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<base>(*this) & d;
+        ar& cs::base_object<base>(*this) & d;
     }
 };
 
@@ -90,7 +90,7 @@ struct record_v1 {
     int id = 0;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & id;
+        ar& id;
     }
 };
 // Version 2 of the same record: a new field, read only from version 2 data.
@@ -102,9 +102,9 @@ struct record_v2 {
     template <class A>
     void serialize(A& ar, unsigned version) {
         seen_version = version;
-        ar & id;
+        ar& id;
         if (version >= 2) {
-            ar & note;
+            ar& note;
         }
     }
 };
@@ -128,7 +128,7 @@ struct versioned_by_macro {
     template <class A>
     void serialize(A& ar, unsigned version) {
         seen = version;
-        ar & v;
+        ar& v;
     }
 };
 COURIER_CLASS_VERSION(versioned_by_macro, 3);

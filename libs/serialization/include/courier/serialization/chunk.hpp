@@ -19,10 +19,10 @@ enum class chunk_type : std::uint8_t { index = 0, pointer = 1, rma = 2 };
 
 struct serialization_chunk {
     chunk_type type = chunk_type::index;
-    std::size_t size = 0;             ///< bytes
-    std::size_t offset = 0;           ///< index chunks: where their bytes start in message::data()
+    std::size_t size = 0;   ///< bytes
+    std::size_t offset = 0; ///< index chunks: where their bytes start in message::data()
     std::byte const* address = nullptr; ///< pointer and rma chunks: the memory they reference
-    std::uint64_t rkey = 0;           ///< rma chunks: the registration key (0 otherwise)
+    std::uint64_t rkey = 0;             ///< rma chunks: the registration key (0 otherwise)
 };
 
 /// Per-archive options. A contiguous bitwise block of at least `zero_copy_threshold` bytes

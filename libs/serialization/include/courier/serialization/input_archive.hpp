@@ -72,8 +72,7 @@ public:
         cur_ += n;
     }
     template <class T>
-        requires std::is_trivially_copyable_v<T>
-    T load_value() {
+    requires std::is_trivially_copyable_v<T> T load_value() {
         T v;
         load_bytes(&v, sizeof(T));
         return v;

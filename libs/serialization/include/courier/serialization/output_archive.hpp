@@ -69,10 +69,8 @@ public:
         cur_ += n;
     }
     template <class T>
-        requires std::is_trivially_copyable_v<T>
-    void save_value(T const& v) {
-        save_bytes(&v, sizeof(T));
-    }
+    requires std::is_trivially_copyable_v<T>
+    void save_value(T const& v) { save_bytes(&v, sizeof(T)); }
     void save_size(std::uint64_t v) {
         if (static_cast<std::size_t>(end_ - cur_) < detail::max_varint_bytes) [[unlikely]] {
             grow(detail::max_varint_bytes);

@@ -57,10 +57,9 @@ struct polymorphic_functions {
 template <class T>
 bool register_class(std::string_view name) {
     static_assert(std::is_polymorphic_v<T>, "only polymorphic classes need registration");
-    register_polymorphic({fnv1a64(name), name.data(), &typeid(T),
-                          &polymorphic_functions<T>::save, &polymorphic_functions<T>::create,
-                          &polymorphic_functions<T>::load, &polymorphic_functions<T>::destroy,
-                          &polymorphic_functions<T>::throw_as});
+    register_polymorphic({fnv1a64(name), name.data(), &typeid(T), &polymorphic_functions<T>::save,
+                          &polymorphic_functions<T>::create, &polymorphic_functions<T>::load,
+                          &polymorphic_functions<T>::destroy, &polymorphic_functions<T>::throw_as});
     return true;
 }
 
@@ -126,5 +125,6 @@ std::pair<void*, polymorphic_entry const*> create_polymorphic(input_archive& ar,
 /// Registers a polymorphic class for (de)serialization through base pointers. Use once per
 /// class, at any namespace scope; the id is the hash of the name as written here.
 #define COURIER_SERIALIZATION_REGISTER_CLASS(T)                                                    \
-    [[maybe_unused]] static bool const COURIER_DETAIL_CAT(courier_registered_class_, __COUNTER__) = \
+    [[maybe_unused]] static bool const COURIER_DETAIL_CAT(courier_registered_class_,               \
+                                                          __COUNTER__) =                           \
         ::courier::serialization::detail::register_class<T>(#T)

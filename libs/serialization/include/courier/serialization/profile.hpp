@@ -44,24 +44,25 @@ profile_ref<Tag, T const> with_profile(T const& v) {
 
 namespace detail {
 template <class Tag, class T>
-concept has_profile = requires { profile_fields<Tag, std::remove_cv_t<T>>::fields; };
+concept has_profile = requires {
+    profile_fields<Tag, std::remove_cv_t<T>>::fields;
+};
 
 template <class Tag, class T>
 void save_profiled(output_archive& ar, T const& v) {
-    std::apply([&](auto... member) { (ar.save(v.*member), ...); },
-               profile_fields<Tag, T>::fields);
+    std::apply([&](auto... member) { (ar.save(v.*member), ...); }, profile_fields<Tag, T>::fields);
 }
 template <class Tag, class T>
 void load_profiled(input_archive& ar, T& v) {
-    std::apply([&](auto... member) { (ar.load(v.*member), ...); },
-               profile_fields<Tag, T>::fields);
+    std::apply([&](auto... member) { (ar.load(v.*member), ...); }, profile_fields<Tag, T>::fields);
 }
 template <class Tag, class T>
 constexpr std::size_t profile_min_size() {
     return std::apply(
         [](auto... member) {
-            return (std::size_t{0} + ... +
-                    min_wire_size<std::remove_cvref_t<decltype(std::declval<T&>().*member)>>::value);
+            return (
+                std::size_t{0} + ... +
+                min_wire_size<std::remove_cvref_t<decltype(std::declval<T&>().*member)>>::value);
         },
         profile_fields<Tag, T>::fields);
 }
@@ -74,8 +75,9 @@ struct serializer<profile_ref<Tag, T>> {
         if constexpr (detail::has_profile<Tag, U>) {
             detail::save_profiled<Tag>(ar, r.value);
         } else {
-            static_assert(std::is_array_v<U> || requires { r.value.size(); },
-                          "no profile_fields<Tag, T> for this type or its elements");
+            static_assert(
+                std::is_array_v<U> || requires { r.value.size(); },
+                "no profile_fields<Tag, T> for this type or its elements");
             if constexpr (!std::is_array_v<U>) {
                 ar.save_size(r.value.size());
             }
@@ -113,6 +115,6 @@ struct serializer<profile_ref<Tag, T>> {
 /// Declares the fields sent under profile Tag for type T. Use at global scope.
 #define COURIER_SERIALIZATION_PROFILE(Tag, T, ...)                                                 \
     template <>                                                                                    \
-    struct courier::serialization::profile_fields<Tag, T> {                                       \
-        static constexpr auto fields = std::make_tuple(__VA_ARGS__);                              \
+    struct courier::serialization::profile_fields<Tag, T> {                                        \
+        static constexpr auto fields = std::make_tuple(__VA_ARGS__);                               \
     }

@@ -50,8 +50,8 @@ public:
         : serialize_buffer(const_cast<T*>(data), size, mode == take ? copy : mode) {}
     /// Takes ownership of `data`; `d(data)` runs when the last reference goes.
     template <class Deleter>
-        requires std::is_invocable_v<Deleter&, T*>
-    serialize_buffer(T* data, std::size_t size, Deleter d)
+    requires std::is_invocable_v<Deleter&, T*> serialize_buffer(T* data, std::size_t size,
+                                                                Deleter d)
         : data_(data, std::move(d)), size_(size) {}
     /// Shares memory owned by `owner` (used by loaders to adopt received bytes).
     serialize_buffer(std::shared_ptr<void const> const& owner, T const* data, std::size_t size)

@@ -25,9 +25,13 @@ namespace courier::serialization {
 namespace detail {
 
 template <class Ar, class T>
-concept has_free_versioned_serialize = requires(Ar& ar, T& t) { serialize(ar, t, 0u); };
+concept has_free_versioned_serialize = requires(Ar& ar, T& t) {
+    serialize(ar, t, 0u);
+};
 template <class Ar, class T>
-concept has_free_plain_serialize = requires(Ar& ar, T& t) { serialize(ar, t); };
+concept has_free_plain_serialize = requires(Ar& ar, T& t) {
+    serialize(ar, t);
+};
 
 template <class T>
 inline constexpr bool is_user_serializable =
@@ -54,8 +58,8 @@ void call_serialize(Ar& ar, T& t, unsigned version) {
 /// Arithmetic types, enums and std::byte: native width, native byte order (recorded in the
 /// message header and checked on load).
 template <class T>
-    requires(std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, std::byte>)
-struct serializer<T> {
+requires(std::is_arithmetic_v<T> || std::is_enum_v<T> ||
+         std::is_same_v<T, std::byte>) struct serializer<T> {
     static void save(output_archive& ar, T const& v) { ar.save_value(v); }
     static void load(input_archive& ar, T& v) {
         if constexpr (std::is_same_v<T, bool>) {
@@ -105,8 +109,8 @@ struct serializer {
             if constexpr (version != 0) {
                 auto w = ar.load_size();
                 if (w > version) {
-                    ar.fail(detail::version_error(static_cast<unsigned>(w), version,
-                                                  typeid(T).name()));
+                    ar.fail(
+                        detail::version_error(static_cast<unsigned>(w), version, typeid(T).name()));
                 }
                 written = static_cast<unsigned>(w);
             }

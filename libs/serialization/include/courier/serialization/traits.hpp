@@ -17,12 +17,13 @@ namespace courier::serialization {
 /// COURIER_IS_BITWISE_SERIALIZABLE(T) at global scope, or with a member type alias
 /// `using courier_bitwise_serializable = void;`.
 template <class T>
-struct is_bitwise_serializable
-    : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T> ||
-                         std::is_same_v<T, std::byte>> {};
+struct is_bitwise_serializable : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T> ||
+                                                    std::is_same_v<T, std::byte>> {};
 
 template <class T>
-    requires requires { typename T::courier_bitwise_serializable; }
+requires requires {
+    typename T::courier_bitwise_serializable;
+}
 struct is_bitwise_serializable<T> : std::true_type {
     static_assert(std::is_trivially_copyable_v<T>, "bitwise types must be trivially copyable");
 };
@@ -34,7 +35,8 @@ template <class T, std::size_t N>
 struct is_bitwise_serializable<T[N]> : is_bitwise_serializable<T> {};
 
 template <class T>
-inline constexpr bool is_bitwise_serializable_v = is_bitwise_serializable<std::remove_cv_t<T>>::value;
+inline constexpr bool is_bitwise_serializable_v =
+    is_bitwise_serializable<std::remove_cv_t<T>>::value;
 
 /// Class version: written before each object of a type whose version is not 0 and passed to
 /// its serialize(ar, version) on load, so old data stays readable after the type grows.
@@ -44,7 +46,9 @@ inline constexpr bool is_bitwise_serializable_v = is_bitwise_serializable<std::r
 template <class T>
 struct class_version : std::integral_constant<unsigned, 0> {};
 template <class T>
-    requires requires { T::courier_serialization_version; }
+requires requires {
+    T::courier_serialization_version;
+}
 struct class_version<T> : std::integral_constant<unsigned, T::courier_serialization_version> {};
 template <class T>
 inline constexpr unsigned class_version_v = class_version<std::remove_cv_t<T>>::value;
@@ -60,25 +64,31 @@ struct serializer;
 template <class T>
 struct min_wire_size : std::integral_constant<std::size_t, 0> {};
 template <class T>
-    requires is_bitwise_serializable<T>::value
-struct min_wire_size<T> : std::integral_constant<std::size_t, sizeof(T)> {};
+requires is_bitwise_serializable<T>::value struct min_wire_size<T>
+    : std::integral_constant<std::size_t, sizeof(T)> {
+};
 
 /// Befriend this class to let Courier reach private serialize/save/load members:
 ///   friend class courier::serialization::access;
 class access {
 public:
     template <class Ar, class T>
-    static constexpr bool has_versioned_serialize =
-        requires(Ar& ar, T& t) { t.serialize(ar, 0u); };
+    static constexpr bool has_versioned_serialize = requires(Ar& ar, T& t) {
+        t.serialize(ar, 0u);
+    };
     template <class Ar, class T>
-    static constexpr bool has_plain_serialize = requires(Ar& ar, T& t) { t.serialize(ar); };
+    static constexpr bool has_plain_serialize = requires(Ar& ar, T& t) {
+        t.serialize(ar);
+    };
     template <class OAr, class IAr, class T>
     static constexpr bool has_split = requires(OAr& oa, IAr& ia, T const& c, T& t) {
         c.save(oa, 0u);
         t.load(ia, 0u);
     };
     template <class T>
-    static constexpr bool has_default_ctor = requires { new T(); };
+    static constexpr bool has_default_ctor = requires {
+        new T();
+    };
 
     template <class Ar, class T>
     static void serialize(Ar& ar, T& t, unsigned version) {
@@ -107,8 +117,8 @@ public:
 /// Declares T (a trivially copyable type) bitwise serializable. Use at global scope.
 #define COURIER_IS_BITWISE_SERIALIZABLE(T)                                                         \
     template <>                                                                                    \
-    struct courier::serialization::is_bitwise_serializable<T> : std::true_type {                  \
-        static_assert(std::is_trivially_copyable_v<T>, #T " must be trivially copyable");         \
+    struct courier::serialization::is_bitwise_serializable<T> : std::true_type {                   \
+        static_assert(std::is_trivially_copyable_v<T>, #T " must be trivially copyable");          \
     }
 
 /// Declares the current version of T. Use at global scope.

@@ -30,10 +30,10 @@ private:
 class load_tracking {
 public:
     struct object {
-        void* address;                     // the most-derived object
-        std::type_info const* type;        // its dynamic type
-        polymorphic_entry const* entry;    // its registry entry (polymorphic types only)
-        std::shared_ptr<void> owner;       // set for objects owned by shared_ptr
+        void* address;                  // the most-derived object
+        std::type_info const* type;     // its dynamic type
+        polymorphic_entry const* entry; // its registry entry (polymorphic types only)
+        std::shared_ptr<void> owner;    // set for objects owned by shared_ptr
     };
     std::uint64_t add(object o) {
         objects_.push_back(std::move(o));

@@ -150,7 +150,8 @@ struct serializer<std::variant<Ts...>> {
         using loader = void (*)(input_archive&, V&);
         static constexpr auto table = []<std::size_t... I>(std::index_sequence<I...>) {
             return std::array<loader, sizeof...(Ts)>{&load_alternative<I>...};
-        }(std::index_sequence_for<Ts...>{});
+        }
+        (std::index_sequence_for<Ts...>{});
         table[index](ar, v);
     }
 };
