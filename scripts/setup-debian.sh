@@ -9,7 +9,7 @@ packages=(
     libfabric-dev libfabric-bin libboost-context-dev libhwloc-dev libfmt-dev
     libgtest-dev libgmock-dev libbenchmark-dev
     libboost-serialization-dev libcereal-dev
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev clang-format valgrind bc
 )
 
 missing=()
