@@ -8,16 +8,12 @@ namespace courier::serialization {
 
 input_archive::input_archive(message const& m, load_limits const& limits)
     : msg_(m), limits_(limits) {
-    m.validate();
-    threshold_ = m.recorded_threshold();
+    auto checked = m.check();
+    threshold_ = checked.threshold;
+    external_remaining_ = checked.external_bytes;
     begin_ = m.data().data();
     cur_ = begin_ + message_header_size;
     end_ = begin_ + m.index_size();
-    for (auto const& c : m.chunks()) {
-        if (c.type != chunk_type::index) {
-            external_remaining_ += c.size;
-        }
-    }
 }
 
 input_archive::~input_archive() = default;

@@ -138,9 +138,10 @@ std::size_t message::recorded_threshold() const {
         throw serialization_error("message of " + std::to_string(size_) +
                                   " bytes is shorter than its 8-byte header");
     }
-    std::uint32_t t = 0;
-    for (int i = 0; i < 4; ++i) {
-        t |= static_cast<std::uint32_t>(buffer_[4 + i]) << (8 * i);
+    std::uint32_t t;
+    std::memcpy(&t, buffer_ + 4, 4);
+    if constexpr (std::endian::native == std::endian::big) {
+        t = __builtin_bswap32(t);
     }
     if (t == threshold_zero_copy_off) {
         return std::numeric_limits<std::size_t>::max();
@@ -151,7 +152,7 @@ std::size_t message::recorded_threshold() const {
     return t;
 }
 
-void message::validate() const {
+message::check_result message::check() const {
     if (size_ < message_header_size) {
         throw serialization_error("message of " + std::to_string(size_) +
                                   " bytes is shorter than its 8-byte header");
@@ -176,7 +177,7 @@ void message::validate() const {
                                   (ours ? "big" : "little") +
                                   "-endian and Courier does not convert byte order");
     }
-    (void)recorded_threshold();
+    check_result result{recorded_threshold(), 0};
     std::size_t expected_offset = 0;
     for (std::size_t i = 0; i < chunks_.size(); ++i) {
         auto const& c = chunks_[i];
@@ -196,6 +197,7 @@ void message::validate() const {
                 throw serialization_error("chunk " + std::to_string(i) + ": " +
                                           std::to_string(c.size) + "-byte chunk has no address");
             }
+            result.external_bytes += c.size;
             break;
         default:
             throw serialization_error("chunk " + std::to_string(i) + ": unknown chunk type " +
@@ -206,6 +208,7 @@ void message::validate() const {
         throw serialization_error("index chunks cover " + std::to_string(expected_offset) +
                                   " of the " + std::to_string(size_) + "-byte index buffer");
     }
+    return result;
 }
 
 } // namespace courier::serialization

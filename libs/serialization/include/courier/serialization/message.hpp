@@ -74,7 +74,7 @@ public:
     /// Checks the header (magic, format version, byte order, flags) and that the chunk list is
     /// consistent: index chunks tile the index buffer in order, external chunks have an
     /// address when non-empty, no unknown chunk types. Throws serialization_error.
-    void validate() const;
+    void validate() const { (void)check(); }
     /// The zero-copy threshold recorded in the header (SIZE_MAX when zero copy was off).
     std::size_t recorded_threshold() const;
 
@@ -91,6 +91,11 @@ private:
     std::vector<std::shared_ptr<void const>> keep_alive_;
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
+    struct check_result {
+        std::size_t threshold;
+        std::size_t external_bytes;
+    };
+    check_result check() const; // validate(), returning what readers need
 };
 
 } // namespace courier::serialization
