@@ -8,7 +8,7 @@ packages=(
     g++ cmake ninja-build pkg-config
     libfabric-dev libfabric-bin libboost-context-dev libhwloc-dev libfmt-dev
     libgtest-dev libgmock-dev libbenchmark-dev
-    libboost-serialization-dev libcereal-dev
+    libboost-serialization-dev libcereal-dev libboost-fiber-dev libtbb-dev
     clang libclang-rt-14-dev clang-format valgrind bc
 )
 

@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: BSL-1.0
+// Courier runtime: lightweight threads, futures, synchronization, startup. See libs/runtime.
+#pragma once
+
+#include <courier/runtime/async.hpp>
+#include <courier/runtime/future.hpp>
+#include <courier/runtime/init.hpp>
+#include <courier/runtime/sync.hpp>
+#include <courier/runtime/this_thread.hpp>
+#include <courier/runtime/when.hpp>

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: BSL-1.0
+// init / finalize: options, the scheduler's lifetime, the main task, quiescence at shutdown.
+#include "log.hpp"
+#include "options.hpp"
+#include "scheduler.hpp"
+#include "topology.hpp"
+
+#include <courier/runtime/async.hpp>
+#include <courier/runtime/init.hpp>
+#include <courier/serialization/chunk.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+namespace courier {
+
+namespace {
+std::atomic<bool> g_finalized{false};
+std::atomic<std::uint64_t> g_unhandled{0};
+detail::config g_config;
+std::mutex g_config_mutex;
+} // namespace
+
+namespace detail {
+void report_unhandled_exception(std::exception_ptr e) noexcept {
+    g_unhandled.fetch_add(1, std::memory_order_relaxed);
+    try {
+        std::rethrow_exception(e);
+    } catch (std::exception const& x) {
+        log(log_level::error, "unhandled exception in a posted task: {}", x.what());
+    } catch (...) {
+        log(log_level::error, "unhandled exception of unknown type in a posted task");
+    }
+}
+} // namespace detail
+
+int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
+    using namespace detail;
+    if (current_scheduler() != nullptr) {
+        throw std::logic_error("courier::init: the runtime is already running");
+    }
+    config cfg;
+    scheduler_options so;
+    try {
+        cfg = parse_config(argc, argv);
+        if (cfg.help) {
+            std::fputs(help_text().c_str(), stdout);
+            return 0;
+        }
+        log_level level;
+        if (!parse_log_level(cfg.get("log"), level)) {
+            throw config_error("--courier:log=" + cfg.get("log") +
+                               ": expected error, warn, info or debug");
+        }
+        set_log_level(level);
+        if (cfg.get("threads") == "cores") {
+            void* topo = load_topology();
+            so.threads = available_cores(topo);
+            free_topology(topo);
+        } else {
+            so.threads = static_cast<std::size_t>(cfg.get_int("threads", 1, 1024));
+        }
+        so.stack_size = static_cast<std::size_t>(cfg.get_int("stack_size", 16384, 1ll << 30));
+        std::string const& bind = cfg.get("bind");
+        if (bind != "cores" && bind != "none") {
+            throw config_error("--courier:bind=" + bind + ": expected cores or none");
+        }
+        so.bind = bind == "cores";
+        so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
+        auto zc = cfg.get_int("zero_copy_threshold", 0, 1ll << 40);
+        serialization::set_default_options(
+            {zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0});
+    } catch (config_error const& e) {
+        std::fprintf(stderr, "courier: %s\n", e.what());
+        return 1;
+    }
+    {
+        std::lock_guard g(g_config_mutex);
+        g_config = cfg;
+    }
+    g_finalized.store(false);
+    g_unhandled.store(0);
+
+    auto s = std::make_unique<scheduler>(so);
+    set_current_scheduler(s.get());
+    s->start();
+    log(log_level::info, "started {} workers, {} KiB stacks, bind={}", so.threads,
+        so.stack_size / 1024, so.bind ? "cores" : "none");
+
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    auto args = cfg.rest;
+    spawn(make_task([&] {
+        int r = 1;
+        try {
+            r = courier_main(static_cast<int>(args.size() - 1), args.data());
+        } catch (std::exception const& e) {
+            log(log_level::error, "courier_main threw: {}", e.what());
+        } catch (...) {
+            log(log_level::error, "courier_main threw an exception of unknown type");
+        }
+        std::lock_guard g(m);
+        rc = r;
+        done = true;
+        cv.notify_all();
+    }));
+    {
+        std::unique_lock g(m);
+        cv.wait(g, [&] { return done; });
+    }
+    // Quiescence: every task spawned has finished. A task that can never be resumed (all
+    // workers asleep, nothing queued or timed, no progress hook that could bring news) is a
+    // deadlock: report it instead of hanging.
+    auto idle_since = std::chrono::steady_clock::time_point{};
+    for (;;) {
+        std::int64_t live = s->live_tasks();
+        if (live == 0) {
+            break;
+        }
+        if (s->all_idle() && !s->has_hooks()) {
+            auto now = std::chrono::steady_clock::now();
+            if (idle_since == decltype(idle_since){}) {
+                idle_since = now;
+            } else if (now - idle_since > std::chrono::milliseconds(500)) {
+                log(log_level::error,
+                    "{} task(s) are suspended and nothing can wake them (deadlock at shutdown)",
+                    live);
+                rc = rc == 0 ? 1 : rc;
+                break;
+            }
+        } else {
+            idle_since = {};
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    s->stop();
+    set_current_scheduler(nullptr);
+    s.reset();
+
+    if (!g_finalized.load()) {
+        log(log_level::error, "courier_main returned without calling courier::finalize()");
+        rc = rc == 0 ? 1 : rc;
+    }
+    if (g_unhandled.load() != 0 && rc == 0) {
+        rc = 1;
+    }
+    return rc;
+}
+
+int finalize() {
+    g_finalized.store(true);
+    return 0;
+}
+
+std::size_t get_os_thread_count() {
+    auto* s = detail::current_scheduler();
+    return s != nullptr ? s->workers().size() : 0;
+}
+
+std::optional<std::string> get_config_entry(std::string const& name) {
+    std::lock_guard g(g_config_mutex);
+    auto it = g_config.values.find(name);
+    if (it == g_config.values.end()) {
+        return std::nullopt;
+    }
+    return it->second;
+}
+
+std::size_t register_progress_hook(std::function<bool()> poll, int wait_fd) {
+    auto* s = detail::current_scheduler();
+    if (s == nullptr) {
+        throw std::logic_error("courier::register_progress_hook: the runtime is not running");
+    }
+    return s->register_hook(std::move(poll), wait_fd);
+}
+
+void unregister_progress_hook(std::size_t id) {
+    if (auto* s = detail::current_scheduler()) {
+        s->unregister_hook(id);
+    }
+}
+
+void notify_work() noexcept {
+    if (auto* s = detail::current_scheduler()) {
+        s->notify_one();
+    }
+}
+
+} // namespace courier

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: BSL-1.0
+#include "options.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+namespace courier::detail {
+
+std::vector<option_spec> const& option_table() {
+    static std::vector<option_spec> const table = {
+        {"threads", "cores", "worker OS threads; 'cores' = the cores available to this process"},
+        {"stack_size", "65536",
+         "bytes of stack per Courier thread (rounded up to pages; plus a guard page)"},
+        {"bind", "cores", "'cores': pin worker i to core i with hwloc; 'none': no pinning"},
+        {"idle_spin_us", "50", "microseconds an idle worker keeps polling before it sleeps"},
+        {"log", "warn", "log level: error, warn, info or debug"},
+        {"zero_copy_threshold", "4096",
+         "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off"},
+        {"help", "0", "print this list and exit"},
+    };
+    return table;
+}
+
+std::string const& config::get(std::string_view name) const {
+    auto it = values.find(name);
+    if (it == values.end()) {
+        throw config_error(fmt::format("internal: option '{}' is not in the table", name));
+    }
+    return it->second;
+}
+
+long long config::get_int(std::string_view name, long long min, long long max) const {
+    std::string const& s = get(name);
+    long long v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size()) {
+        throw config_error(fmt::format("--courier:{}={}: not an integer", name, s));
+    }
+    if (v < min || v > max) {
+        throw config_error(
+            fmt::format("--courier:{}={}: out of range [{}, {}]", name, s, min, max));
+    }
+    return v;
+}
+
+namespace {
+std::string env_name(std::string_view name) {
+    std::string e = "COURIER_";
+    for (char c : name) {
+        e += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    return e;
+}
+option_spec const* find_spec(std::string_view name) {
+    for (auto const& s : option_table()) {
+        if (s.name == name) {
+            return &s;
+        }
+    }
+    return nullptr;
+}
+} // namespace
+
+config parse_config(int argc, char** argv) {
+    config c;
+    std::map<std::string, std::string, std::less<>> given;
+    for (int i = 0; i < argc; ++i) {
+        std::string_view a = argv[i] != nullptr ? argv[i] : "";
+        constexpr std::string_view prefix = "--courier:";
+        if (i == 0 || a.substr(0, prefix.size()) != prefix) {
+            c.rest.push_back(argv[i]);
+            continue;
+        }
+        auto body = a.substr(prefix.size());
+        auto eq = body.find('=');
+        std::string name(body.substr(0, eq));
+        std::string value = eq == std::string_view::npos ? "1" : std::string(body.substr(eq + 1));
+        if (find_spec(name) == nullptr) {
+            throw config_error(fmt::format("unknown option --courier:{} (--courier:help lists "
+                                           "the options)",
+                                           name));
+        }
+        given[name] = value;
+    }
+    c.rest.push_back(nullptr);
+    for (auto const& s : option_table()) {
+        std::string v(s.default_value);
+        if (char const* e = std::getenv(env_name(s.name).c_str()); e != nullptr) {
+            v = e;
+        }
+        if (auto it = given.find(s.name); it != given.end()) {
+            v = it->second;
+        }
+        c.values.emplace(std::string(s.name), v);
+    }
+    c.help = c.get("help") != "0";
+    return c;
+}
+
+std::string help_text() {
+    std::string out = "Courier runtime options (--courier:NAME=VALUE, or environment "
+                      "COURIER_NAME=VALUE):\n";
+    for (auto const& s : option_table()) {
+        out += fmt::format("  --courier:{:<22} default {:<8} {}\n", s.name, s.default_value,
+                           s.help);
+    }
+    return out;
+}
+
+} // namespace courier::detail

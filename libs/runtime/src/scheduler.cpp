@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: BSL-1.0
+#include "scheduler.hpp"
+
+#include "log.hpp"
+#include "topology.hpp"
+
+#include <courier/runtime/this_thread.hpp>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+namespace courier::detail {
+
+namespace {
+
+// A Courier thread can resume on another OS thread, and the compiler may cache the address of
+// a thread_local across the context switch. Every access therefore goes through these opaque,
+// non-inlined accessors (the empty asm also keeps them from being treated as pure).
+thread_local worker* tl_worker_var = nullptr;
+thread_local fiber_ctx* tl_fiber_var = nullptr;
+std::atomic<scheduler*> g_scheduler{nullptr};
+
+[[gnu::noinline]] worker* get_tl_worker() noexcept {
+    asm volatile("" ::: "memory");
+    return tl_worker_var;
+}
+[[gnu::noinline]] void set_tl_worker(worker* w) noexcept {
+    asm volatile("" ::: "memory");
+    tl_worker_var = w;
+}
+[[gnu::noinline]] fiber_ctx* get_tl_fiber() noexcept {
+    asm volatile("" ::: "memory");
+    return tl_fiber_var;
+}
+[[gnu::noinline]] void set_tl_fiber(fiber_ctx* f) noexcept {
+    asm volatile("" ::: "memory");
+    tl_fiber_var = f;
+}
+
+constexpr std::uintptr_t fiber_tag = 1;
+std::uintptr_t item_of(task* t) noexcept { return reinterpret_cast<std::uintptr_t>(t); }
+std::uintptr_t item_of(fiber_ctx* f) noexcept { return reinterpret_cast<std::uintptr_t>(f) | fiber_tag; }
+bool is_fiber(std::uintptr_t i) noexcept { return (i & fiber_tag) != 0; }
+fiber_ctx* as_fiber(std::uintptr_t i) noexcept { return reinterpret_cast<fiber_ctx*>(i & ~fiber_tag); }
+task* as_task(std::uintptr_t i) noexcept { return reinterpret_cast<task*>(i); }
+
+void bump(std::atomic<std::uint64_t>& c) noexcept { // single writer
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void enter(fiber_ctx* f) noexcept {
+    set_tl_fiber(f);
+    set_current_guard(f->guard_lo, f->guard_hi);
+}
+void leave() noexcept {
+    set_tl_fiber(nullptr);
+    set_current_guard(0, 0);
+}
+
+/// Boost.Context StackAllocator over the scheduler's pool.
+struct pooled_stack {
+    stack_pool* pool;
+    boost::context::stack_context allocate() {
+        worker* w = get_tl_worker();
+        void* base = pool->take(w != nullptr ? &w->stack_cache : nullptr);
+        if (w != nullptr) {
+            w->handoff_stack = base;
+        }
+        boost::context::stack_context sc;
+        sc.size = pool->usable_size();
+        sc.sp = static_cast<char*>(base) + pool->total_size();
+        return sc;
+    }
+    void deallocate(boost::context::stack_context& sc) noexcept {
+        void* base = static_cast<char*>(sc.sp) - pool->total_size();
+        worker* w = get_tl_worker();
+        pool->give(base, w != nullptr ? &w->stack_cache : nullptr);
+    }
+};
+
+constexpr std::uint32_t progress_interval = 16;
+
+/// The body of a runner: executes new tasks from the local deque back to back; parks itself as
+/// idle when there is none; returns (freeing its stack) when told to exit.
+boost::context::fiber runner_main(boost::context::fiber&& from) {
+    fiber_ctx self;
+    worker* w = get_tl_worker();
+    w->sched_cont = std::move(from);
+    auto lo = reinterpret_cast<std::uintptr_t>(w->handoff_stack);
+    self.guard_lo = lo;
+    self.guard_hi = lo + w->sched.stacks().guard_size();
+    task* t = w->handoff;
+    for (;;) {
+        enter(&self);
+        for (;;) {
+            t->run(t);
+            w = get_tl_worker(); // the task may have been suspended and resumed elsewhere
+            bump(w->completed);
+            if (w->sched.has_hooks() && ++w->since_progress >= progress_interval) {
+                w->since_progress = 0;
+                w->sched.run_hooks();
+            }
+            std::uintptr_t next = w->deque.pop();
+            if (next != 0 && !is_fiber(next)) {
+                t = as_task(next);
+                continue;
+            }
+            w->stash = next;
+            break;
+        }
+        boost::context::fiber back = std::move(w->sched_cont).resume_with(
+            [&self](boost::context::fiber&& me) {
+                self.cont = std::move(me);
+                leave();
+                get_tl_worker()->idle_runners.push_back(&self);
+                return boost::context::fiber{};
+            });
+        w = get_tl_worker();
+        w->sched_cont = std::move(back);
+        if (self.exit) {
+            break;
+        }
+        t = w->handoff;
+    }
+    leave();
+    return std::move(w->sched_cont);
+}
+
+} // namespace
+
+scheduler* current_scheduler() noexcept { return g_scheduler.load(std::memory_order_acquire); }
+void set_current_scheduler(scheduler* s) noexcept { g_scheduler.store(s, std::memory_order_release); }
+worker* current_worker() noexcept { return get_tl_worker(); }
+
+// ---- worker -------------------------------------------------------------------------------
+
+worker::worker(scheduler& s, std::size_t i)
+    : sched(s), index(i), rng(static_cast<std::uint32_t>(i * 2654435761u + 1)) {
+    event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (event_fd < 0) {
+        throw std::runtime_error("courier: eventfd failed");
+    }
+}
+
+worker::~worker() {
+    if (event_fd >= 0) {
+        ::close(event_fd);
+    }
+}
+
+void worker::push_inbox(std::uintptr_t item) {
+    inbox_lock.lock();
+    inbox.push_back(item);
+    inbox_size.store(inbox.size(), std::memory_order_relaxed);
+    inbox_lock.unlock();
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void worker::drain_inbox() {
+    // Also used by thieves on other workers' inboxes, hence the lock and the owner's deque only
+    // being pushed by its owner: callers pass items on to their own deque.
+    std::vector<std::uintptr_t> items;
+    inbox_lock.lock();
+    items.swap(inbox);
+    inbox_size.store(0, std::memory_order_relaxed);
+    inbox_lock.unlock();
+    worker* me = get_tl_worker();
+    for (auto i : items) {
+        me->deque.push(i);
+    }
+}
+
+void worker::switch_to(fiber_ctx* f) {
+    boost::context::fiber back = std::move(f->cont).resume();
+    (void)back; // runners always come back through resume_with(... fiber{}) or by returning
+}
+
+void worker::start_task(task* t) {
+    handoff = t;
+    if (!idle_runners.empty()) {
+        fiber_ctx* r = idle_runners.back();
+        idle_runners.pop_back();
+        switch_to(r);
+        return;
+    }
+    boost::context::fiber f(std::allocator_arg, pooled_stack{&sched.stacks()}, runner_main);
+    f = std::move(f).resume();
+}
+
+void worker::run_item(std::uintptr_t item) {
+    if (is_fiber(item)) {
+        switch_to(as_fiber(item));
+    } else {
+        start_task(as_task(item));
+    }
+}
+
+std::uintptr_t worker::find_work() {
+    if (stash != 0) {
+        return std::exchange(stash, 0);
+    }
+    if (std::uintptr_t i = deque.pop()) {
+        return i;
+    }
+    if (inbox_size.load(std::memory_order_relaxed) > 0) {
+        drain_inbox();
+        if (std::uintptr_t i = deque.pop()) {
+            return i;
+        }
+    }
+    if (!timers.empty() && timers.top().first <= std::chrono::steady_clock::now()) {
+        fiber_ctx* f = timers.top().second;
+        timers.pop();
+        timer_count.store(timers.size(), std::memory_order_relaxed);
+        return item_of(f);
+    }
+    if (!yielded.empty()) {
+        fiber_ctx* f = yielded.front();
+        yielded.pop_front();
+        return item_of(f);
+    }
+    auto& ws = sched.workers();
+    std::size_t n = ws.size();
+    if (n > 1) {
+        rng = rng * 1664525u + 1013904223u;
+        std::size_t start = rng % n;
+        for (std::size_t k = 0; k < n; ++k) {
+            worker* v = ws[(start + k) % n].get();
+            if (v == this) {
+                continue;
+            }
+            if (std::uintptr_t i = v->deque.steal()) {
+                return i;
+            }
+            if (v->inbox_size.load(std::memory_order_relaxed) > 0) {
+                v->drain_inbox();
+                if (std::uintptr_t i = deque.pop()) {
+                    return i;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+bool worker_has_work(worker const& w) noexcept {
+    if (w.stash != 0 || w.deque.maybe_nonempty() ||
+        w.inbox_size.load(std::memory_order_relaxed) > 0 || !w.yielded.empty()) {
+        return true;
+    }
+    for (auto const& v : w.sched.workers()) {
+        if (v.get() != &w && (v->deque.maybe_nonempty() ||
+                              v->inbox_size.load(std::memory_order_relaxed) > 0)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void worker::idle() {
+    auto const spin = sched.options().idle_spin;
+    auto until = std::chrono::steady_clock::now() + spin;
+    do {
+        if (sched.has_hooks() && sched.run_hooks()) {
+            return;
+        }
+        if (worker_has_work(*this) || sched.stopping()) {
+            return;
+        }
+        if (!timers.empty() && timers.top().first <= std::chrono::steady_clock::now()) {
+            return;
+        }
+        for (int i = 0; i < 64; ++i) {
+            cpu_relax();
+        }
+    } while (std::chrono::steady_clock::now() < until);
+
+    sleeping.store(true, std::memory_order_seq_cst);
+    sched.sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (worker_has_work(*this) || sched.stopping()) {
+        sleeping.store(false, std::memory_order_relaxed);
+        sched.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+        return;
+    }
+    pollfd fds[1 + scheduler::max_hooks];
+    nfds_t nfds = 0;
+    fds[nfds++] = {event_fd, POLLIN, 0};
+    for (auto& h : sched.hooks_) {
+        if (h.active.load(std::memory_order_acquire) && h.fd >= 0) {
+            fds[nfds++] = {h.fd, POLLIN, 0};
+        }
+    }
+    int timeout_ms = 100;
+    if (!timers.empty()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        timers.top().first - std::chrono::steady_clock::now())
+                        .count();
+        timeout_ms = static_cast<int>(std::clamp<long long>(left + 1, 0, timeout_ms));
+    }
+    ::poll(fds, nfds, timeout_ms);
+    std::uint64_t drained;
+    ssize_t ignored = ::read(event_fd, &drained, sizeof drained);
+    (void)ignored;
+    sleeping.store(false, std::memory_order_relaxed);
+    sched.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void worker::wake() noexcept {
+    if (sleeping.exchange(false, std::memory_order_acq_rel)) {
+        std::uint64_t one = 1;
+        ssize_t ignored = ::write(event_fd, &one, sizeof one);
+        (void)ignored;
+    }
+}
+
+void worker::main() {
+    set_tl_worker(this);
+    enable_alt_signal_stack();
+    if (sched.options().bind) {
+        bind_current_thread(sched.topology_, index);
+    }
+    for (;;) {
+        if (std::uintptr_t item = find_work()) {
+            run_item(item);
+            if (sched.has_hooks() && ++since_progress >= progress_interval) {
+                since_progress = 0;
+                sched.run_hooks();
+            }
+            continue;
+        }
+        if (sched.stopping()) {
+            break;
+        }
+        idle();
+    }
+    // Shut down the idle runners (their stacks return to the pool), then return the stacks.
+    for (fiber_ctx* r : std::exchange(idle_runners, {})) {
+        r->exit = true;
+        switch_to(r);
+    }
+    for (void* s : std::exchange(stack_cache, {})) {
+        sched.stacks().give(s, nullptr);
+    }
+    disable_alt_signal_stack();
+    set_tl_worker(nullptr);
+}
+
+// ---- scheduler ----------------------------------------------------------------------------
+
+scheduler::scheduler(scheduler_options const& o) : opts_(o), stacks_(o.stack_size) {
+    topology_ = load_topology();
+    for (std::size_t i = 0; i < opts_.threads; ++i) {
+        workers_.push_back(std::make_unique<worker>(*this, i));
+    }
+    install_overflow_handler(stacks_.usable_size());
+}
+
+scheduler::~scheduler() {
+    stop();
+    free_topology(topology_);
+}
+
+void scheduler::start() {
+    for (auto& w : workers_) {
+        w->thread = std::thread([p = w.get()] { p->main(); });
+    }
+}
+
+void scheduler::stop() {
+    if (stopping_.exchange(true)) {
+        return;
+    }
+    for (auto& w : workers_) {
+        w->wake();
+        std::uint64_t one = 1;
+        ssize_t ignored = ::write(w->event_fd, &one, sizeof one);
+        (void)ignored;
+    }
+    for (auto& w : workers_) {
+        if (w->thread.joinable()) {
+            w->thread.join();
+        }
+    }
+    // Whatever is still queued can never run now.
+    for (auto& w : workers_) {
+        std::vector<std::uintptr_t> rest = std::move(w->inbox);
+        while (std::uintptr_t i = w->deque.steal()) {
+            rest.push_back(i);
+        }
+        for (auto i : rest) {
+            if (!is_fiber(i)) {
+                as_task(i)->drop(as_task(i));
+            }
+        }
+    }
+}
+
+void scheduler::spawn(task* t) {
+    worker* w = get_tl_worker();
+    if (w != nullptr && &w->sched == this) {
+        w->deque.push(item_of(t));
+        bump(w->spawned);
+        if (has_sleepers()) {
+            notify_one();
+        }
+        return;
+    }
+    external_spawned_.fetch_add(1, std::memory_order_acq_rel);
+    auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
+    target->push_inbox(item_of(t));
+    if (has_sleepers()) {
+        target->wake();
+        notify_one();
+    }
+}
+
+void scheduler::make_ready(fiber_ctx* f) noexcept {
+    worker* w = get_tl_worker();
+    if (w != nullptr && &w->sched == this) {
+        w->deque.push(item_of(f));
+        if (has_sleepers()) {
+            notify_one();
+        }
+        return;
+    }
+    auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
+    try {
+        target->push_inbox(item_of(f));
+    } catch (...) {
+        log(log_level::error, "cannot queue a resumed thread: out of memory");
+        std::terminate();
+    }
+    if (has_sleepers()) {
+        target->wake();
+        notify_one();
+    }
+}
+
+void scheduler::notify_one() noexcept {
+    if (sleepers_.load(std::memory_order_seq_cst) == 0) {
+        return;
+    }
+    for (auto& w : workers_) {
+        if (w->sleeping.load(std::memory_order_relaxed)) {
+            w->wake();
+            return;
+        }
+    }
+}
+
+std::int64_t scheduler::live_tasks() const noexcept {
+    // Completions first: every completion seen implies its spawn is seen below.
+    std::uint64_t done = 0, spawned = external_spawned_.load(std::memory_order_acquire);
+    for (auto const& w : workers_) {
+        done += w->completed.load(std::memory_order_acquire);
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    spawned = external_spawned_.load(std::memory_order_acquire);
+    for (auto const& w : workers_) {
+        spawned += w->spawned.load(std::memory_order_acquire);
+    }
+    return static_cast<std::int64_t>(spawned) - static_cast<std::int64_t>(done);
+}
+
+bool scheduler::all_idle() const noexcept {
+    for (auto const& w : workers_) {
+        if (!w->sleeping.load(std::memory_order_seq_cst) || w->deque.maybe_nonempty() ||
+            w->inbox_size.load(std::memory_order_relaxed) > 0 ||
+            w->timer_count.load(std::memory_order_relaxed) > 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::size_t scheduler::register_hook(std::function<bool()> poll, int fd) {
+    std::lock_guard g(hooks_lock_);
+    for (std::size_t i = 0; i < max_hooks; ++i) {
+        auto& h = hooks_[i];
+        if (!h.active.load(std::memory_order_acquire) &&
+            h.running.load(std::memory_order_acquire) == 0) {
+            h.poll = std::move(poll);
+            h.fd = fd;
+            h.active.store(true, std::memory_order_release);
+            hook_count_.fetch_add(1, std::memory_order_acq_rel);
+            notify_one();
+            return i;
+        }
+    }
+    throw std::length_error("courier: too many progress hooks");
+}
+
+void scheduler::unregister_hook(std::size_t id) {
+    if (id >= max_hooks) {
+        return;
+    }
+    std::lock_guard g(hooks_lock_);
+    auto& h = hooks_[id];
+    if (!h.active.exchange(false, std::memory_order_acq_rel)) {
+        return;
+    }
+    while (h.running.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+    }
+    h.poll = nullptr;
+    h.fd = -1;
+    hook_count_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool scheduler::run_hooks() {
+    bool work = false;
+    for (auto& h : hooks_) {
+        if (!h.active.load(std::memory_order_acquire)) {
+            continue;
+        }
+        h.running.fetch_add(1, std::memory_order_acq_rel);
+        if (h.active.load(std::memory_order_acquire)) {
+            try {
+                work |= h.poll();
+            } catch (std::exception const& e) {
+                log(log_level::error, "progress hook threw: {}", e.what());
+            }
+        }
+        h.running.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return work;
+}
+
+// ---- the calls public headers use ---------------------------------------------------------
+
+bool runtime_running() noexcept { return current_scheduler() != nullptr; }
+
+void spawn(task* t) {
+    scheduler* s = current_scheduler();
+    if (s == nullptr) {
+        t->drop(t);
+        throw std::logic_error("courier: the runtime is not running (call courier::init first)");
+    }
+    s->spawn(t);
+}
+
+void spawn_or_run(task* t) {
+    if (scheduler* s = current_scheduler()) {
+        s->spawn(t);
+    } else {
+        t->run(t);
+    }
+}
+
+fiber_ctx* current_fiber() noexcept { return get_tl_fiber(); }
+
+void suspend(void (*after)(void*), void* arg) {
+    fiber_ctx* self = get_tl_fiber();
+    worker* w = get_tl_worker();
+    if (self == nullptr || w == nullptr) {
+        throw std::logic_error("courier: suspend outside a Courier thread");
+    }
+    boost::context::fiber back = std::move(w->sched_cont).resume_with(
+        [self, after, arg](boost::context::fiber&& me) {
+            self->cont = std::move(me);
+            leave();
+            after(arg);
+            return boost::context::fiber{};
+        });
+    w = get_tl_worker();
+    w->sched_cont = std::move(back);
+    enter(self);
+}
+
+void resume(fiber_ctx* f) noexcept { current_scheduler()->make_ready(f); }
+
+} // namespace courier::detail
+
+namespace courier::this_thread {
+
+void yield() {
+    detail::fiber_ctx* self = detail::current_fiber();
+    if (self == nullptr) {
+        std::this_thread::yield();
+        return;
+    }
+    auto requeue = [self] { detail::get_tl_worker()->yielded.push_back(self); };
+    detail::suspend_with(requeue);
+}
+
+void sleep_for(std::chrono::nanoseconds d) {
+    detail::fiber_ctx* self = detail::current_fiber();
+    if (self == nullptr) {
+        std::this_thread::sleep_for(d);
+        return;
+    }
+    auto deadline = std::chrono::steady_clock::now() + d;
+    auto arm = [self, deadline] {
+        auto* w = detail::get_tl_worker();
+        w->timers.emplace(deadline, self);
+        w->timer_count.store(w->timers.size(), std::memory_order_relaxed);
+    };
+    detail::suspend_with(arm);
+}
+
+int get_worker_id() noexcept {
+    return detail::get_tl_worker() != nullptr ? static_cast<int>(detail::get_tl_worker()->index) : -1;
+}
+
+} // namespace courier::this_thread

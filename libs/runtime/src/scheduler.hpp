@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: BSL-1.0
+// The scheduler: one worker OS thread per core, each with a Chase-Lev deque (new tasks and
+// resumed threads, LIFO for the owner, FIFO for thieves), an inbox for work from other threads,
+// a timer heap and a yield queue. Tasks run on "runner" fibers that execute task after task from
+// the local deque without a context switch; a runner is only switched out when its task blocks
+// (it keeps the task's stack) or when the deque has no new task. Idle workers run the progress
+// hooks, spin for --courier:idle_spin_us, then sleep in poll() on an eventfd plus the hooks'
+// wait fds.
+#pragma once
+
+#include "stack_pool.hpp"
+#include "work_stealing_deque.hpp"
+
+#include <courier/runtime/detail/spinlock.hpp>
+#include <courier/runtime/detail/task.hpp>
+
+#include <boost/context/fiber.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <thread>
+#include <vector>
+
+namespace courier::detail {
+
+struct fiber_ctx {
+    boost::context::fiber cont; // where to resume it while it is switched out
+    std::uintptr_t guard_lo = 0, guard_hi = 0;
+    bool exit = false;
+};
+
+struct scheduler_options {
+    std::size_t threads = 1;
+    std::size_t stack_size = 64 * 1024;
+    bool bind = true;
+    std::chrono::microseconds idle_spin{50};
+};
+
+class scheduler;
+
+class worker {
+public:
+    worker(scheduler& s, std::size_t index);
+    ~worker();
+
+    scheduler& sched;
+    std::size_t const index;
+
+    work_stealing_deque deque;
+    // Work handed over by other threads.
+    spinlock inbox_lock;
+    std::vector<std::uintptr_t> inbox;
+    std::atomic<std::size_t> inbox_size{0};
+    // Owner-only state.
+    boost::context::fiber sched_cont;   // the worker's own context while a runner runs
+    task* handoff = nullptr;            // the task a starting runner picks up
+    void* handoff_stack = nullptr;      // the stack a new runner was given (for its guard)
+    std::uintptr_t stash = 0;           // an item a runner found but left to the scheduler
+    std::vector<fiber_ctx*> idle_runners;
+    std::vector<void*> stack_cache;
+    std::deque<fiber_ctx*> yielded;
+    using timer = std::pair<std::chrono::steady_clock::time_point, fiber_ctx*>;
+    std::priority_queue<timer, std::vector<timer>, std::greater<>> timers;
+    std::atomic<std::size_t> timer_count{0};
+    std::uint32_t rng;
+    std::uint32_t since_progress = 0;
+    // Accounting (written by the owner, read by anyone).
+    std::atomic<std::uint64_t> spawned{0};
+    std::atomic<std::uint64_t> completed{0};
+    // Sleeping.
+    std::atomic<bool> sleeping{false};
+    int event_fd = -1;
+
+    std::thread thread;
+
+    void main();
+    void push_inbox(std::uintptr_t item);
+    void drain_inbox();
+    std::uintptr_t find_work();
+    void idle();
+    void run_item(std::uintptr_t item);
+    void start_task(task* t);
+    void switch_to(fiber_ctx* f);
+    void wake() noexcept;
+};
+
+struct progress_hook {
+    std::function<bool()> poll;
+    int fd = -1;
+    std::atomic<bool> active{false};
+    std::atomic<int> running{0};
+};
+
+class scheduler {
+public:
+    explicit scheduler(scheduler_options const& o);
+    ~scheduler();
+
+    void start();
+    /// Stops the workers (after the caller established that no work remains) and joins them.
+    void stop();
+
+    void spawn(task* t);
+    void make_ready(fiber_ctx* f) noexcept;
+    /// Wakes one sleeping worker, if any.
+    void notify_one() noexcept;
+    bool has_sleepers() const noexcept { return sleepers_.load(std::memory_order_seq_cst) > 0; }
+
+    /// Tasks spawned and not finished (a suspended task counts).
+    std::int64_t live_tasks() const noexcept;
+    /// True when every worker sleeps and nothing is queued or timed.
+    bool all_idle() const noexcept;
+
+    std::size_t register_hook(std::function<bool()> poll, int fd);
+    void unregister_hook(std::size_t id);
+    /// Runs the progress hooks; true if one reported work.
+    bool run_hooks();
+    bool has_hooks() const noexcept { return hook_count_.load(std::memory_order_acquire) > 0; }
+
+    scheduler_options const& options() const noexcept { return opts_; }
+    stack_pool& stacks() noexcept { return stacks_; }
+    std::vector<std::unique_ptr<worker>>& workers() noexcept { return workers_; }
+    bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
+    std::atomic<int> sleepers_{0};
+
+    static constexpr std::size_t max_hooks = 16;
+
+private:
+    friend class worker;
+    friend bool worker_has_work(worker const&) noexcept;
+    scheduler_options opts_;
+    stack_pool stacks_;
+    std::vector<std::unique_ptr<worker>> workers_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<std::uint64_t> external_spawned_{0};
+    std::atomic<std::size_t> next_inbox_{0};
+    progress_hook hooks_[max_hooks];
+    std::atomic<std::size_t> hook_count_{0};
+    spinlock hooks_lock_;
+    void* topology_ = nullptr;
+};
+
+bool worker_has_work(worker const& w) noexcept;
+
+/// The scheduler of the running runtime (nullptr when none).
+scheduler* current_scheduler() noexcept;
+void set_current_scheduler(scheduler* s) noexcept;
+worker* current_worker() noexcept;
+
+} // namespace courier::detail

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: BSL-1.0
+#include "stack_pool.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace courier::detail {
+
+namespace {
+thread_local std::uintptr_t tl_guard_lo = 0;
+thread_local std::uintptr_t tl_guard_hi = 0;
+thread_local void* tl_alt_stack = nullptr;
+constexpr std::size_t alt_stack_size = 64 * 1024;
+char g_overflow_message[256];
+std::size_t g_overflow_message_len = 0;
+struct sigaction g_previous_segv;
+bool g_handler_installed = false;
+std::mutex g_handler_mutex;
+
+void on_segv(int sig, siginfo_t* info, void* context) {
+    auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    if (tl_guard_lo <= addr && addr < tl_guard_hi) {
+        ssize_t ignored = ::write(2, g_overflow_message, g_overflow_message_len);
+        (void)ignored;
+        ::abort();
+    }
+    // Not ours: hand over to whatever was installed before (default: core dump).
+    if (g_previous_segv.sa_flags & SA_SIGINFO) {
+        if (g_previous_segv.sa_sigaction != nullptr) {
+            g_previous_segv.sa_sigaction(sig, info, context);
+            return;
+        }
+    } else if (g_previous_segv.sa_handler != SIG_DFL && g_previous_segv.sa_handler != SIG_IGN) {
+        g_previous_segv.sa_handler(sig);
+        return;
+    }
+    ::signal(SIGSEGV, SIG_DFL);
+    ::raise(SIGSEGV);
+}
+} // namespace
+
+stack_pool::stack_pool(std::size_t usable_size)
+    : usable_(usable_size), guard_(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))) {
+    usable_ = (usable_ + guard_ - 1) / guard_ * guard_;
+}
+
+stack_pool::~stack_pool() {
+    for (void* s : shared_) {
+        ::munmap(s, total_size());
+    }
+}
+
+void* stack_pool::take(std::vector<void*>* cache) {
+    if (cache != nullptr && !cache->empty()) {
+        void* s = cache->back();
+        cache->pop_back();
+        return s;
+    }
+    {
+        std::lock_guard g(mutex_);
+        if (!shared_.empty()) {
+            void* s = shared_.back();
+            shared_.pop_back();
+            return s;
+        }
+        ++mapped_;
+    }
+    void* p = ::mmap(nullptr, total_size(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) {
+        std::lock_guard g(mutex_);
+        --mapped_;
+        throw std::bad_alloc();
+    }
+    if (::mprotect(p, guard_, PROT_NONE) != 0) {
+        ::munmap(p, total_size());
+        std::lock_guard g(mutex_);
+        --mapped_;
+        throw std::bad_alloc();
+    }
+    return p;
+}
+
+void stack_pool::give(void* base, std::vector<void*>* cache) noexcept {
+    if (cache != nullptr && cache->size() < cache_limit) {
+        try {
+            cache->push_back(base);
+            return;
+        } catch (...) {
+        }
+    }
+    std::lock_guard g(mutex_);
+    if (shared_.size() < cache_limit) {
+        try {
+            shared_.push_back(base);
+            return;
+        } catch (...) {
+        }
+    }
+    --mapped_;
+    ::munmap(base, total_size());
+}
+
+std::size_t stack_pool::mapped() const noexcept {
+    std::lock_guard g(mutex_);
+    return mapped_;
+}
+
+void install_overflow_handler(std::size_t usable_stack_size) {
+    std::lock_guard g(g_handler_mutex);
+    int n = std::snprintf(g_overflow_message, sizeof g_overflow_message,
+                          "courier: stack overflow in a Courier thread (its stack is %zu KiB); "
+                          "raise --courier:stack_size or move large data to the heap\n",
+                          usable_stack_size / 1024);
+    g_overflow_message_len = n > 0 ? static_cast<std::size_t>(n) : 0;
+    if (g_handler_installed) {
+        return;
+    }
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = &on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGSEGV, &sa, &g_previous_segv);
+    g_handler_installed = true;
+}
+
+void enable_alt_signal_stack() {
+    if (tl_alt_stack != nullptr) {
+        return;
+    }
+    void* p = ::mmap(nullptr, alt_stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (p == MAP_FAILED) {
+        return;
+    }
+    stack_t ss{};
+    ss.ss_sp = p;
+    ss.ss_size = alt_stack_size;
+    if (::sigaltstack(&ss, nullptr) != 0) {
+        ::munmap(p, alt_stack_size);
+        return;
+    }
+    tl_alt_stack = p;
+}
+
+void disable_alt_signal_stack() {
+    if (tl_alt_stack == nullptr) {
+        return;
+    }
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    ::sigaltstack(&ss, nullptr);
+    ::munmap(tl_alt_stack, alt_stack_size);
+    tl_alt_stack = nullptr;
+}
+
+void set_current_guard(std::uintptr_t lo, std::uintptr_t hi) noexcept {
+    tl_guard_lo = lo;
+    tl_guard_hi = hi;
+}
+
+} // namespace courier::detail

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: BSL-1.0
+// Stacks for Courier threads: mmap'd, with a PROT_NONE guard page below each, recycled through a
+// per-worker cache (no lock) and a shared overflow list. A stack overflow faults on the guard
+// page; the SIGSEGV handler (on an alternate signal stack) recognizes the address and dies with
+// a message naming --courier:stack_size instead of corrupting memory.
+#pragma once
+
+#include <boost/context/stack_context.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace courier::detail {
+
+class stack_pool {
+public:
+    explicit stack_pool(std::size_t usable_size);
+    ~stack_pool();
+    stack_pool(stack_pool const&) = delete;
+    stack_pool& operator=(stack_pool const&) = delete;
+
+    /// Returns the base (lowest address, the guard page) of a stack.
+    void* take(std::vector<void*>* cache);
+    void give(void* base, std::vector<void*>* cache) noexcept;
+    std::size_t usable_size() const noexcept { return usable_; }
+    std::size_t total_size() const noexcept { return usable_ + guard_; }
+    std::size_t guard_size() const noexcept { return guard_; }
+    /// Stacks currently mapped (in use or cached).
+    std::size_t mapped() const noexcept;
+
+private:
+    std::size_t usable_;
+    std::size_t guard_;
+    mutable std::mutex mutex_;
+    std::vector<void*> shared_;
+    std::size_t mapped_ = 0;
+    static constexpr std::size_t cache_limit = 512;
+};
+
+/// Installs the SIGSEGV handler that reports guard-page hits (idempotent).
+void install_overflow_handler(std::size_t usable_stack_size);
+/// Per OS thread: an alternate signal stack, so the handler runs after a stack overflow.
+void enable_alt_signal_stack();
+void disable_alt_signal_stack();
+/// The guard page range of the Courier thread now running on this OS thread (0,0 if none).
+void set_current_guard(std::uintptr_t lo, std::uintptr_t hi) noexcept;
+
+} // namespace courier::detail

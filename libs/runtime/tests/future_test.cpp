@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: BSL-1.0
+// future / shared_future / promise, inside and outside the runtime.
+#include "runtime_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+using courier::testing::run_in_runtime;
+
+TEST(future, promise_sets_value_across_os_threads_outside_the_runtime) {
+    courier::promise<int> p;
+    auto f = p.get_future();
+    EXPECT_FALSE(f.is_ready());
+    std::thread t([&] { p.set_value(42); });
+    EXPECT_EQ(f.get(), 42);
+    EXPECT_FALSE(f.valid());
+    t.join();
+}
+
+TEST(future, ready_and_exceptional_futures) {
+    auto f = courier::make_ready_future(std::string("x"));
+    EXPECT_TRUE(f.is_ready());
+    EXPECT_TRUE(f.has_value());
+    EXPECT_EQ(f.get(), "x");
+    auto v = courier::make_ready_future();
+    v.get();
+    auto e = courier::make_exceptional_future<int>(std::runtime_error("boom"));
+    EXPECT_TRUE(e.has_exception());
+    EXPECT_THROW(e.get(), std::runtime_error);
+}
+
+TEST(future, broken_promise_and_double_set_and_double_retrieve) {
+    courier::future<int> f;
+    {
+        courier::promise<int> p;
+        f = p.get_future();
+        EXPECT_THROW(p.get_future(), std::future_error);
+    }
+    try {
+        f.get();
+        FAIL();
+    } catch (std::future_error const& e) {
+        EXPECT_EQ(e.code(), std::future_errc::broken_promise);
+    }
+    courier::promise<int> p;
+    p.set_value(1);
+    EXPECT_THROW(p.set_value(2), std::future_error);
+    courier::future<int> empty;
+    EXPECT_THROW(empty.get(), std::future_error);
+}
+
+TEST(future, shared_future_gets_many_times_and_shares_exceptions) {
+    courier::promise<std::vector<int>> p;
+    courier::shared_future<std::vector<int>> s = p.get_future().share();
+    auto s2 = s;
+    p.set_value(std::vector<int>{1, 2});
+    EXPECT_EQ(s.get().size(), 2u);
+    EXPECT_EQ(&s.get(), &s2.get());
+    courier::promise<void> q;
+    courier::shared_future<void> sv = q.get_future();
+    q.set_exception(std::make_exception_ptr(std::logic_error("shared")));
+    EXPECT_THROW(sv.get(), std::logic_error);
+    EXPECT_THROW(sv.get(), std::logic_error);
+}
+
+TEST(future, then_outside_the_runtime_runs_inline) {
+    auto f = courier::make_ready_future(20).then([](courier::future<int> x) { return x.get() + 1; });
+    EXPECT_EQ(f.get(), 21);
+}
+
+TEST(future, then_chains_unwraps_and_propagates_exceptions_inside_the_runtime) {
+    int rc = run_in_runtime(2, [] {
+        courier::promise<int> p;
+        auto f = p.get_future()
+                     .then([](courier::future<int> x) { return x.get() * 2; })
+                     .then([](courier::future<int> x) {
+                         return courier::async([v = x.get()] { return v + 1; });
+                     });
+        static_assert(std::is_same_v<decltype(f), courier::future<int>>);
+        p.set_value(10);
+        EXPECT_EQ(f.get(), 21);
+
+        auto g = courier::make_ready_future(1).then([](courier::future<int>) -> int {
+            throw std::runtime_error("in continuation");
+        });
+        EXPECT_THROW(g.get(), std::runtime_error);
+        auto h = courier::make_exceptional_future<int>(std::runtime_error("first"))
+                     .then([](courier::future<int> x) { return x.get() + 1; });
+        try {
+            h.get();
+            FAIL();
+        } catch (std::runtime_error const& e) {
+            EXPECT_STREQ(e.what(), "first");
+        }
+    });
+    EXPECT_EQ(rc, 0);
+}
+
+TEST(future, get_inside_a_task_suspends_it_instead_of_blocking_the_worker) {
+    // One worker: the waiting task must yield the worker to the task that sets the value.
+    int rc = run_in_runtime(1, [] {
+        courier::promise<int> p;
+        auto f = p.get_future();
+        courier::post([&p] { p.set_value(7); });
+        EXPECT_EQ(f.get(), 7);
+    });
+    EXPECT_EQ(rc, 0);
+}
+
+TEST(future, os_thread_waits_on_a_value_produced_by_a_task) {
+    courier::promise<int> ready;
+    auto f = ready.get_future();
+    std::thread waiter([&] { EXPECT_EQ(f.get(), 5); });
+    int rc = run_in_runtime(1, [&] {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(5));
+        ready.set_value(5);
+    });
+    waiter.join();
+    EXPECT_EQ(rc, 0);
+}

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: BSL-1.0
+// --courier: options: unknown options, help, environment fallbacks, bad values.
+#include "runtime_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace {
+int init_with(std::vector<std::string> args, bool* ran = nullptr) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    return courier::init(
+        [ran](int, char**) {
+            if (ran != nullptr) {
+                *ran = true;
+            }
+            return courier::finalize();
+        },
+        static_cast<int>(argv.size()), argv.data());
+}
+} // namespace
+
+TEST(options, unknown_option_is_an_error_with_a_clear_message) {
+    testing::internal::CaptureStderr();
+    bool ran = false;
+    EXPECT_EQ(init_with({"--courier:thraeds=2"}, &ran), 1);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(ran);
+    EXPECT_NE(err.find("unknown option --courier:thraeds"), std::string::npos) << err;
+}
+
+TEST(options, help_lists_every_option_with_its_default) {
+    testing::internal::CaptureStdout();
+    bool ran = false;
+    EXPECT_EQ(init_with({"--courier:help"}, &ran), 0);
+    std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_FALSE(ran);
+    for (char const* name : {"threads", "stack_size", "bind", "idle_spin_us", "log",
+                             "zero_copy_threshold"}) {
+        EXPECT_NE(out.find(std::string("--courier:") + name), std::string::npos) << name;
+    }
+    EXPECT_NE(out.find("65536"), std::string::npos);
+}
+
+TEST(options, environment_fallback_and_command_line_precedence) {
+    ::setenv("COURIER_THREADS", "2", 1);
+    EXPECT_EQ(courier::testing::run_in_runtime(1, [] {
+                  EXPECT_EQ(courier::get_os_thread_count(), 1u); // command line wins
+              }),
+              0);
+    std::size_t seen = 0;
+    std::vector<std::string> args = {"prog"};
+    std::vector<char*> argv{args[0].data()};
+    EXPECT_EQ(courier::init(
+                  [&](int, char**) {
+                      seen = courier::get_os_thread_count();
+                      EXPECT_EQ(courier::get_config_entry("threads"), "2");
+                      EXPECT_FALSE(courier::get_config_entry("nonsense").has_value());
+                      return courier::finalize();
+                  },
+                  1, argv.data()),
+              0);
+    ::unsetenv("COURIER_THREADS");
+    EXPECT_EQ(seen, 2u);
+}
+
+TEST(options, bad_values_are_rejected) {
+    for (auto bad : {"--courier:threads=0", "--courier:threads=two", "--courier:bind=maybe",
+                     "--courier:log=loud", "--courier:stack_size=100"}) {
+        testing::internal::CaptureStderr();
+        EXPECT_EQ(init_with({bad}), 1) << bad;
+        std::string err = testing::internal::GetCapturedStderr();
+        EXPECT_NE(err.find("courier: --courier:"), std::string::npos) << bad << ": " << err;
+    }
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: BSL-1.0
+// Stress and behaviour of the scheduler: a million tasks, deep fork-join on one worker, yield,
+// sleep_for, progress hooks (and their wait fds), shutdown rules, stack overflow.
+#include "runtime_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+
+using courier::testing::run_in_runtime;
+
+namespace {
+std::uint64_t fib(int n) {
+    if (n < 2) {
+        return static_cast<std::uint64_t>(n);
+    }
+    auto left = courier::async(fib, n - 1);
+    std::uint64_t right = fib(n - 2);
+    return left.get() + right;
+}
+} // namespace
+
+TEST(scheduler, a_million_tasks) {
+    for (std::size_t threads : {1u, 2u}) {
+        EXPECT_EQ(run_in_runtime(threads, [] {
+                      constexpr int n = 1'000'000;
+                      std::atomic<int> ran{0};
+                      std::vector<courier::future<void>> fs;
+                      fs.reserve(n);
+                      for (int i = 0; i < n; ++i) {
+                          fs.push_back(
+                              courier::async([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }));
+                      }
+                      courier::wait_all(fs);
+                      EXPECT_EQ(ran.load(), n);
+                  }),
+                  0);
+    }
+}
+
+TEST(scheduler, deep_fork_join_on_one_worker_does_not_deadlock) {
+    // Every task blocks in get() on a task created after it, on a single worker.
+    EXPECT_EQ(run_in_runtime(1, [] { EXPECT_EQ(fib(22), 17711u); }), 0);
+    EXPECT_EQ(run_in_runtime(2, [] { EXPECT_EQ(fib(22), 17711u); }), 0);
+}
+
+TEST(scheduler, deep_chain_of_waiting_tasks) {
+    // 10000 tasks each waiting for the next: 10000 suspended stacks at once.
+    EXPECT_EQ(run_in_runtime(1, [] {
+                  std::function<int(int)> chain = [&](int depth) -> int {
+                      if (depth == 0) {
+                          return 0;
+                      }
+                      return courier::async(chain, depth - 1).get() + 1;
+                  };
+                  EXPECT_EQ(chain(10000), 10000);
+              }),
+              0);
+}
+
+TEST(scheduler, yield_lets_other_tasks_run) {
+    EXPECT_EQ(run_in_runtime(1, [] {
+                  std::atomic<bool> flag{false};
+                  courier::post([&] { flag = true; });
+                  int spins = 0;
+                  while (!flag) {
+                      courier::this_thread::yield();
+                      ++spins;
+                  }
+                  EXPECT_GE(spins, 1);
+              }),
+              0);
+}
+
+TEST(scheduler, sleep_for_suspends_for_at_least_the_duration) {
+    EXPECT_EQ(run_in_runtime(1, [] {
+                  std::atomic<int> others{0};
+                  auto t0 = std::chrono::steady_clock::now();
+                  auto sleeper = courier::async(
+                      [] { courier::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+                  for (int i = 0; i < 100; ++i) {
+                      courier::post([&] { ++others; });
+                  }
+                  sleeper.get();
+                  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(30));
+                  EXPECT_EQ(others.load(), 100); // the worker ran them while the sleeper slept
+              }),
+              0);
+}
+
+TEST(scheduler, progress_hooks_run_when_idle_and_their_fd_wakes_sleepers) {
+    EXPECT_EQ(run_in_runtime(
+                  2,
+                  [] {
+                      int fd = ::eventfd(0, EFD_NONBLOCK);
+                      std::atomic<int> polls{0};
+                      courier::promise<void> got;
+                      std::atomic<bool> fired{false};
+                      auto id = courier::register_progress_hook(
+                          [&]() -> bool {
+                              ++polls;
+                              std::uint64_t v;
+                              if (::read(fd, &v, sizeof v) == sizeof v &&
+                                  !fired.exchange(true)) {
+                                  got.set_value();
+                                  return true;
+                              }
+                              return false;
+                          },
+                          fd);
+                      auto f = got.get_future();
+                      // Let every worker fall asleep (idle spin is 0 here), then signal the fd
+                      // from an OS thread: a sleeping worker must notice through poll().
+                      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                      std::thread signaller([fd] {
+                          std::uint64_t one = 1;
+                          EXPECT_EQ(::write(fd, &one, sizeof one), 8);
+                      });
+                      f.get();
+                      signaller.join();
+                      EXPECT_GT(polls.load(), 0);
+                      courier::unregister_progress_hook(id);
+                      ::close(fd);
+                  },
+                  {"--courier:idle_spin_us=0"}),
+              0);
+}
+
+TEST(init, courier_main_result_and_arguments) {
+    std::vector<std::string> args = {"prog", "a", "--courier:threads=1", "b"};
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    int rc = courier::init(
+        [](int argc, char** av) {
+            EXPECT_EQ(argc, 3);
+            EXPECT_STREQ(av[1], "a");
+            EXPECT_STREQ(av[2], "b");
+            EXPECT_EQ(av[3], nullptr);
+            EXPECT_EQ(courier::get_os_thread_count(), 1u);
+            courier::finalize();
+            return 7;
+        },
+        static_cast<int>(argv.size()), argv.data());
+    EXPECT_EQ(rc, 7);
+}
+
+TEST(init, missing_finalize_and_exceptions_fail_the_program) {
+    std::vector<std::string> args = {"prog", "--courier:threads=1"};
+    std::vector<char*> argv{args[0].data(), args[1].data()};
+    testing::internal::CaptureStderr();
+    int rc = courier::init([](int, char**) { return 0; }, 2, argv.data());
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(err.find("without calling courier::finalize"), std::string::npos) << err;
+    testing::internal::CaptureStderr();
+    rc = courier::init(
+        [](int, char**) -> int {
+            courier::finalize();
+            throw std::runtime_error("main blew up");
+        },
+        2, argv.data());
+    err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(err.find("main blew up"), std::string::npos) << err;
+}
+
+TEST(init, a_task_that_can_never_resume_is_reported_not_hung) {
+    testing::internal::CaptureStderr();
+    auto t0 = std::chrono::steady_clock::now();
+    static courier::promise<void>* forever = nullptr;
+    int rc = run_in_runtime(1, [] {
+        forever = new courier::promise<void>();
+        courier::post([] { courier::future<void> f = forever->get_future(); f.get(); });
+    });
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 1);
+    EXPECT_NE(err.find("deadlock"), std::string::npos) << err;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(scheduler, stack_overflow_dies_with_a_clear_message) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(run_in_runtime(1,
+                                [] {
+                                    std::function<int(int)> deep = [&](int n) -> int {
+                                        volatile char pad[1024];
+                                        pad[0] = static_cast<char>(n);
+                                        return n == 0 ? 0 : deep(n - 1) + pad[0];
+                                    };
+                                    courier::async(deep, 1 << 20).get();
+                                },
+                                {"--courier:stack_size=65536"}),
+                 "stack overflow in a Courier thread \\(its stack is 64 KiB\\)");
+}
