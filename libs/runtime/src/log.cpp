@@ -14,8 +14,12 @@ std::atomic<log_level> g_level{log_level::warn};
 std::mutex g_write;
 } // namespace
 
-log_level current_log_level() noexcept { return g_level.load(std::memory_order_relaxed); }
-void set_log_level(log_level l) noexcept { g_level.store(l, std::memory_order_relaxed); }
+log_level current_log_level() noexcept {
+    return g_level.load(std::memory_order_relaxed);
+}
+void set_log_level(log_level l) noexcept {
+    g_level.store(l, std::memory_order_relaxed);
+}
 
 bool parse_log_level(std::string_view s, log_level& out) noexcept {
     constexpr std::pair<std::string_view, log_level> names[] = {{"error", log_level::error},

@@ -105,8 +105,8 @@ std::string help_text() {
     std::string out = "Courier runtime options (--courier:NAME=VALUE, or environment "
                       "COURIER_NAME=VALUE):\n";
     for (auto const& s : option_table()) {
-        out += fmt::format("  --courier:{:<22} default {:<8} {}\n", s.name, s.default_value,
-                           s.help);
+        out +=
+            fmt::format("  --courier:{:<22} default {:<8} {}\n", s.name, s.default_value, s.help);
     }
     return out;
 }

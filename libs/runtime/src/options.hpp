@@ -27,7 +27,7 @@ public:
 
 struct config {
     std::map<std::string, std::string, std::less<>> values; // every option, resolved
-    std::vector<char*> rest;                                 // argv without --courier: options
+    std::vector<char*> rest;                                // argv without --courier: options
     bool help = false;
 
     std::string const& get(std::string_view name) const;

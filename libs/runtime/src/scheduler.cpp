@@ -2,11 +2,13 @@
 #include "scheduler.hpp"
 
 #include "log.hpp"
+#include "sanitizer_fibers.hpp"
 #include "topology.hpp"
 
 #include <courier/runtime/this_thread.hpp>
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -41,11 +43,21 @@ std::atomic<scheduler*> g_scheduler{nullptr};
 }
 
 constexpr std::uintptr_t fiber_tag = 1;
-std::uintptr_t item_of(task* t) noexcept { return reinterpret_cast<std::uintptr_t>(t); }
-std::uintptr_t item_of(fiber_ctx* f) noexcept { return reinterpret_cast<std::uintptr_t>(f) | fiber_tag; }
-bool is_fiber(std::uintptr_t i) noexcept { return (i & fiber_tag) != 0; }
-fiber_ctx* as_fiber(std::uintptr_t i) noexcept { return reinterpret_cast<fiber_ctx*>(i & ~fiber_tag); }
-task* as_task(std::uintptr_t i) noexcept { return reinterpret_cast<task*>(i); }
+std::uintptr_t item_of(task* t) noexcept {
+    return reinterpret_cast<std::uintptr_t>(t);
+}
+std::uintptr_t item_of(fiber_ctx* f) noexcept {
+    return reinterpret_cast<std::uintptr_t>(f) | fiber_tag;
+}
+bool is_fiber(std::uintptr_t i) noexcept {
+    return (i & fiber_tag) != 0;
+}
+fiber_ctx* as_fiber(std::uintptr_t i) noexcept {
+    return reinterpret_cast<fiber_ctx*>(i & ~fiber_tag);
+}
+task* as_task(std::uintptr_t i) noexcept {
+    return reinterpret_cast<task*>(i);
+}
 
 void bump(std::atomic<std::uint64_t>& c) noexcept { // single writer
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -85,13 +97,24 @@ constexpr std::uint32_t progress_interval = 16;
 
 /// The body of a runner: executes new tasks from the local deque back to back; parks itself as
 /// idle when there is none; returns (freeing its stack) when told to exit.
+/// Runner -> worker switch bookkeeping for the sanitizers, done on the worker's side.
+void arrive_on_worker() noexcept {
+    worker* w = get_tl_worker();
+    sanitizer::finish_switch(w->asan_save);
+    w->asan_arrived = true;
+}
+
 boost::context::fiber runner_main(boost::context::fiber&& from) {
+    sanitizer::finish_switch(nullptr);
     fiber_ctx self;
     worker* w = get_tl_worker();
     w->sched_cont = std::move(from);
     auto lo = reinterpret_cast<std::uintptr_t>(w->handoff_stack);
     self.guard_lo = lo;
     self.guard_hi = lo + w->sched.stacks().guard_size();
+    self.tsan_fiber = w->handoff_tsan;
+    self.stack_bottom = reinterpret_cast<void const*>(self.guard_hi);
+    self.stack_size = w->sched.stacks().usable_size();
     task* t = w->handoff;
     for (;;) {
         enter(&self);
@@ -111,13 +134,18 @@ boost::context::fiber runner_main(boost::context::fiber&& from) {
             w->stash = next;
             break;
         }
-        boost::context::fiber back = std::move(w->sched_cont).resume_with(
-            [&self](boost::context::fiber&& me) {
+        sanitizer::switch_to(w->tsan_self);
+        sanitizer::start_switch(&self.asan_save, w->os_stack_bottom, w->os_stack_size);
+        boost::context::fiber back =
+            std::move(w->sched_cont).resume_with([&self](boost::context::fiber&& me) {
+                arrive_on_worker();
                 self.cont = std::move(me);
+                self.st.store(fiber_ctx::state::idle, std::memory_order_release);
                 leave();
                 get_tl_worker()->idle_runners.push_back(&self);
                 return boost::context::fiber{};
             });
+        sanitizer::finish_switch(self.asan_save);
         w = get_tl_worker();
         w->sched_cont = std::move(back);
         if (self.exit) {
@@ -126,14 +154,22 @@ boost::context::fiber runner_main(boost::context::fiber&& from) {
         t = w->handoff;
     }
     leave();
+    sanitizer::switch_to(w->tsan_self);
+    sanitizer::start_switch(nullptr, w->os_stack_bottom, w->os_stack_size); // this stack dies
     return std::move(w->sched_cont);
 }
 
 } // namespace
 
-scheduler* current_scheduler() noexcept { return g_scheduler.load(std::memory_order_acquire); }
-void set_current_scheduler(scheduler* s) noexcept { g_scheduler.store(s, std::memory_order_release); }
-worker* current_worker() noexcept { return get_tl_worker(); }
+scheduler* current_scheduler() noexcept {
+    return g_scheduler.load(std::memory_order_acquire);
+}
+void set_current_scheduler(scheduler* s) noexcept {
+    g_scheduler.store(s, std::memory_order_release);
+}
+worker* current_worker() noexcept {
+    return get_tl_worker();
+}
 
 // ---- worker -------------------------------------------------------------------------------
 
@@ -154,9 +190,10 @@ worker::~worker() {
 void worker::push_inbox(std::uintptr_t item) {
     inbox_lock.lock();
     inbox.push_back(item);
-    inbox_size.store(inbox.size(), std::memory_order_relaxed);
+    // seq_cst: pairs with the sleeper's seq_cst increment of sleepers_ then load of
+    // inbox_size (a lost wake-up needs both loads to miss both stores, which seq_cst forbids).
+    inbox_size.store(inbox.size(), std::memory_order_seq_cst);
     inbox_lock.unlock();
-    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void worker::drain_inbox() {
@@ -174,8 +211,18 @@ void worker::drain_inbox() {
 }
 
 void worker::switch_to(fiber_ctx* f) {
+    if (f->st.exchange(fiber_ctx::state::running, std::memory_order_acq_rel) ==
+        fiber_ctx::state::running) {
+        log(log_level::error, "internal error: a running Courier thread was resumed again");
+        std::abort();
+    }
+    sanitizer::switch_to(f->tsan_fiber);
+    sanitizer::start_switch(&asan_save, f->stack_bottom, f->stack_size);
     boost::context::fiber back = std::move(f->cont).resume();
     (void)back; // runners always come back through resume_with(... fiber{}) or by returning
+    if (!std::exchange(asan_arrived, false)) {
+        sanitizer::finish_switch(asan_save);
+    }
 }
 
 void worker::start_task(task* t) {
@@ -186,8 +233,25 @@ void worker::start_task(task* t) {
         switch_to(r);
         return;
     }
-    boost::context::fiber f(std::allocator_arg, pooled_stack{&sched.stacks()}, runner_main);
+    boost::context::fiber f;
+    try {
+        f = boost::context::fiber(std::allocator_arg, pooled_stack{&sched.stacks()}, runner_main);
+    } catch (std::bad_alloc const&) {
+        log(log_level::error,
+            "cannot map a stack for a new Courier thread ({} stacks of {} KiB mapped; see "
+            "vm.max_map_count and --courier:stack_size)",
+            sched.stacks().mapped(), sched.stacks().usable_size() / 1024);
+        std::abort();
+    }
+    handoff_tsan = sanitizer::create_fiber();
+    sanitizer::switch_to(handoff_tsan);
+    sanitizer::start_switch(&asan_save,
+                            static_cast<char*>(handoff_stack) + sched.stacks().guard_size(),
+                            sched.stacks().usable_size());
     f = std::move(f).resume();
+    if (!std::exchange(asan_arrived, false)) {
+        sanitizer::finish_switch(asan_save);
+    }
 }
 
 void worker::run_item(std::uintptr_t item) {
@@ -248,12 +312,12 @@ std::uintptr_t worker::find_work() {
 
 bool worker_has_work(worker const& w) noexcept {
     if (w.stash != 0 || w.deque.maybe_nonempty() ||
-        w.inbox_size.load(std::memory_order_relaxed) > 0 || !w.yielded.empty()) {
+        w.inbox_size.load(std::memory_order_seq_cst) > 0 || !w.yielded.empty()) {
         return true;
     }
     for (auto const& v : w.sched.workers()) {
-        if (v.get() != &w && (v->deque.maybe_nonempty() ||
-                              v->inbox_size.load(std::memory_order_relaxed) > 0)) {
+        if (v.get() != &w &&
+            (v->deque.maybe_nonempty() || v->inbox_size.load(std::memory_order_seq_cst) > 0)) {
             return true;
         }
     }
@@ -280,7 +344,6 @@ void worker::idle() {
 
     sleeping.store(true, std::memory_order_seq_cst);
     sched.sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (worker_has_work(*this) || sched.stopping()) {
         sleeping.store(false, std::memory_order_relaxed);
         sched.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
@@ -290,8 +353,9 @@ void worker::idle() {
     nfds_t nfds = 0;
     fds[nfds++] = {event_fd, POLLIN, 0};
     for (auto& h : sched.hooks_) {
-        if (h.active.load(std::memory_order_acquire) && h.fd >= 0) {
-            fds[nfds++] = {h.fd, POLLIN, 0};
+        int fd = h.fd.load(std::memory_order_acquire);
+        if (fd >= 0 && h.active.load(std::memory_order_acquire)) {
+            fds[nfds++] = {fd, POLLIN, 0};
         }
     }
     int timeout_ms = 100;
@@ -319,6 +383,16 @@ void worker::wake() noexcept {
 
 void worker::main() {
     set_tl_worker(this);
+    tsan_self = sanitizer::current_fiber();
+    pthread_attr_t attr;
+    if (::pthread_getattr_np(::pthread_self(), &attr) == 0) {
+        void* addr = nullptr;
+        std::size_t size = 0;
+        ::pthread_attr_getstack(&attr, &addr, &size);
+        os_stack_bottom = addr;
+        os_stack_size = size;
+        ::pthread_attr_destroy(&attr);
+    }
     enable_alt_signal_stack();
     if (sched.options().bind) {
         bind_current_thread(sched.topology_, index);
@@ -340,7 +414,9 @@ void worker::main() {
     // Shut down the idle runners (their stacks return to the pool), then return the stacks.
     for (fiber_ctx* r : std::exchange(idle_runners, {})) {
         r->exit = true;
+        void* tsan = r->tsan_fiber; // r lives on the runner's stack, gone after it exits
         switch_to(r);
+        sanitizer::destroy_fiber(tsan);
     }
     for (void* s : std::exchange(stack_cache, {})) {
         sched.stacks().give(s, nullptr);
@@ -454,11 +530,11 @@ void scheduler::notify_one() noexcept {
 
 std::int64_t scheduler::live_tasks() const noexcept {
     // Completions first: every completion seen implies its spawn is seen below.
-    std::uint64_t done = 0, spawned = external_spawned_.load(std::memory_order_acquire);
+    std::uint64_t done = 0, spawned = 0;
+    // Acquire: a completion seen makes the spawn that preceded it visible too.
     for (auto const& w : workers_) {
         done += w->completed.load(std::memory_order_acquire);
     }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     spawned = external_spawned_.load(std::memory_order_acquire);
     for (auto const& w : workers_) {
         spawned += w->spawned.load(std::memory_order_acquire);
@@ -484,7 +560,7 @@ std::size_t scheduler::register_hook(std::function<bool()> poll, int fd) {
         if (!h.active.load(std::memory_order_acquire) &&
             h.running.load(std::memory_order_acquire) == 0) {
             h.poll = std::move(poll);
-            h.fd = fd;
+            h.fd.store(fd, std::memory_order_release);
             h.active.store(true, std::memory_order_release);
             hook_count_.fetch_add(1, std::memory_order_acq_rel);
             notify_one();
@@ -507,7 +583,7 @@ void scheduler::unregister_hook(std::size_t id) {
         std::this_thread::yield();
     }
     h.poll = nullptr;
-    h.fd = -1;
+    h.fd.store(-1, std::memory_order_release);
     hook_count_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
@@ -532,7 +608,9 @@ bool scheduler::run_hooks() {
 
 // ---- the calls public headers use ---------------------------------------------------------
 
-bool runtime_running() noexcept { return current_scheduler() != nullptr; }
+bool runtime_running() noexcept {
+    return current_scheduler() != nullptr;
+}
 
 void spawn(task* t) {
     scheduler* s = current_scheduler();
@@ -551,7 +629,9 @@ void spawn_or_run(task* t) {
     }
 }
 
-fiber_ctx* current_fiber() noexcept { return get_tl_fiber(); }
+fiber_ctx* current_fiber() noexcept {
+    return get_tl_fiber();
+}
 
 void suspend(void (*after)(void*), void* arg) {
     fiber_ctx* self = get_tl_fiber();
@@ -559,19 +639,26 @@ void suspend(void (*after)(void*), void* arg) {
     if (self == nullptr || w == nullptr) {
         throw std::logic_error("courier: suspend outside a Courier thread");
     }
-    boost::context::fiber back = std::move(w->sched_cont).resume_with(
-        [self, after, arg](boost::context::fiber&& me) {
+    sanitizer::switch_to(w->tsan_self);
+    sanitizer::start_switch(&self->asan_save, w->os_stack_bottom, w->os_stack_size);
+    boost::context::fiber back =
+        std::move(w->sched_cont).resume_with([self, after, arg](boost::context::fiber&& me) {
+            arrive_on_worker();
             self->cont = std::move(me);
+            self->st.store(fiber_ctx::state::suspended, std::memory_order_release);
             leave();
             after(arg);
             return boost::context::fiber{};
         });
+    sanitizer::finish_switch(self->asan_save);
     w = get_tl_worker();
     w->sched_cont = std::move(back);
     enter(self);
 }
 
-void resume(fiber_ctx* f) noexcept { current_scheduler()->make_ready(f); }
+void resume(fiber_ctx* f) noexcept {
+    current_scheduler()->make_ready(f);
+}
 
 } // namespace courier::detail
 
@@ -603,7 +690,8 @@ void sleep_for(std::chrono::nanoseconds d) {
 }
 
 int get_worker_id() noexcept {
-    return detail::get_tl_worker() != nullptr ? static_cast<int>(detail::get_tl_worker()->index) : -1;
+    return detail::get_tl_worker() != nullptr ? static_cast<int>(detail::get_tl_worker()->index)
+                                              : -1;
 }
 
 } // namespace courier::this_thread

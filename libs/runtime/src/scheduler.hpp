@@ -18,8 +18,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <queue>
@@ -29,9 +29,15 @@
 namespace courier::detail {
 
 struct fiber_ctx {
+    enum class state : std::uint8_t { running, suspended, idle };
     boost::context::fiber cont; // where to resume it while it is switched out
+    std::atomic<state> st{state::running};
     std::uintptr_t guard_lo = 0, guard_hi = 0;
     bool exit = false;
+    void* tsan_fiber = nullptr; // ThreadSanitizer's handle (null in other builds)
+    void* asan_save = nullptr;  // AddressSanitizer's fake-stack slot
+    void const* stack_bottom = nullptr;
+    std::size_t stack_size = 0;
 };
 
 struct scheduler_options {
@@ -57,10 +63,16 @@ public:
     std::vector<std::uintptr_t> inbox;
     std::atomic<std::size_t> inbox_size{0};
     // Owner-only state.
-    boost::context::fiber sched_cont;   // the worker's own context while a runner runs
-    task* handoff = nullptr;            // the task a starting runner picks up
-    void* handoff_stack = nullptr;      // the stack a new runner was given (for its guard)
-    std::uintptr_t stash = 0;           // an item a runner found but left to the scheduler
+    boost::context::fiber sched_cont; // the worker's own context while a runner runs
+    task* handoff = nullptr;          // the task a starting runner picks up
+    void* handoff_stack = nullptr;    // the stack a new runner was given (for its guard)
+    void* handoff_tsan = nullptr;     // ThreadSanitizer handle for a new runner
+    void* tsan_self = nullptr;        // ThreadSanitizer handle of the worker's own context
+    void* asan_save = nullptr;        // AddressSanitizer: the worker's own context
+    void const* os_stack_bottom = nullptr;
+    std::size_t os_stack_size = 0;
+    bool asan_arrived = false; // a resume_with lambda already confirmed the switch
+    std::uintptr_t stash = 0;  // an item a runner found but left to the scheduler
     std::vector<fiber_ctx*> idle_runners;
     std::vector<void*> stack_cache;
     std::deque<fiber_ctx*> yielded;
@@ -91,7 +103,7 @@ public:
 
 struct progress_hook {
     std::function<bool()> poll;
-    int fd = -1;
+    std::atomic<int> fd{-1}; // read by sleeping workers without the hook's running count
     std::atomic<bool> active{false};
     std::atomic<int> running{0};
 };

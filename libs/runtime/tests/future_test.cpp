@@ -65,7 +65,8 @@ TEST(future, shared_future_gets_many_times_and_shares_exceptions) {
 }
 
 TEST(future, then_outside_the_runtime_runs_inline) {
-    auto f = courier::make_ready_future(20).then([](courier::future<int> x) { return x.get() + 1; });
+    auto f =
+        courier::make_ready_future(20).then([](courier::future<int> x) { return x.get() + 1; });
     EXPECT_EQ(f.get(), 21);
 }
 
@@ -81,9 +82,8 @@ TEST(future, then_chains_unwraps_and_propagates_exceptions_inside_the_runtime) {
         p.set_value(10);
         EXPECT_EQ(f.get(), 21);
 
-        auto g = courier::make_ready_future(1).then([](courier::future<int>) -> int {
-            throw std::runtime_error("in continuation");
-        });
+        auto g = courier::make_ready_future(1).then(
+            [](courier::future<int>) -> int { throw std::runtime_error("in continuation"); });
         EXPECT_THROW(g.get(), std::runtime_error);
         auto h = courier::make_exceptional_future<int>(std::runtime_error("first"))
                      .then([](courier::future<int> x) { return x.get() + 1; });

@@ -39,8 +39,8 @@ TEST(options, help_lists_every_option_with_its_default) {
     EXPECT_EQ(init_with({"--courier:help"}, &ran), 0);
     std::string out = testing::internal::GetCapturedStdout();
     EXPECT_FALSE(ran);
-    for (char const* name : {"threads", "stack_size", "bind", "idle_spin_us", "log",
-                             "zero_copy_threshold"}) {
+    for (char const* name :
+         {"threads", "stack_size", "bind", "idle_spin_us", "log", "zero_copy_threshold"}) {
         EXPECT_NE(out.find(std::string("--courier:") + name), std::string::npos) << name;
     }
     EXPECT_NE(out.find("65536"), std::string::npos);
@@ -48,9 +48,11 @@ TEST(options, help_lists_every_option_with_its_default) {
 
 TEST(options, environment_fallback_and_command_line_precedence) {
     ::setenv("COURIER_THREADS", "2", 1);
-    EXPECT_EQ(courier::testing::run_in_runtime(1, [] {
-                  EXPECT_EQ(courier::get_os_thread_count(), 1u); // command line wins
-              }),
+    EXPECT_EQ(courier::testing::run_in_runtime(1,
+                                               [] {
+                                                   EXPECT_EQ(courier::get_os_thread_count(),
+                                                             1u); // command line wins
+                                               }),
               0);
     std::size_t seen = 0;
     std::vector<std::string> args = {"prog"};

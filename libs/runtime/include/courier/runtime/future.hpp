@@ -166,7 +166,9 @@ public:
     using value_type = T;
 
     shared_future() noexcept = default;
-    shared_future(future<T>&& f) noexcept : st_(detail::future_access::state(f)) { f = future<T>(); }
+    shared_future(future<T>&& f) noexcept : st_(detail::future_access::state(f)) {
+        f = future<T>();
+    }
 
     bool valid() const noexcept { return static_cast<bool>(st_); }
     bool is_ready() const noexcept { return st_ && st_->is_ready(); }
