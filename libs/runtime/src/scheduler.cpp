@@ -63,14 +63,8 @@ void bump(std::atomic<std::uint64_t>& c) noexcept { // single writer
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-void enter(fiber_ctx* f) noexcept {
-    set_tl_fiber(f);
-    set_current_guard(f->guard_lo, f->guard_hi);
-}
-void leave() noexcept {
-    set_tl_fiber(nullptr);
-    set_current_guard(0, 0);
-}
+void enter(fiber_ctx* f) noexcept { set_tl_fiber(f); }
+void leave() noexcept { set_tl_fiber(nullptr); }
 
 /// Boost.Context StackAllocator over the scheduler's pool.
 struct pooled_stack {
@@ -126,7 +120,7 @@ boost::context::fiber runner_main(boost::context::fiber&& from) {
                 w->since_progress = 0;
                 w->sched.run_hooks();
             }
-            std::uintptr_t next = w->deque.pop();
+            std::uintptr_t next = w->stash != 0 ? std::exchange(w->stash, 0) : w->deque.pop();
             if (next != 0 && !is_fiber(next)) {
                 t = as_task(next);
                 continue;
@@ -160,6 +154,11 @@ boost::context::fiber runner_main(boost::context::fiber&& from) {
 }
 
 } // namespace
+
+bool in_guard_page_of_current_thread(std::uintptr_t addr) noexcept {
+    fiber_ctx const* f = tl_fiber_var; // async-signal-safe: a plain TLS read
+    return f != nullptr && f->guard_lo <= addr && addr < f->guard_hi;
+}
 
 scheduler* current_scheduler() noexcept {
     return g_scheduler.load(std::memory_order_acquire);
@@ -211,11 +210,12 @@ void worker::drain_inbox() {
 }
 
 void worker::switch_to(fiber_ctx* f) {
-    if (f->st.exchange(fiber_ctx::state::running, std::memory_order_acq_rel) ==
-        fiber_ctx::state::running) {
+    // Whoever dequeued f owns it now: a plain load and store suffice for this check.
+    if (f->st.load(std::memory_order_relaxed) == fiber_ctx::state::running) {
         log(log_level::error, "internal error: a running Courier thread was resumed again");
         std::abort();
     }
+    f->st.store(fiber_ctx::state::running, std::memory_order_relaxed);
     sanitizer::switch_to(f->tsan_fiber);
     sanitizer::start_switch(&asan_save, f->stack_bottom, f->stack_size);
     boost::context::fiber back = std::move(f->cont).resume();
@@ -337,9 +337,8 @@ void worker::idle() {
         if (!timers.empty() && timers.top().first <= std::chrono::steady_clock::now()) {
             return;
         }
-        for (int i = 0; i < 64; ++i) {
-            cpu_relax();
-        }
+        // No PAUSE here: under KVM, pause-loop exiting deschedules a vCPU that spins on PAUSE,
+        // which costs far more wake-up latency than the spin saves (measured: see RESULTS.md).
     } while (std::chrono::steady_clock::now() < until);
 
     sleeping.store(true, std::memory_order_seq_cst);
@@ -497,10 +496,18 @@ void scheduler::spawn(task* t) {
 void scheduler::make_ready(fiber_ctx* f) noexcept {
     worker* w = get_tl_worker();
     if (w != nullptr && &w->sched == this) {
-        w->deque.push(item_of(f));
-        if (has_sleepers()) {
-            notify_one();
+        // The worker-local next slot (no atomics) makes a same-worker hand-off cheap. It is not
+        // stealable, so it is used only while no worker sleeps; an older occupant moves to the
+        // deque, where thieves can reach it.
+        if (!has_sleepers()) {
+            std::uintptr_t older = std::exchange(w->stash, item_of(f));
+            if (older != 0) {
+                w->deque.push(older);
+            }
+            return;
         }
+        w->deque.push(item_of(f));
+        notify_one();
         return;
     }
     auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
@@ -639,20 +646,40 @@ void suspend(void (*after)(void*), void* arg) {
     if (self == nullptr || w == nullptr) {
         throw std::logic_error("courier: suspend outside a Courier thread");
     }
-    sanitizer::switch_to(w->tsan_self);
-    sanitizer::start_switch(&self->asan_save, w->os_stack_bottom, w->os_stack_size);
-    boost::context::fiber back =
-        std::move(w->sched_cont).resume_with([self, after, arg](boost::context::fiber&& me) {
-            arrive_on_worker();
+    boost::context::fiber back;
+    // Direct hand-off: if the next local item is a suspended thread, switch straight to it
+    // instead of going through the worker's own context (one switch instead of two).
+    std::uintptr_t next = w->stash != 0 ? std::exchange(w->stash, 0) : w->deque.pop();
+    if (next != 0 && is_fiber(next)) {
+        fiber_ctx* to = as_fiber(next);
+        to->st.store(fiber_ctx::state::running, std::memory_order_relaxed);
+        sanitizer::switch_to(to->tsan_fiber);
+        sanitizer::start_switch(&self->asan_save, to->stack_bottom, to->stack_size);
+        back = std::move(to->cont).resume_with([self, after, arg](boost::context::fiber&& me) {
             self->cont = std::move(me);
             self->st.store(fiber_ctx::state::suspended, std::memory_order_release);
-            leave();
             after(arg);
             return boost::context::fiber{};
         });
+    } else {
+        w->stash = next; // a new task (or nothing): the worker's loop takes it from here
+        sanitizer::switch_to(w->tsan_self);
+        sanitizer::start_switch(&self->asan_save, w->os_stack_bottom, w->os_stack_size);
+        back = std::move(w->sched_cont).resume_with(
+            [self, after, arg](boost::context::fiber&& me) {
+                arrive_on_worker();
+                self->cont = std::move(me);
+                self->st.store(fiber_ctx::state::suspended, std::memory_order_release);
+                leave();
+                after(arg);
+                return boost::context::fiber{};
+            });
+    }
     sanitizer::finish_switch(self->asan_save);
     w = get_tl_worker();
-    w->sched_cont = std::move(back);
+    if (back) { // resumed by a worker's own context; after a direct hand-off it is still stored
+        w->sched_cont = std::move(back);
+    }
     enter(self);
 }
 

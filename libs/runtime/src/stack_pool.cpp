@@ -13,8 +13,6 @@
 namespace courier::detail {
 
 namespace {
-thread_local std::uintptr_t tl_guard_lo = 0;
-thread_local std::uintptr_t tl_guard_hi = 0;
 thread_local void* tl_alt_stack = nullptr;
 constexpr std::size_t alt_stack_size = 64 * 1024;
 char g_overflow_message[256];
@@ -25,7 +23,7 @@ std::mutex g_handler_mutex;
 
 void on_segv(int sig, siginfo_t* info, void* context) {
     auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-    if (tl_guard_lo <= addr && addr < tl_guard_hi) {
+    if (in_guard_page_of_current_thread(addr)) {
         ssize_t ignored = ::write(2, g_overflow_message, g_overflow_message_len);
         (void)ignored;
         ::abort();
@@ -161,9 +159,5 @@ void disable_alt_signal_stack() {
     tl_alt_stack = nullptr;
 }
 
-void set_current_guard(std::uintptr_t lo, std::uintptr_t hi) noexcept {
-    tl_guard_lo = lo;
-    tl_guard_hi = hi;
-}
 
 } // namespace courier::detail

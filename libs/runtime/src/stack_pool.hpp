@@ -44,7 +44,8 @@ void install_overflow_handler(std::size_t usable_stack_size);
 /// Per OS thread: an alternate signal stack, so the handler runs after a stack overflow.
 void enable_alt_signal_stack();
 void disable_alt_signal_stack();
-/// The guard page range of the Courier thread now running on this OS thread (0,0 if none).
-void set_current_guard(std::uintptr_t lo, std::uintptr_t hi) noexcept;
+/// Whether `addr` lies in the guard page of the Courier thread running on this OS thread
+/// (async-signal-safe; defined by the scheduler).
+bool in_guard_page_of_current_thread(std::uintptr_t addr) noexcept;
 
 } // namespace courier::detail

@@ -13,6 +13,7 @@
 #include <courier/runtime/future.hpp>
 
 #include <functional>
+#include <optional>
 #include <tuple>
 
 namespace courier {
@@ -20,18 +21,47 @@ namespace courier {
 namespace detail {
 /// Records and logs an exception that escaped a posted task.
 void report_unhandled_exception(std::exception_ptr e) noexcept;
+
+/// The task and the shared state of one async call in a single allocation: the future and the
+/// pending task each hold a reference.
+template <class R, class Fn>
+class async_state final : public shared_state<R>, public task {
+public:
+    explicit async_state(Fn&& fn) : task{&run_impl, &drop_impl}, fn_(std::move(fn)) {
+        this->add_ref();
+    }
+
+private:
+    static void run_impl(task* t) noexcept {
+        auto* self = static_cast<async_state*>(t);
+        fulfil(static_cast<shared_state<R>*>(self), [self]() -> R { return (*self->fn_)(); });
+        self->fn_.reset(); // release captured arguments now, not when the future dies
+        self->release();
+    }
+    static void drop_impl(task* t) noexcept {
+        auto* self = static_cast<async_state*>(t);
+        self->fn_.reset();
+        try {
+            self->set_exception(
+                std::make_exception_ptr(std::future_error(std::future_errc::broken_promise)));
+        } catch (...) {
+        }
+        self->release();
+    }
+    std::optional<Fn> fn_;
+};
 } // namespace detail
 
 template <class F, class... Args>
 auto async(F&& f, Args&&... args) {
     using R = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>...>;
-    auto st = detail::make_state<R>();
-    detail::spawn(detail::make_task(
-        [st, fn = std::decay_t<F>(std::forward<F>(f)),
-         tup = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable {
-            detail::fulfil(st, [&]() -> R { return std::apply(std::move(fn), std::move(tup)); });
-        }));
-    return detail::future_access::make<R>(std::move(st));
+    auto call = [fn = std::decay_t<F>(std::forward<F>(f)),
+                 tup = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable
+        -> R { return std::apply(std::move(fn), std::move(tup)); };
+    auto* st = new detail::async_state<R, decltype(call)>(std::move(call));
+    detail::state_ptr<R> future_ref(st);
+    detail::spawn(st); // on failure spawn() drops the task, releasing its reference
+    return detail::future_access::make<R>(std::move(future_ref));
 }
 
 template <class F, class... Args>

@@ -51,22 +51,9 @@ struct unwrap_future<future<U>> {
     static constexpr bool is_future = true;
 };
 
-/// Stores the outcome of `f()` (value or exception) into `st`.
 template <class R, class F>
 void fulfil(state_ptr<R> const& st, F&& f) noexcept {
-    try {
-        if constexpr (std::is_void_v<R>) {
-            std::forward<F>(f)();
-            st->set_value();
-        } else {
-            st->set_value(std::forward<F>(f)());
-        }
-    } catch (...) {
-        try {
-            st->set_exception(std::current_exception());
-        } catch (...) {
-        }
-    }
+    fulfil(st.get(), std::forward<F>(f));
 }
 
 /// Once `inner` is ready, moves its outcome into `st`.

@@ -3,6 +3,7 @@
 // list of waiters (parked threads and callbacks) guarded by a per-state spinlock. No global lock.
 #pragma once
 
+#include <courier/runtime/detail/small_alloc.hpp>
 #include <courier/runtime/detail/spinlock.hpp>
 #include <courier/runtime/detail/waiter.hpp>
 
@@ -16,7 +17,7 @@
 
 namespace courier::detail {
 
-class state_base {
+class state_base : public pooled {
 public:
     enum status : std::uint8_t { pending = 0, has_value = 1, has_exception = 2 };
 
@@ -99,7 +100,7 @@ template <class T>
 using stored_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
 template <class T>
-class shared_state final : public state_base {
+class shared_state : public state_base {
 public:
     using value_type = stored_t<T>;
 
@@ -174,6 +175,24 @@ private:
 template <class T>
 state_ptr<T> make_state() {
     return state_ptr<T>(new shared_state<T>());
+}
+
+/// Stores the outcome of `f()` (value or exception) into `st`.
+template <class R, class F>
+void fulfil(shared_state<R>* st, F&& f) noexcept {
+    try {
+        if constexpr (std::is_void_v<R>) {
+            std::forward<F>(f)();
+            st->set_value();
+        } else {
+            st->set_value(std::forward<F>(f)());
+        }
+    } catch (...) {
+        try {
+            st->set_exception(std::current_exception());
+        } catch (...) {
+        }
+    }
 }
 
 /// A heap-allocated callback notified once, then deleted.

@@ -3,6 +3,8 @@
 // spawning a task, suspending the current lightweight thread, and making one runnable again.
 #pragma once
 
+#include <courier/runtime/detail/small_alloc.hpp>
+
 #include <cstddef>
 #include <new>
 #include <type_traits>
@@ -18,7 +20,7 @@ struct task {
 };
 
 template <class F>
-struct alignas(16) task_impl final : task {
+struct task_impl final : task, pooled {
     F fn;
     explicit task_impl(F&& f) : task{&run_impl, &drop_impl}, fn(std::move(f)) {}
     static void run_impl(task* t) noexcept {

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 namespace courier::detail {
 
@@ -22,15 +23,19 @@ protected:
 
 class parked_waiter final : public waiter {
 public:
-    parked_waiter() noexcept : fiber_(current_fiber()) {}
+    parked_waiter() noexcept : fiber_(current_fiber()) {
+        if (fiber_ == nullptr) {
+            os_.emplace();
+        }
+    }
 
     void notify() noexcept override {
         if (fiber_ != nullptr) {
             resume(fiber_);
         } else {
-            std::lock_guard g(mutex_); // notify under the lock: the waiter cannot leave early
-            ready_ = true;
-            cv_.notify_one();
+            std::lock_guard g(os_->mutex); // notify under the lock: the waiter cannot leave early
+            os_->ready = true;
+            os_->cv.notify_one();
         }
     }
 
@@ -43,16 +48,19 @@ public:
             suspend_with(release);
         } else {
             lock.unlock();
-            std::unique_lock g(mutex_);
-            cv_.wait(g, [this] { return ready_; });
+            std::unique_lock g(os_->mutex);
+            os_->cv.wait(g, [this] { return os_->ready; });
         }
     }
 
 private:
+    struct os_wait {
+        std::mutex mutex;
+        std::condition_variable cv;
+        bool ready = false;
+    };
     fiber_ctx* fiber_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool ready_ = false;
+    std::optional<os_wait> os_; // only for waiters outside Courier threads
 };
 
 /// A FIFO list of waiters (not thread-safe: guarded by its owner's lock).
