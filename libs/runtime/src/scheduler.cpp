@@ -436,6 +436,9 @@ scheduler::scheduler(scheduler_options const& o) : opts_(o), stacks_(o.stack_siz
 
 scheduler::~scheduler() {
     stop();
+    while (external_ops_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+    }
     free_topology(topology_);
 }
 
@@ -484,6 +487,7 @@ void scheduler::spawn(task* t) {
         }
         return;
     }
+    external_ops_.fetch_add(1, std::memory_order_acq_rel);
     external_spawned_.fetch_add(1, std::memory_order_acq_rel);
     auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
     target->push_inbox(item_of(t));
@@ -491,6 +495,7 @@ void scheduler::spawn(task* t) {
         target->wake();
         notify_one();
     }
+    external_ops_.fetch_sub(1, std::memory_order_release);
 }
 
 void scheduler::make_ready(fiber_ctx* f) noexcept {
@@ -510,6 +515,7 @@ void scheduler::make_ready(fiber_ctx* f) noexcept {
         notify_one();
         return;
     }
+    external_ops_.fetch_add(1, std::memory_order_acq_rel); // f is suspended: we are still live
     auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
     try {
         target->push_inbox(item_of(f));
@@ -521,6 +527,7 @@ void scheduler::make_ready(fiber_ctx* f) noexcept {
         target->wake();
         notify_one();
     }
+    external_ops_.fetch_sub(1, std::memory_order_release);
 }
 
 void scheduler::notify_one() noexcept {

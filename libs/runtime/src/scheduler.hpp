@@ -151,6 +151,9 @@ private:
     std::vector<std::unique_ptr<worker>> workers_;
     std::atomic<bool> stopping_{false};
     std::atomic<std::uint64_t> external_spawned_{0};
+    // Spawns/resumes from non-worker threads still touching the scheduler after publishing their
+    // item (its task may already have finished): shutdown waits for them.
+    std::atomic<int> external_ops_{0};
     std::atomic<std::size_t> next_inbox_{0};
     progress_hook hooks_[max_hooks];
     std::atomic<std::size_t> hook_count_{0};
