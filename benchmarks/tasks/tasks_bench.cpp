@@ -436,14 +436,14 @@ int main(int argc, char** argv) {
     row("OS thread on a condition_variable (floor)", os, "us");
 
     std::printf("\ntargets (issue 3, on the best repetition):\n");
-    target(c1.min <= 150, "spawn+run+join <= 150 ns/task on one worker: " +
-                              std::to_string(c1.min) + " ns");
+    target(c1.min <= 150,
+           "spawn+run+join <= 150 ns/task on one worker: " + std::to_string(c1.min) + " ns");
     target(p1.min <= 10 * 2 * raw.min,
            "same-worker ping-pong <= 10x the raw switch round trip (2 switches): " +
                std::to_string(p1.min / (2 * raw.min)) + "x");
     target(f1.min <= 3 * tf1.min,
-           "fib(" + std::to_string(fib_n) + ") within 3x of TBB on one worker: " +
-               std::to_string(f1.min / tf1.min) + "x");
+           "fib(" + std::to_string(fib_n) +
+               ") within 3x of TBB on one worker: " + std::to_string(f1.min / tf1.min) + "x");
     double courier_per_spawn = f1.min * 1e6 / spawns(fib_n);
     double boost_per_spawn = bfib.min * 1e6 / spawns(boost_fib_n);
     target(courier_per_spawn * 5 <= boost_per_spawn,

@@ -63,8 +63,12 @@ void bump(std::atomic<std::uint64_t>& c) noexcept { // single writer
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-void enter(fiber_ctx* f) noexcept { set_tl_fiber(f); }
-void leave() noexcept { set_tl_fiber(nullptr); }
+void enter(fiber_ctx* f) noexcept {
+    set_tl_fiber(f);
+}
+void leave() noexcept {
+    set_tl_fiber(nullptr);
+}
 
 /// Boost.Context StackAllocator over the scheduler's pool.
 struct pooled_stack {
@@ -672,15 +676,14 @@ void suspend(void (*after)(void*), void* arg) {
         w->stash = next; // a new task (or nothing): the worker's loop takes it from here
         sanitizer::switch_to(w->tsan_self);
         sanitizer::start_switch(&self->asan_save, w->os_stack_bottom, w->os_stack_size);
-        back = std::move(w->sched_cont).resume_with(
-            [self, after, arg](boost::context::fiber&& me) {
-                arrive_on_worker();
-                self->cont = std::move(me);
-                self->st.store(fiber_ctx::state::suspended, std::memory_order_release);
-                leave();
-                after(arg);
-                return boost::context::fiber{};
-            });
+        back = std::move(w->sched_cont).resume_with([self, after, arg](boost::context::fiber&& me) {
+            arrive_on_worker();
+            self->cont = std::move(me);
+            self->st.store(fiber_ctx::state::suspended, std::memory_order_release);
+            leave();
+            after(arg);
+            return boost::context::fiber{};
+        });
     }
     sanitizer::finish_switch(self->asan_save);
     w = get_tl_worker();

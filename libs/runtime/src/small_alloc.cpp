@@ -13,8 +13,12 @@ namespace courier::detail {
 
 #if defined(COURIER_ASAN) || defined(COURIER_TSAN)
 
-void* small_alloc(std::size_t n) { return ::operator new(n); }
-void small_free(void* p, std::size_t n) noexcept { ::operator delete(p, n); }
+void* small_alloc(std::size_t n) {
+    return ::operator new(n);
+}
+void small_free(void* p, std::size_t n) noexcept {
+    ::operator delete(p, n);
+}
 
 #else
 

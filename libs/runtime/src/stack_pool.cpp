@@ -49,9 +49,42 @@ stack_pool::stack_pool(std::size_t usable_size)
 }
 
 stack_pool::~stack_pool() {
-    for (void* s : shared_) {
-        ::munmap(s, total_size());
+    for (auto [p, n] : slabs_) {
+        ::munmap(p, n);
     }
+}
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
+
+void stack_pool::map_slab() {
+    std::size_t n = slab_stacks * total_size();
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) {
+        throw std::bad_alloc();
+    }
+    auto* base = static_cast<char*>(p);
+    for (std::size_t i = 0; i < slab_stacks; ++i) {
+        char* stack = base + i * total_size();
+        bool ok = false;
+        if (light_guards_) {
+            ok = ::madvise(stack, guard_, MADV_GUARD_INSTALL) == 0;
+            if (!ok && i == 0) {
+                light_guards_ = false; // kernel without guard regions: mprotect from now on
+            }
+        }
+        if (!ok && ::mprotect(stack, guard_, PROT_NONE) != 0) {
+            ::munmap(p, n);
+            throw std::bad_alloc();
+        }
+    }
+    slabs_.emplace_back(p, n);
+    for (std::size_t i = slab_stacks; i-- > 0;) {
+        shared_.push_back(base + i * total_size());
+    }
+    mapped_ += slab_stacks;
 }
 
 void* stack_pool::take(std::vector<void*>* cache) {
@@ -60,29 +93,13 @@ void* stack_pool::take(std::vector<void*>* cache) {
         cache->pop_back();
         return s;
     }
-    {
-        std::lock_guard g(mutex_);
-        if (!shared_.empty()) {
-            void* s = shared_.back();
-            shared_.pop_back();
-            return s;
-        }
-        ++mapped_;
+    std::lock_guard g(mutex_);
+    if (shared_.empty()) {
+        map_slab();
     }
-    void* p = ::mmap(nullptr, total_size(), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (p == MAP_FAILED) {
-        std::lock_guard g(mutex_);
-        --mapped_;
-        throw std::bad_alloc();
-    }
-    if (::mprotect(p, guard_, PROT_NONE) != 0) {
-        ::munmap(p, total_size());
-        std::lock_guard g(mutex_);
-        --mapped_;
-        throw std::bad_alloc();
-    }
-    return p;
+    void* s = shared_.back();
+    shared_.pop_back();
+    return s;
 }
 
 void stack_pool::give(void* base, std::vector<void*>* cache) noexcept {
@@ -93,16 +110,13 @@ void stack_pool::give(void* base, std::vector<void*>* cache) noexcept {
         } catch (...) {
         }
     }
+    // Beyond the per-worker cache: keep the mapping (and its guard), return the pages.
+    ::madvise(static_cast<char*>(base) + guard_, usable_, MADV_DONTNEED);
     std::lock_guard g(mutex_);
-    if (shared_.size() < cache_limit) {
-        try {
-            shared_.push_back(base);
-            return;
-        } catch (...) {
-        }
+    try {
+        shared_.push_back(base);
+    } catch (...) {
     }
-    --mapped_;
-    ::munmap(base, total_size());
 }
 
 std::size_t stack_pool::mapped() const noexcept {
@@ -158,6 +172,5 @@ void disable_alt_signal_stack() {
     ::munmap(tl_alt_stack, alt_stack_size);
     tl_alt_stack = nullptr;
 }
-
 
 } // namespace courier::detail

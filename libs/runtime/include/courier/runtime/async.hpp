@@ -55,9 +55,11 @@ private:
 template <class F, class... Args>
 auto async(F&& f, Args&&... args) {
     using R = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>...>;
-    auto call = [fn = std::decay_t<F>(std::forward<F>(f)),
-                 tup = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable
-        -> R { return std::apply(std::move(fn), std::move(tup)); };
+    auto call =
+        [fn = std::decay_t<F>(std::forward<F>(f)),
+         tup = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable -> R {
+        return std::apply(std::move(fn), std::move(tup));
+    };
     auto* st = new detail::async_state<R, decltype(call)>(std::move(call));
     detail::state_ptr<R> future_ref(st);
     detail::spawn(st); // on failure spawn() drops the task, releasing its reference
