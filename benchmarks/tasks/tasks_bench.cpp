@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <functional>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -91,27 +92,84 @@ stats courier_spawn_join(std::size_t threads, int n) {
     return summarize(ns);
 }
 
-stats courier_ping_pong(std::size_t threads, int n) {
+// A ring of promise pairs, each rebuilt two rounds ahead of its use: every hop uses a fresh
+// promise/future pair (as the anchor's "new pair per hop"), and the working set stays in cache.
+template <template <class> class Promise, template <class> class Future>
+struct ping_pong_ring {
+    struct round {
+        Promise<void> ping, pong;
+        Future<void> ping_f = ping.get_future(), pong_f = pong.get_future();
+    };
+    static constexpr int k = 4;
+    std::unique_ptr<round> r[k];
+    ping_pong_ring() {
+        for (auto& x : r) {
+            x = std::make_unique<round>();
+        }
+    }
+    // Side A, round i.
+    void a(int i) {
+        r[(i + 2) % k] = std::make_unique<round>(); // B is done with it (round i-2)
+        r[i % k]->ping.set_value();
+        r[i % k]->pong_f.get();
+    }
+    // Side B, round i.
+    void b(int i) {
+        r[i % k]->ping_f.get();
+        r[i % k]->pong.set_value();
+    }
+};
+
+// Preallocated pairs, in chunks of 1000 round trips whose promises are built before the clock
+// starts: the cost of the switch and the synchronization alone, cache-hot.
+template <template <class> class Promise, template <class> class Future, class Spawn>
+double chunked_ping_pong(int n, Spawn&& spawn_b) {
+    constexpr int chunk = 1000;
+    double total = 0;
+    for (int done = 0; done < n; done += chunk) {
+        std::vector<Promise<void>> ping(chunk), pong(chunk);
+        std::vector<Future<void>> ping_f, pong_f;
+        for (int i = 0; i < chunk; ++i) {
+            ping_f.push_back(ping[static_cast<std::size_t>(i)].get_future());
+            pong_f.push_back(pong[static_cast<std::size_t>(i)].get_future());
+        }
+        auto t0 = clk::now();
+        auto joiner = spawn_b([&] {
+            for (std::size_t i = 0; i < chunk; ++i) {
+                ping_f[i].get();
+                pong[i].set_value();
+            }
+        });
+        for (std::size_t i = 0; i < chunk; ++i) {
+            ping[i].set_value();
+            pong_f[i].get();
+        }
+        joiner();
+        total += ns_since(t0);
+    }
+    return total / n;
+}
+
+stats courier_ping_pong(std::size_t threads, int n, bool fresh_pairs) {
     std::vector<double> ns;
     in_courier(threads, [&] {
         for (int r = 0; r < reps; ++r) {
-            std::vector<courier::promise<void>> ping(static_cast<std::size_t>(n)),
-                pong(static_cast<std::size_t>(n));
-            std::vector<courier::future<void>> ping_f, pong_f;
-            for (int i = 0; i < n; ++i) {
-                ping_f.push_back(ping[static_cast<std::size_t>(i)].get_future());
-                pong_f.push_back(pong[static_cast<std::size_t>(i)].get_future());
+            if (!fresh_pairs) {
+                ns.push_back(chunked_ping_pong<courier::promise, courier::future>(n, [](auto f) {
+                    auto fut = std::make_shared<courier::future<void>>(courier::async(f));
+                    return [fut] { fut->get(); };
+                }));
+                continue;
             }
+            ping_pong_ring<courier::promise, courier::future> ring;
             auto t0 = clk::now();
             auto b = courier::async([&] {
                 for (int i = 0; i < n; ++i) {
-                    ping_f[static_cast<std::size_t>(i)].get();
-                    pong[static_cast<std::size_t>(i)].set_value();
+                    ring.b(i);
                 }
             });
             for (int i = 0; i < n; ++i) {
-                ping[static_cast<std::size_t>(i)].set_value();
-                pong_f[static_cast<std::size_t>(i)].get();
+                ring.a(i);
             }
             b.get();
             ns.push_back(ns_since(t0) / n);
@@ -218,26 +276,26 @@ stats boost_fiber_spawn_join(int n) {
     return summarize(ns);
 }
 
-stats boost_fiber_ping_pong(int n) {
+stats boost_fiber_ping_pong(int n, bool fresh_pairs) {
     std::vector<double> ns;
     for (int r = 0; r < reps; ++r) {
-        std::vector<boost::fibers::promise<void>> ping(static_cast<std::size_t>(n)),
-            pong(static_cast<std::size_t>(n));
-        std::vector<boost::fibers::future<void>> ping_f, pong_f;
-        for (int i = 0; i < n; ++i) {
-            ping_f.push_back(ping[static_cast<std::size_t>(i)].get_future());
-            pong_f.push_back(pong[static_cast<std::size_t>(i)].get_future());
+        if (!fresh_pairs) {
+            ns.push_back(
+                chunked_ping_pong<boost::fibers::promise, boost::fibers::future>(n, [](auto f) {
+                    auto fib = std::make_shared<boost::fibers::fiber>(f);
+                    return [fib] { fib->join(); };
+                }));
+            continue;
         }
+        ping_pong_ring<boost::fibers::promise, boost::fibers::future> ring;
         auto t0 = clk::now();
         boost::fibers::fiber b([&] {
             for (int i = 0; i < n; ++i) {
-                ping_f[static_cast<std::size_t>(i)].get();
-                pong[static_cast<std::size_t>(i)].set_value();
+                ring.b(i);
             }
         });
         for (int i = 0; i < n; ++i) {
-            ping[static_cast<std::size_t>(i)].set_value();
-            pong_f[static_cast<std::size_t>(i)].get();
+            ring.a(i);
         }
         b.join();
         ns.push_back(ns_since(t0) / n);
@@ -377,7 +435,7 @@ int main(int argc, char** argv) {
     auto c2 = courier_spawn_join(2, n_spawn);
     row("courier async + wait_all, 2 workers", c2, "ns/task");
     auto bf = boost_fiber_spawn_join(n_spawn / 4);
-    row("Boost.Fiber fiber + join (pooled stacks), 1 thread", bf, "ns/task");
+    row("Boost.Fiber fiber + join, pooled stacks", bf, "ns/task");
     auto t1 = tbb_spawn_join(1, n_spawn);
     row("TBB task_group run + wait, 1 thread", t1, "ns/task");
     auto t2 = tbb_spawn_join(2, n_spawn);
@@ -385,15 +443,22 @@ int main(int argc, char** argv) {
     auto sa = std_async_us(quick ? 500 : 2000);
     row("std::async(launch::async), batches of 100", sa, "us/task");
 
-    std::printf("(b) promise/future ping-pong, %d round trips\n", n_pp);
+    std::printf("(b) promise/future ping-pong, %d round trips (preallocated pairs, chunks of "
+                "1000)\n",
+                n_pp);
     auto raw = raw_switch_ns(quick ? 2'000'000 : 10'000'000);
     row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
-    auto p1 = courier_ping_pong(1, n_pp);
+    auto p1 = courier_ping_pong(1, n_pp, false);
     row("courier, same worker", p1, "ns/round trip");
-    auto p2 = courier_ping_pong(2, n_pp);
+    auto p2 = courier_ping_pong(2, n_pp, false);
     row("courier, 2 workers", p2, "ns/round trip");
-    auto bp = boost_fiber_ping_pong(n_pp);
-    row("Boost.Fiber promise/future, 1 thread", bp, "ns/round trip");
+    auto bp = boost_fiber_ping_pong(n_pp, false);
+    row("Boost.Fiber, 1 thread", bp, "ns/round trip");
+    std::printf("  with a new promise pair per hop (allocation included):\n");
+    auto p1f = courier_ping_pong(1, n_pp, true);
+    row("courier, same worker", p1f, "ns/round trip");
+    auto bpf = boost_fiber_ping_pong(n_pp, true);
+    row("Boost.Fiber, 1 thread", bpf, "ns/round trip");
 
     std::printf("(c) fork-join fib, no cutoff\n");
     auto f1 = courier_fib_ms(1, fib_n, fib_expect);
