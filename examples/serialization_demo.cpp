@@ -16,7 +16,7 @@ struct body {
     std::string name;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & name;
+        ar& name;
     }
 };
 struct planet : body {
@@ -24,7 +24,7 @@ struct planet : body {
     std::vector<double> orbit;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & cs::base_object<body>(*this) & mass & orbit;
+        ar& cs::base_object<body>(*this) & mass& orbit;
     }
 };
 COURIER_SERIALIZATION_REGISTER_CLASS(planet);
@@ -48,7 +48,8 @@ int main() {
     std::vector<double> field(1 << 20); // 8 MiB
     std::iota(field.begin(), field.end(), 0.0);
     std::vector<char> raw(64 * 1024, 'x');
-    cs::serialize_buffer<char> buffer(raw.data(), raw.size(), cs::serialize_buffer<char>::reference);
+    cs::serialize_buffer<char> buffer(raw.data(), raw.size(),
+                                      cs::serialize_buffer<char>::reference);
     std::unique_ptr<demo::body> earth = std::make_unique<demo::planet>();
     earth->name = "earth";
     static_cast<demo::planet&>(*earth).mass = 5.97e24;
@@ -63,11 +64,10 @@ int main() {
             std::printf("  %-8s %10zu bytes at offset %zu of the index buffer\n", kind(c.type),
                         c.size, c.offset);
         } else {
-            char const* whose = c.address == reinterpret_cast<std::byte const*>(field.data())
-                                    ? "field.data()"
-                                : c.address == reinterpret_cast<std::byte const*>(raw.data())
-                                    ? "raw.data()"
-                                    : "?";
+            char const* whose =
+                c.address == reinterpret_cast<std::byte const*>(field.data()) ? "field.data()"
+                : c.address == reinterpret_cast<std::byte const*>(raw.data()) ? "raw.data()"
+                                                                              : "?";
             std::printf("  %-8s %10zu bytes referencing %s (not copied)\n", kind(c.type), c.size,
                         whose);
         }

@@ -425,10 +425,11 @@ void summarize(std::vector<cb::result> const& rs) {
         double ce = get(rs, "cereal binary");
         double bo = get(rs, "boost binary");
         double fl = get(rs, "memcpy (floor)");
-        std::printf("  ratios (%s): courier-on/floor %.2f, courier-off/floor %.2f, cereal/courier-on "
-                    "%.2fx, boost/courier-on %.2fx, cereal/courier-off %.2fx, boost/courier-off "
-                    "%.2fx\n",
-                    what, on / fl, off / fl, ce / on, bo / on, ce / off, bo / off);
+        std::printf(
+            "  ratios (%s): courier-on/floor %.2f, courier-off/floor %.2f, cereal/courier-on "
+            "%.2fx, boost/courier-on %.2fx, cereal/courier-off %.2fx, boost/courier-off "
+            "%.2fx\n",
+            what, on / fl, off / fl, ce / on, bo / on, ce / off, bo / off);
     }
 }
 
