@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSL-1.0
+// The transport interface between the runtime and the network (LAIK thesis §7.1 argues for a
+// minimal one): addresses, peers, sending a serialized message, progress, and delivery.
+//
+// send() never blocks and never copies the payload of pointer or rma chunks: the receiver pulls
+// them with RMA reads. The memory those chunks reference must stay valid until `on_sent` runs
+// (the receiver has everything, or the send failed); the transport keeps the message itself
+// alive until then. progress() must be called regularly (the runtime's progress hook does);
+// it delivers received messages to the receive handler, on the calling thread.
+#pragma once
+
+#include <courier/serialization/message.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace courier::parcelport {
+
+struct statistics {
+    std::uint64_t messages_sent = 0;
+    std::uint64_t messages_received = 0;
+    std::uint64_t eager_bytes_sent = 0;     ///< header + descriptors + inline index data
+    std::uint64_t rma_bytes_read = 0;       ///< bytes this side pulled with RMA reads
+    std::uint64_t rendezvous_sends = 0;     ///< sends that needed RMA reads by the receiver
+    std::uint64_t registrations = 0;        ///< memory registrations performed
+    std::uint64_t eagain_retries = 0;       ///< operations deferred by -FI_EAGAIN
+    std::uint64_t bytes_copied_on_send = 0; ///< payload bytes copied into send buffers
+};
+
+struct transport_options {
+    std::string provider = "tcp;ofi_rxm";
+    std::size_t eager_threshold = 4096;
+    std::size_t posted_receives = 64;
+    std::uint64_t job_token = 0;
+};
+
+class transport {
+public:
+    using receive_handler = std::function<void(std::uint32_t source, serialization::message&&)>;
+    using sent_handler = std::function<void(std::error_code)>;
+
+    virtual ~transport() = default;
+    /// This endpoint's address, to publish to the peers.
+    virtual std::vector<std::byte> address() const = 0;
+    /// The addresses of every locality, indexed by rank (including this one).
+    virtual void set_peers(std::vector<std::vector<std::byte>> const& addresses,
+                           std::uint32_t my_rank) = 0;
+    virtual void set_receive_handler(receive_handler h) = 0;
+    /// Sends `m` to `dest`. `on_sent` runs (from progress()) once the receiver has every byte.
+    virtual void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) = 0;
+    /// Processes completions; true if anything happened.
+    virtual bool progress() = 0;
+    /// A file descriptor readable when progress() has work (-1 if none).
+    virtual int wait_fd() const = 0;
+    virtual statistics stats() const = 0;
+    virtual std::string provider_name() const = 0;
+};
+
+/// The libfabric transport (FI_EP_RDM, FI_MSG + FI_RMA). Throws std::runtime_error with the
+/// provider's message when the fabric cannot be opened.
+std::unique_ptr<transport> make_libfabric_transport(transport_options const& o);
+
+} // namespace courier::parcelport

@@ -1,0 +1,697 @@
+// SPDX-License-Identifier: BSL-1.0
+// The libfabric transport: one FI_EP_RDM endpoint, one completion queue, pre-posted receives.
+// Protocol (libs/parcelport/README.md): an eager message carries the header, the chunk
+// descriptors and, when it fits, the index data; the receiver pulls pointer/rma chunks (and a
+// non-inline index) with fi_read into its own buffers, delivers the message, and tells the
+// sender with a DONE message that it may release its registrations and run on_sent.
+#include "wire.hpp"
+
+#include <courier/parcelport/transport.hpp>
+#include <courier/serialization/error.hpp>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace courier::parcelport {
+
+namespace {
+
+std::string fi_message(char const* what, long rc) {
+    return std::string("libfabric: ") + what + ": " + fi_strerror(static_cast<int>(-rc)) + " (" +
+           std::to_string(rc) + ")";
+}
+
+void check(char const* what, long rc) {
+    if (rc != 0) {
+        throw std::runtime_error(fi_message(what, rc));
+    }
+}
+
+/// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it).
+struct op {
+    enum class kind : std::uint8_t { recv, send, read };
+    fi_context2 ctx;
+    kind k;
+    explicit op(kind kk) : ctx{}, k(kk) {}
+};
+
+struct recv_op : op {
+    std::unique_ptr<std::byte[]> buf;
+    fid_mr* mr = nullptr;
+    recv_op() : op(kind::recv) {}
+};
+
+struct send_state;
+struct send_op : op {
+    send_state* s;
+    explicit send_op(send_state* st) : op(kind::send), s(st) {}
+};
+
+struct send_state {
+    std::uint64_t id = 0;
+    std::uint32_t dest = 0;
+    serialization::message msg;
+    std::vector<fid_mr*> mrs;
+    transport::sent_handler on_sent;
+    std::vector<std::byte> eager;
+    send_op op{this};
+    bool needs_done = false;
+    bool eager_done = false;
+    bool remote_done = false;
+};
+
+struct incoming;
+struct read_op : op {
+    incoming* in;
+    explicit read_op(incoming* i) : op(kind::read), in(i) {}
+};
+
+struct incoming {
+    std::uint32_t source = 0;
+    std::uint64_t send_id = 0;
+    std::vector<std::byte> index;
+    std::vector<serialization::serialization_chunk> chunks;
+    std::vector<std::shared_ptr<std::byte[]>> owners; // parallel to chunks (null for index)
+    std::vector<fid_mr*> mrs;
+    std::deque<read_op> reads;
+    std::size_t outstanding = 0;
+    bool failed = false;
+};
+
+class libfabric_transport final : public transport {
+public:
+    explicit libfabric_transport(transport_options const& o) : opts_(o) { open(); }
+    ~libfabric_transport() override { close(); }
+
+    std::vector<std::byte> address() const override {
+        std::vector<std::byte> a(256);
+        std::size_t len = a.size();
+        check("fi_getname", fi_getname(&ep_->fid, a.data(), &len));
+        a.resize(len);
+        return a;
+    }
+
+    void set_peers(std::vector<std::vector<std::byte>> const& addrs, std::uint32_t rank) override {
+        rank_ = rank;
+        peers_.assign(addrs.size(), FI_ADDR_NOTAVAIL);
+        for (std::size_t i = 0; i < addrs.size(); ++i) {
+            int n = fi_av_insert(av_, addrs[i].data(), 1, &peers_[i], 0, nullptr);
+            if (n != 1) {
+                throw std::runtime_error("libfabric: fi_av_insert failed for locality " +
+                                         std::to_string(i));
+            }
+        }
+    }
+
+    void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+
+    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
+    bool progress() override;
+    int wait_fd() const override { return wait_fd_; }
+    statistics stats() const override {
+        std::lock_guard g(mutex_);
+        return stats_;
+    }
+    std::string provider_name() const override { return info_->fabric_attr->prov_name; }
+
+private:
+    void open();
+    void close() noexcept;
+    void post_recv(recv_op* r);
+    void handle_recv(recv_op* r, std::size_t len);
+    void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len);
+    void start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
+                     bool index_inline);
+    void finish_incoming(incoming* in);
+    void send_done(std::uint32_t dest, std::uint64_t id);
+    void complete_send(send_state* s, std::error_code ec);
+    fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access);
+    void* desc_of(fid_mr* mr) const { return mr != nullptr ? fi_mr_desc(mr) : nullptr; }
+    /// Retries `post` until it stops saying -FI_EAGAIN (progressing meanwhile), or queues it.
+    void post_or_defer(std::function<long()> post, char const* what);
+
+    transport_options opts_;
+    fi_info* info_ = nullptr;
+    fid_fabric* fabric_ = nullptr;
+    fid_domain* domain_ = nullptr;
+    fid_av* av_ = nullptr;
+    fid_cq* cq_ = nullptr;
+    fid_ep* ep_ = nullptr;
+    int wait_fd_ = -1;
+    bool mr_local_ = false, mr_virt_ = false, mr_prov_key_ = false;
+    std::size_t recv_size_ = 0;
+    std::size_t max_read_ = 0;
+    std::vector<fi_addr_t> peers_;
+    std::uint32_t rank_ = 0;
+    receive_handler on_receive_;
+    std::vector<std::unique_ptr<recv_op>> recvs_;
+    std::atomic<std::uint64_t> next_send_id_{1};
+    std::atomic<std::uint64_t> next_key_{1};
+
+    mutable std::mutex mutex_; // sends_, incoming_, backlog_, stats_
+    std::unordered_map<std::uint64_t, std::unique_ptr<send_state>> sends_;
+    std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
+    std::deque<std::pair<std::function<long()>, char const*>> backlog_;
+    statistics stats_;
+};
+
+void libfabric_transport::open() {
+    fi_info* hints = fi_allocinfo();
+    hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    hints->fabric_attr->prov_name = strdup(opts_.provider.c_str());
+    if (opts_.provider.rfind("tcp", 0) == 0 || opts_.provider.rfind("sockets", 0) == 0) {
+        hints->domain_attr->name = strdup("lo"); // loopback only: this is one machine
+    }
+    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info_);
+    fi_freeinfo(hints);
+    if (rc != 0 || info_ == nullptr) {
+        throw std::runtime_error(fi_message(("no provider '" + opts_.provider + "' with "
+                                             "FI_EP_RDM, FI_MSG and FI_RMA")
+                                                .c_str(),
+                                            rc));
+    }
+    auto mode = info_->domain_attr->mr_mode;
+    mr_local_ = (mode & FI_MR_LOCAL) != 0;
+    mr_virt_ = (mode & FI_MR_VIRT_ADDR) != 0;
+    mr_prov_key_ = (mode & FI_MR_PROV_KEY) != 0;
+    recv_size_ = sizeof(wire::header) + opts_.eager_threshold + 32 * sizeof(wire::descriptor);
+    max_read_ = std::min<std::size_t>(info_->ep_attr->max_msg_size, std::size_t{1} << 30);
+
+    check("fi_fabric", fi_fabric(info_->fabric_attr, &fabric_, nullptr));
+    check("fi_domain", fi_domain(fabric_, info_, &domain_, nullptr));
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    check("fi_av_open", fi_av_open(domain_, &av_attr, &av_, nullptr));
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_MSG;
+    cq_attr.wait_obj = FI_WAIT_FD;
+    cq_attr.size = 4096;
+    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        check("fi_cq_open", fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
+    } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
+        wait_fd_ = -1;
+    }
+    check("fi_endpoint", fi_endpoint(domain_, info_, &ep_, nullptr));
+    check("fi_ep_bind(av)", fi_ep_bind(ep_, &av_->fid, 0));
+    check("fi_ep_bind(cq)", fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+    check("fi_enable", fi_enable(ep_));
+    for (std::size_t i = 0; i < opts_.posted_receives; ++i) {
+        auto r = std::make_unique<recv_op>();
+        r->buf.reset(new std::byte[recv_size_]);
+        if (mr_local_) {
+            r->mr = register_memory(r->buf.get(), recv_size_, FI_RECV);
+        }
+        post_recv(r.get());
+        recvs_.push_back(std::move(r));
+    }
+}
+
+void libfabric_transport::close() noexcept {
+    if (ep_ != nullptr) {
+        fi_close(&ep_->fid);
+    }
+    for (auto& r : recvs_) {
+        if (r->mr != nullptr) {
+            fi_close(&r->mr->fid);
+        }
+    }
+    for (auto& [id, s] : sends_) {
+        for (auto* mr : s->mrs) {
+            fi_close(&mr->fid);
+        }
+    }
+    for (auto& [p, in] : incoming_) {
+        for (auto* mr : in->mrs) {
+            fi_close(&mr->fid);
+        }
+    }
+    if (cq_ != nullptr) {
+        fi_close(&cq_->fid);
+    }
+    if (av_ != nullptr) {
+        fi_close(&av_->fid);
+    }
+    if (domain_ != nullptr) {
+        fi_close(&domain_->fid);
+    }
+    if (fabric_ != nullptr) {
+        fi_close(&fabric_->fid);
+    }
+    if (info_ != nullptr) {
+        fi_freeinfo(info_);
+    }
+}
+
+fid_mr* libfabric_transport::register_memory(void const* p, std::size_t n, std::uint64_t access) {
+    fid_mr* mr = nullptr;
+    std::uint64_t key = mr_prov_key_ ? 0 : next_key_.fetch_add(1);
+    long rc = fi_mr_reg(domain_, p, n, access, 0, key, 0, &mr, nullptr);
+    if (rc != 0) {
+        throw std::runtime_error(fi_message("fi_mr_reg", rc));
+    }
+    std::lock_guard g(mutex_);
+    ++stats_.registrations;
+    return mr;
+}
+
+void libfabric_transport::post_or_defer(std::function<long()> post, char const* what) {
+    long rc = post();
+    if (rc == 0) {
+        return;
+    }
+    if (rc != -FI_EAGAIN) {
+        throw std::runtime_error(fi_message(what, rc));
+    }
+    std::lock_guard g(mutex_);
+    ++stats_.eagain_retries;
+    backlog_.emplace_back(std::move(post), what);
+}
+
+void libfabric_transport::post_recv(recv_op* r) {
+    post_or_defer(
+        [this, r] {
+            return static_cast<long>(
+                fi_recv(ep_, r->buf.get(), recv_size_, desc_of(r->mr), FI_ADDR_UNSPEC, &r->ctx));
+        },
+        "fi_recv");
+}
+
+void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
+                               sent_handler on_sent) {
+    if (dest >= peers_.size()) {
+        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
+    }
+    auto s = std::make_unique<send_state>();
+    s->id = next_send_id_.fetch_add(1);
+    s->dest = dest;
+    s->msg = std::move(m);
+    s->on_sent = std::move(on_sent);
+    auto data = s->msg.data();
+    auto chunks = s->msg.chunks();
+    std::vector<wire::descriptor> ds;
+    ds.reserve(chunks.size() + 1);
+    for (auto const& c : chunks) {
+        wire::descriptor d{};
+        d.type = static_cast<std::uint8_t>(c.type);
+        d.size = c.size;
+        if (c.type != serialization::chunk_type::index && c.size != 0) {
+            // Pointer chunks (and, until registered memory lands, rma chunks) are registered on
+            // the fly; the receiver reads them in place: nothing is copied here.
+            fid_mr* mr = register_memory(c.address, c.size, FI_REMOTE_READ);
+            s->mrs.push_back(mr);
+            d.address = mr_virt_ ? reinterpret_cast<std::uint64_t>(c.address) : 0;
+            d.key = fi_mr_key(mr);
+            s->needs_done = true;
+        }
+        ds.push_back(d);
+    }
+    std::size_t fixed = sizeof(wire::header) + ds.size() * sizeof(wire::descriptor);
+    bool inline_index = fixed + data.size() <= recv_size_;
+    if (!inline_index) {
+        wire::descriptor d{};
+        d.type = wire::index_buffer_type;
+        d.size = data.size();
+        fid_mr* mr = register_memory(data.data(), data.size(), FI_REMOTE_READ);
+        s->mrs.push_back(mr);
+        d.address = mr_virt_ ? reinterpret_cast<std::uint64_t>(data.data()) : 0;
+        d.key = fi_mr_key(mr);
+        ds.push_back(d);
+        fixed += sizeof(wire::descriptor);
+        s->needs_done = true;
+        if (fixed > recv_size_) {
+            for (auto* mr2 : s->mrs) {
+                fi_close(&mr2->fid);
+            }
+            throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
+                                    " chunks does not fit the eager buffer (" +
+                                    std::to_string(recv_size_) +
+                                    " bytes); raise --courier:eager_threshold");
+        }
+    }
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = wire::parcel;
+    h.flags = inline_index ? wire::index_inline : 0;
+    h.token = opts_.job_token;
+    h.source = rank_;
+    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
+    h.send_id = s->id;
+    h.index_size = data.size();
+    s->eager.resize(fixed + (inline_index ? data.size() : 0));
+    std::memcpy(s->eager.data(), &h, sizeof h);
+    std::memcpy(s->eager.data() + sizeof h, ds.data(), ds.size() * sizeof(wire::descriptor));
+    if (inline_index && !data.empty()) {
+        std::memcpy(s->eager.data() + fixed, data.data(), data.size());
+    }
+    fid_mr* eager_mr = mr_local_ ? register_memory(s->eager.data(), s->eager.size(), FI_SEND)
+                                 : nullptr;
+    if (eager_mr != nullptr) {
+        s->mrs.push_back(eager_mr);
+    }
+    send_state* raw = s.get();
+    {
+        std::lock_guard g(mutex_);
+        ++stats_.messages_sent;
+        stats_.eager_bytes_sent += raw->eager.size();
+        stats_.rendezvous_sends += raw->needs_done;
+        sends_.emplace(raw->id, std::move(s));
+    }
+    fi_addr_t to = peers_[dest];
+    post_or_defer(
+        [this, raw, eager_mr, to] {
+            return static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
+                                             desc_of(eager_mr), to, &raw->op.ctx));
+        },
+        "fi_send");
+}
+
+void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
+    std::unique_ptr<send_state> owned;
+    {
+        std::lock_guard g(mutex_);
+        auto it = sends_.find(s->id);
+        if (it == sends_.end()) {
+            return;
+        }
+        owned = std::move(it->second);
+        sends_.erase(it);
+    }
+    for (auto* mr : owned->mrs) {
+        fi_close(&mr->fid);
+    }
+    if (owned->on_sent) {
+        owned->on_sent(ec);
+    }
+}
+
+void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = wire::done;
+    h.token = opts_.job_token;
+    h.source = rank_;
+    h.send_id = id;
+    fi_addr_t to = peers_[dest];
+    post_or_defer(
+        [this, h, to] { return static_cast<long>(fi_inject(ep_, &h, sizeof h, to)); },
+        "fi_inject");
+}
+
+bool libfabric_transport::progress() {
+    bool any = false;
+    fi_cq_msg_entry entries[16];
+    for (;;) {
+        ssize_t n = fi_cq_read(cq_, entries, 16);
+        if (n == -FI_EAGAIN) {
+            break;
+        }
+        if (n == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            fi_cq_readerr(cq_, &err, 0);
+            auto* o = static_cast<op*>(err.op_context);
+            std::fprintf(stderr, "courier: libfabric completion error: %s\n",
+                         fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0));
+            if (o != nullptr && o->k == op::kind::send) {
+                complete_send(static_cast<send_op*>(o)->s,
+                              std::make_error_code(std::errc::connection_reset));
+            } else if (o != nullptr && o->k == op::kind::read) {
+                auto* in = static_cast<read_op*>(o)->in;
+                in->failed = true;
+                if (--in->outstanding == 0) {
+                    finish_incoming(in);
+                }
+            }
+            any = true;
+            continue;
+        }
+        if (n < 0) {
+            throw std::runtime_error(fi_message("fi_cq_read", n));
+        }
+        any = true;
+        for (ssize_t i = 0; i < n; ++i) {
+            auto* o = static_cast<op*>(entries[i].op_context);
+            switch (o->k) {
+            case op::kind::recv: {
+                handle_recv(static_cast<recv_op*>(o), entries[i].len);
+                break;
+            }
+            case op::kind::send: {
+                auto* s = static_cast<send_op*>(o)->s;
+                bool done;
+                {
+                    std::lock_guard g(mutex_);
+                    s->eager_done = true;
+                    done = !s->needs_done || s->remote_done;
+                }
+                if (done) {
+                    complete_send(s, {});
+                }
+                break;
+            }
+            case op::kind::read: {
+                auto* in = static_cast<read_op*>(o)->in;
+                if (--in->outstanding == 0) {
+                    finish_incoming(in);
+                }
+                break;
+            }
+            }
+        }
+    }
+    // Retry what -FI_EAGAIN deferred, in order.
+    std::deque<std::pair<std::function<long()>, char const*>> retry;
+    {
+        std::lock_guard g(mutex_);
+        retry.swap(backlog_);
+    }
+    while (!retry.empty()) {
+        long rc = retry.front().first();
+        if (rc == -FI_EAGAIN) {
+            std::lock_guard g(mutex_);
+            for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
+                backlog_.push_front(std::move(*it));
+            }
+            break;
+        }
+        if (rc != 0) {
+            std::fprintf(stderr, "courier: %s\n", fi_message(retry.front().second, rc).c_str());
+        }
+        retry.pop_front();
+        any = true;
+    }
+    return any;
+}
+
+void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
+    std::byte const* p = r->buf.get();
+    wire::header h;
+    bool ok = len >= sizeof h;
+    if (ok) {
+        std::memcpy(&h, p, sizeof h);
+        ok = h.magic == wire::magic && h.version == wire::version && h.token == opts_.job_token &&
+             h.source < peers_.size();
+    }
+    if (!ok) {
+        std::fprintf(stderr, "courier: dropped a message with a bad header or job token\n");
+    } else if (h.kind == wire::done) {
+        send_state* s = nullptr;
+        bool done = false;
+        {
+            std::lock_guard g(mutex_);
+            auto it = sends_.find(h.send_id);
+            if (it != sends_.end()) {
+                s = it->second.get();
+                s->remote_done = true;
+                done = s->eager_done;
+            }
+        }
+        if (done) {
+            complete_send(s, {});
+        }
+    } else if (h.kind == wire::parcel) {
+        try {
+            handle_parcel(h, p, len);
+        } catch (std::exception const& e) {
+            std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
+                         h.source, e.what());
+        }
+    }
+    post_recv(r);
+}
+
+void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* p,
+                                        std::size_t len) {
+    bool index_inline = (h.flags & wire::index_inline) != 0;
+    std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
+    std::size_t fixed = sizeof h + n_desc * sizeof(wire::descriptor);
+    if (h.chunk_count > recv_size_ || fixed > len ||
+        (index_inline && h.index_size > len - fixed)) {
+        throw serialization::serialization_error("eager message sizes are inconsistent");
+    }
+    std::vector<wire::descriptor> ds(n_desc);
+    std::memcpy(ds.data(), p + sizeof h, n_desc * sizeof(wire::descriptor));
+    auto in = std::make_unique<incoming>();
+    in->source = h.source;
+    in->send_id = h.send_id;
+    bool external = !index_inline;
+    std::size_t offset = 0;
+    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+        auto const& d = ds[i];
+        if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            in->chunks.push_back({serialization::chunk_type::index, d.size, offset, nullptr, 0});
+            in->owners.emplace_back();
+            offset += d.size;
+        } else if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::pointer) ||
+                   d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma)) {
+            std::shared_ptr<std::byte[]> buf(new std::byte[d.size == 0 ? 1 : d.size]);
+            in->chunks.push_back({static_cast<serialization::chunk_type>(d.type), d.size, 0,
+                                  buf.get(), 0});
+            in->owners.push_back(std::move(buf));
+            external = external || d.size != 0;
+        } else {
+            throw serialization::serialization_error("unknown chunk type " +
+                                                     std::to_string(d.type));
+        }
+    }
+    if (offset != h.index_size) {
+        throw serialization::serialization_error("index chunks do not add up to the index size");
+    }
+    if (index_inline) {
+        in->index.assign(p + fixed, p + fixed + h.index_size);
+    } else {
+        in->index.resize(h.index_size);
+    }
+    if (!external) {
+        finish_incoming(in.release());
+        return;
+    }
+    start_reads(std::move(in), ds, index_inline);
+}
+
+void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
+                                      std::vector<wire::descriptor> const& ds, bool index_inline) {
+    struct piece {
+        std::byte* local;
+        std::size_t size;
+        std::uint64_t remote;
+        std::uint64_t key;
+    };
+    std::vector<piece> pieces;
+    auto add = [&](std::byte* local, wire::descriptor const& d) {
+        for (std::uint64_t done = 0; done < d.size; done += max_read_) {
+            std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(max_read_, d.size - done));
+            pieces.push_back({local + done, n, d.address + done, d.key});
+        }
+    };
+    for (std::size_t i = 0; i < in->chunks.size(); ++i) {
+        auto& c = in->chunks[i];
+        if (c.type != serialization::chunk_type::index && c.size != 0) {
+            add(const_cast<std::byte*>(c.address), ds[i]);
+        }
+    }
+    if (!index_inline && !in->index.empty()) {
+        add(in->index.data(), ds.back());
+    }
+    std::vector<fid_mr*> local_mrs;
+    if (mr_local_) {
+        for (auto& pc : pieces) {
+            local_mrs.push_back(register_memory(pc.local, pc.size, FI_READ));
+        }
+        in->mrs = local_mrs;
+    }
+    incoming* raw = in.get();
+    raw->outstanding = pieces.size();
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        raw->reads.emplace_back(raw);
+    }
+    {
+        std::lock_guard g(mutex_);
+        incoming_.emplace(raw, std::move(in));
+        for (auto const& pc : pieces) {
+            stats_.rma_bytes_read += pc.size;
+        }
+    }
+    fi_addr_t from = peers_[raw->source];
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        auto pc = pieces[i];
+        void* desc = mr_local_ ? fi_mr_desc(local_mrs[i]) : nullptr;
+        read_op* rop = &raw->reads[i];
+        post_or_defer(
+            [this, pc, desc, from, rop] {
+                return static_cast<long>(
+                    fi_read(ep_, pc.local, pc.size, desc, from, pc.remote, pc.key, &rop->ctx));
+            },
+            "fi_read");
+    }
+}
+
+void libfabric_transport::finish_incoming(incoming* raw) {
+    std::unique_ptr<incoming> in;
+    {
+        std::lock_guard g(mutex_);
+        auto it = incoming_.find(raw);
+        if (it != incoming_.end()) {
+            in = std::move(it->second);
+            incoming_.erase(it);
+        } else {
+            in.reset(raw); // never registered (eager-only)
+        }
+        ++stats_.messages_received;
+    }
+    for (auto* mr : in->mrs) {
+        fi_close(&mr->fid);
+    }
+    bool rendezvous = in->send_id != 0 && !in->reads.empty();
+    if (rendezvous) {
+        send_done(in->source, in->send_id);
+    }
+    if (in->failed) {
+        std::fprintf(stderr, "courier: an RMA read from locality %u failed; parcel dropped\n",
+                     in->source);
+        return;
+    }
+    serialization::message m;
+    try {
+        m = serialization::message::from_parts(in->index, std::move(in->chunks));
+    } catch (std::exception const& e) {
+        std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
+                     in->source, e.what());
+        return;
+    }
+    for (std::size_t i = 0; i < in->owners.size(); ++i) {
+        if (in->owners[i]) {
+            m.set_chunk_owner(i, in->owners[i]);
+        }
+    }
+    if (on_receive_) {
+        on_receive_(in->source, std::move(m));
+    }
+}
+
+} // namespace
+
+std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {
+    return std::make_unique<libfabric_transport>(o);
+}
+
+} // namespace courier::parcelport

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: BSL-1.0
+// The eager message layout (little-endian host order; peers share the build).
+//   header      48 bytes (below)
+//   descriptors chunk_count x 32 bytes: {u8 type, 7 zero, u64 size, u64 remote address, u64 key}
+//               for every chunk of the message in stream order (index chunks: address/key 0),
+//               then, when the index data is not inline, one more for the index buffer
+//   index data  index_size bytes, if inline
+#pragma once
+
+#include <cstdint>
+
+namespace courier::parcelport::wire {
+
+inline constexpr std::uint32_t magic = 0x4c505243; // "CRPL"
+inline constexpr std::uint16_t version = 1;
+
+enum kind : std::uint8_t { parcel = 1, done = 2 };
+enum flags : std::uint8_t { index_inline = 1 };
+
+struct header {
+    std::uint32_t magic;
+    std::uint16_t version;
+    std::uint8_t kind;
+    std::uint8_t flags;
+    std::uint64_t token;
+    std::uint32_t source;
+    std::uint32_t chunk_count;
+    std::uint64_t send_id;
+    std::uint64_t index_size;
+    std::uint64_t reserved;
+};
+static_assert(sizeof(header) == 48);
+
+struct descriptor {
+    std::uint8_t type;
+    std::uint8_t zero[7];
+    std::uint64_t size;
+    std::uint64_t address;
+    std::uint64_t key;
+};
+static_assert(sizeof(descriptor) == 32);
+
+inline constexpr std::uint8_t index_buffer_type = 3; // the extra descriptor of a non-inline index
+
+} // namespace courier::parcelport::wire
