@@ -117,6 +117,7 @@ public:
     }
 
     void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+    void set_job_token(std::uint64_t token) override { opts_.job_token = token; }
 
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool progress() override;
@@ -182,7 +183,8 @@ void libfabric_transport::open() {
     int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info_);
     fi_freeinfo(hints);
     if (rc != 0 || info_ == nullptr) {
-        throw std::runtime_error(fi_message(("no provider '" + opts_.provider + "' with "
+        throw std::runtime_error(fi_message(("no provider '" + opts_.provider +
+                                             "' with "
                                              "FI_EP_RDM, FI_MSG and FI_RMA")
                                                 .c_str(),
                                             rc));
@@ -362,8 +364,8 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     if (inline_index && !data.empty()) {
         std::memcpy(s->eager.data() + fixed, data.data(), data.size());
     }
-    fid_mr* eager_mr = mr_local_ ? register_memory(s->eager.data(), s->eager.size(), FI_SEND)
-                                 : nullptr;
+    fid_mr* eager_mr =
+        mr_local_ ? register_memory(s->eager.data(), s->eager.size(), FI_SEND) : nullptr;
     if (eager_mr != nullptr) {
         s->mrs.push_back(eager_mr);
     }
@@ -412,9 +414,8 @@ void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
     h.source = rank_;
     h.send_id = id;
     fi_addr_t to = peers_[dest];
-    post_or_defer(
-        [this, h, to] { return static_cast<long>(fi_inject(ep_, &h, sizeof h, to)); },
-        "fi_inject");
+    post_or_defer([this, h, to] { return static_cast<long>(fi_inject(ep_, &h, sizeof h, to)); },
+                  "fi_inject");
 }
 
 bool libfabric_transport::progress() {
@@ -544,8 +545,7 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
     bool index_inline = (h.flags & wire::index_inline) != 0;
     std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
     std::size_t fixed = sizeof h + n_desc * sizeof(wire::descriptor);
-    if (h.chunk_count > recv_size_ || fixed > len ||
-        (index_inline && h.index_size > len - fixed)) {
+    if (h.chunk_count > recv_size_ || fixed > len || (index_inline && h.index_size > len - fixed)) {
         throw serialization::serialization_error("eager message sizes are inconsistent");
     }
     std::vector<wire::descriptor> ds(n_desc);
@@ -564,8 +564,8 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
         } else if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::pointer) ||
                    d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma)) {
             std::shared_ptr<std::byte[]> buf(new std::byte[d.size == 0 ? 1 : d.size]);
-            in->chunks.push_back({static_cast<serialization::chunk_type>(d.type), d.size, 0,
-                                  buf.get(), 0});
+            in->chunks.push_back(
+                {static_cast<serialization::chunk_type>(d.type), d.size, 0, buf.get(), 0});
             in->owners.push_back(std::move(buf));
             external = external || d.size != 0;
         } else {
@@ -599,7 +599,8 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     std::vector<piece> pieces;
     auto add = [&](std::byte* local, wire::descriptor const& d) {
         for (std::uint64_t done = 0; done < d.size; done += max_read_) {
-            std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(max_read_, d.size - done));
+            std::size_t n =
+                static_cast<std::size_t>(std::min<std::uint64_t>(max_read_, d.size - done));
             pieces.push_back({local + done, n, d.address + done, d.key});
         }
     };

@@ -139,7 +139,8 @@ TEST_P(transport, both_directions_and_many_messages_in_flight) {
         e.b->send(0, cs::save(-i), [&](std::error_code ec) { sent += !ec; });
     }
     ASSERT_TRUE(e.pump([&] {
-        return sent == 2 * n && e.got_b.size() == std::size_t{n} && e.got_a.size() == std::size_t{n};
+        return sent == 2 * n && e.got_b.size() == std::size_t{n} &&
+               e.got_a.size() == std::size_t{n};
     }));
     std::vector<bool> seen(n);
     for (auto& [src, m] : e.got_b) {

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSL-1.0
 // init / finalize: options, the scheduler's lifetime, the main task, quiescence at shutdown.
+#include "distributed.hpp"
 #include "log.hpp"
 #include "options.hpp"
 #include "scheduler.hpp"
 #include "topology.hpp"
 
+#include <courier/runtime/actions.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/init.hpp>
 #include <courier/serialization/chunk.hpp>
@@ -35,6 +37,36 @@ void report_unhandled_exception(std::exception_ptr e) noexcept {
     }
 }
 } // namespace detail
+
+namespace {
+// Waits until every spawned task has finished. A task that can never be resumed (all workers
+// asleep, nothing queued or timed, no progress hook that could bring news) is a deadlock:
+// reported, and false returned, instead of hanging.
+bool wait_for_quiescence(detail::scheduler& s) {
+    using namespace detail;
+    auto idle_since = std::chrono::steady_clock::time_point{};
+    for (;;) {
+        std::int64_t live = s.live_tasks();
+        if (live == 0) {
+            return true;
+        }
+        if (s.all_idle() && !s.has_hooks()) {
+            auto now = std::chrono::steady_clock::now();
+            if (idle_since == decltype(idle_since){}) {
+                idle_since = now;
+            } else if (now - idle_since > std::chrono::milliseconds(500)) {
+                log(log_level::error,
+                    "{} task(s) are suspended and nothing can wake them (deadlock at shutdown)",
+                    live);
+                return false;
+            }
+        } else {
+            idle_since = {};
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+}
+} // namespace
 
 int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     using namespace detail;
@@ -86,62 +118,67 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     auto s = std::make_unique<scheduler>(so);
     set_current_scheduler(s.get());
     s->start();
+    bool distributed = false;
+    try {
+        distributed = distributed_start(cfg, *s);
+    } catch (std::exception const& e) {
+        log(log_level::error, "cannot join the job: {}", e.what());
+        s->stop();
+        set_current_scheduler(nullptr);
+        return 1;
+    }
     log(log_level::info, "started {} workers, {} KiB stacks, bind={}", so.threads,
         so.stack_size / 1024, so.bind ? "cores" : "none");
 
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
     int rc = 0;
-    auto args = cfg.rest;
-    spawn(make_task([&] {
-        int r = 1;
-        try {
-            r = courier_main(static_cast<int>(args.size() - 1), args.data());
-        } catch (std::exception const& e) {
-            log(log_level::error, "courier_main threw: {}", e.what());
-        } catch (...) {
-            log(log_level::error, "courier_main threw an exception of unknown type");
-        }
-        std::lock_guard g(m);
-        rc = r;
-        done = true;
-        cv.notify_all();
-    }));
-    {
+    bool runs_main = get_locality_id() == 0;
+    if (runs_main) {
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+        auto args = cfg.rest;
+        spawn(make_task([&] {
+            int r = 1;
+            try {
+                r = courier_main(static_cast<int>(args.size() - 1), args.data());
+            } catch (std::exception const& e) {
+                log(log_level::error, "courier_main threw: {}", e.what());
+            } catch (...) {
+                log(log_level::error, "courier_main threw an exception of unknown type");
+            }
+            std::lock_guard g(m);
+            rc = r;
+            done = true;
+            cv.notify_all();
+        }));
         std::unique_lock g(m);
         cv.wait(g, [&] { return done; });
+    } else {
+        distributed_wait_for_exit();
     }
-    // Quiescence: every task spawned has finished. A task that can never be resumed (all
-    // workers asleep, nothing queued or timed, no progress hook that could bring news) is a
-    // deadlock: report it instead of hanging.
-    auto idle_since = std::chrono::steady_clock::time_point{};
-    for (;;) {
-        std::int64_t live = s->live_tasks();
-        if (live == 0) {
-            break;
-        }
-        if (s->all_idle() && !s->has_hooks()) {
-            auto now = std::chrono::steady_clock::now();
-            if (idle_since == decltype(idle_since){}) {
-                idle_since = now;
-            } else if (now - idle_since > std::chrono::milliseconds(500)) {
-                log(log_level::error,
-                    "{} task(s) are suspended and nothing can wake them (deadlock at shutdown)",
-                    live);
+    if (!wait_for_quiescence(*s)) {
+        rc = rc == 0 ? 1 : rc;
+    }
+    if (distributed) {
+        if (runs_main) {
+            try {
+                distributed_shutdown_all();
+            } catch (std::exception const& e) {
+                log(log_level::error, "shutting the job down failed: {}", e.what());
                 rc = rc == 0 ? 1 : rc;
-                break;
             }
-        } else {
-            idle_since = {};
+            wait_for_quiescence(*s);
         }
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        distributed_stop();
     }
     s->stop();
     set_current_scheduler(nullptr);
+    if (distributed) {
+        distributed_close();
+    }
     s.reset();
 
-    if (!g_finalized.load()) {
+    if (runs_main && !g_finalized.load()) {
         log(log_level::error, "courier_main returned without calling courier::finalize()");
         rc = rc == 0 ? 1 : rc;
     }

@@ -20,6 +20,10 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "4096",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off"},
+        {"provider", "tcp;ofi_rxm",
+         "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'"},
+        {"eager_threshold", "4096",
+         "bytes of index data sent inline in the eager message; more is read by RMA"},
         {"help", "0", "print this list and exit"},
     };
     return table;

@@ -2,6 +2,7 @@
 // Courier runtime: lightweight threads, futures, synchronization, startup. See libs/runtime.
 #pragma once
 
+#include <courier/runtime/actions.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/future.hpp>
 #include <courier/runtime/init.hpp>

@@ -51,6 +51,8 @@ public:
     virtual void set_peers(std::vector<std::vector<std::byte>> const& addresses,
                            std::uint32_t my_rank) = 0;
     virtual void set_receive_handler(receive_handler h) = 0;
+    /// The job-unique token (from the bootstrap) every message must carry; others are dropped.
+    virtual void set_job_token(std::uint64_t token) = 0;
     /// Sends `m` to `dest`. `on_sent` runs (from progress()) once the receiver has every byte.
     virtual void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) = 0;
     /// Processes completions; true if anything happened.

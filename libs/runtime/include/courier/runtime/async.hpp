@@ -52,8 +52,15 @@ private:
 };
 } // namespace detail
 
+namespace detail {
+template <class F>
+concept remote_action = requires {
+    typename std::decay_t<F>::courier_action_tag;
+};
+} // namespace detail
+
 template <class F, class... Args>
-auto async(F&& f, Args&&... args) {
+requires(!detail::remote_action<F>) auto async(F&& f, Args&&... args) {
     using R = std::invoke_result_t<std::decay_t<F>, std::decay_t<Args>...>;
     auto call =
         [fn = std::decay_t<F>(std::forward<F>(f)),
@@ -67,7 +74,7 @@ auto async(F&& f, Args&&... args) {
 }
 
 template <class F, class... Args>
-void post(F&& f, Args&&... args) {
+requires(!detail::remote_action<F>) void post(F&& f, Args&&... args) {
     detail::spawn(detail::make_task(
         [fn = std::decay_t<F>(std::forward<F>(f)),
          tup = std::make_tuple(std::decay_t<Args>(std::forward<Args>(args))...)]() mutable {

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: BSL-1.0
+// Localities and remote actions.
+//
+//   double scale_sum(std::vector<double> const& v, double factor);
+//   COURIER_PLAIN_ACTION(scale_sum, scale_sum_action);          // namespace scope
+//   courier::future<double> f = courier::async<scale_sum_action>(locality, v, 2.0);
+//
+// Arguments are decay-copied (rvalues moved) into the parcel, so the caller may reuse them at
+// once; large bitwise arguments then travel as pointer chunks (pulled by RMA, never copied on
+// the send side) — pass a serialize_buffer in reference mode to avoid even the decay copy, and
+// use async_cb to learn when its memory may be reused. A remote exception is rethrown by get()
+// as courier::remote_exception (type name, message, locality). An unknown action id is rejected
+// by the receiver with an error reply and a log line.
+#pragma once
+
+#include <courier/runtime/async.hpp>
+#include <courier/serialization.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace courier {
+
+/// A global id. Localities are id_types; components (later) too.
+struct id_type {
+    std::uint64_t msb = 0;
+    std::uint64_t lsb = 0;
+    friend bool operator==(id_type const&, id_type const&) = default;
+    explicit operator bool() const noexcept { return msb != 0 || lsb != 0; }
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        ar & msb & lsb;
+    }
+};
+
+id_type find_here();
+std::vector<id_type> find_all_localities();
+std::vector<id_type> find_remote_localities();
+std::uint32_t get_locality_id();
+std::uint32_t get_num_localities();
+/// The locality an id lives on.
+std::uint32_t get_locality_id(id_type const& id);
+
+/// An exception thrown by a remote action, rethrown on the caller.
+class remote_exception : public std::runtime_error {
+public:
+    remote_exception(std::string type, std::string message, std::uint32_t locality);
+    std::string const& type_name() const noexcept { return type_; }
+    std::string const& message() const noexcept { return message_; }
+    std::uint32_t locality() const noexcept { return locality_; }
+
+private:
+    std::string type_, message_;
+    std::uint32_t locality_;
+};
+
+/// A locality that died or cannot be reached.
+class network_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+template <std::size_t N>
+struct fixed_string {
+    char value[N];
+    constexpr fixed_string(char const (&s)[N]) {
+        for (std::size_t i = 0; i < N; ++i) {
+            value[i] = s[i];
+        }
+    }
+    constexpr std::string_view view() const { return {value, N - 1}; }
+};
+
+template <class F>
+struct function_traits;
+template <class R, class... A>
+struct function_traits<R (*)(A...)> {
+    using result = R;
+    using args = std::tuple<std::decay_t<A>...>;
+};
+template <class R, class... A>
+struct function_traits<R (*)(A...) noexcept> : function_traits<R (*)(A...)> {};
+
+using action_invoker = void (*)(serialization::input_archive& args,
+                                serialization::output_archive& result);
+bool register_action(std::uint64_t id, char const* name, action_invoker invoke);
+
+/// Sends a request; `complete` later receives the reply's archive (positioned at the result)
+/// or an exception. `on_sent` (optional) runs when the arguments' memory may be reused.
+void send_request(std::uint32_t dest, std::uint64_t action_id,
+                  std::function<void(serialization::output_archive&)> const& write_args,
+                  std::function<void(serialization::input_archive*, std::exception_ptr)> complete,
+                  std::function<void(std::error_code const&)> on_sent, bool wants_reply);
+
+} // namespace detail
+
+/// The action type behind COURIER_PLAIN_ACTION: calls F on the target locality.
+template <auto F, detail::fixed_string Name>
+struct plain_action {
+    using courier_action_tag = void;
+    using traits = detail::function_traits<decltype(F)>;
+    using result_type = typename traits::result;
+    using arguments = typename traits::args;
+    static constexpr std::string_view name = Name.view();
+    static constexpr std::uint64_t id = serialization::detail::fnv1a64(Name.view());
+
+    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+        arguments args;
+        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
+        in.finish();
+        if constexpr (std::is_void_v<result_type>) {
+            std::apply(F, args);
+        } else {
+            // The reply may reference the result (pointer chunks): keep it alive with it.
+            auto r = std::make_shared<result_type>(std::apply(F, args));
+            out.keep_alive(r);
+            out.save(*r);
+        }
+    }
+};
+
+namespace detail {
+template <class A>
+concept action = requires { typename A::courier_action_tag; };
+
+template <class Action, class... Args>
+auto remote_call(id_type const& target, std::function<void(std::error_code const&)> on_sent,
+                 bool wants_reply, Args&&... args) {
+    using R = typename Action::result_type;
+    auto st = make_state<R>();
+    auto payload = std::make_shared<std::tuple<std::decay_t<Args>...>>(std::forward<Args>(args)...);
+    std::uint32_t src = get_locality_id(target);
+    send_request(
+        src, Action::id,
+        [payload](serialization::output_archive& out) {
+            out.keep_alive(payload); // pointer chunks reference the tuple until the send is done
+            std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
+        },
+        [st](serialization::input_archive* in, std::exception_ptr e) {
+            if (e) {
+                try {
+                    st->set_exception(e);
+                } catch (...) {
+                }
+                return;
+            }
+            fulfil(st, [&]() -> R {
+                if constexpr (std::is_void_v<R>) {
+                    in->finish();
+                } else {
+                    R r{};
+                    in->load(r);
+                    in->finish();
+                    return r;
+                }
+            });
+        },
+        std::move(on_sent), wants_reply);
+    return future_access::make<R>(std::move(st));
+}
+} // namespace detail
+
+template <detail::action Action, class... Args>
+auto async(id_type const& target, Args&&... args) {
+    return detail::remote_call<Action>(target, nullptr, true, std::forward<Args>(args)...);
+}
+template <detail::action Action, class... Args>
+auto async(Action, id_type const& target, Args&&... args) {
+    return detail::remote_call<Action>(target, nullptr, true, std::forward<Args>(args)...);
+}
+/// Like async; `cb(ec)` runs once the arguments have been sent (their buffers are reusable).
+template <detail::action Action, class Callback, class... Args>
+auto async_cb(id_type const& target, Callback&& cb, Args&&... args) {
+    return detail::remote_call<Action>(target, std::forward<Callback>(cb), true,
+                                       std::forward<Args>(args)...);
+}
+/// Fire and forget; a remote exception is logged on the target.
+template <detail::action Action, class... Args>
+void post(id_type const& target, Args&&... args) {
+    (void)detail::remote_call<Action>(target, nullptr, false, std::forward<Args>(args)...);
+}
+
+} // namespace courier
+
+/// Defines the action type `name` for the function `f` and registers its wire id (the FNV-1a
+/// hash of "name"). Use at namespace scope, once per program.
+#define COURIER_PLAIN_ACTION(f, name)                                                              \
+    using name = ::courier::plain_action<&f, ::courier::detail::fixed_string{#name}>;             \
+    [[maybe_unused]] static bool const courier_action_registered_##name =                          \
+        ::courier::detail::register_action(name::id, #name, &name::invoke)

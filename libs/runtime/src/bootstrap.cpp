@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: BSL-1.0
+#include "bootstrap.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace courier::detail {
+
+namespace {
+
+[[noreturn]] void fail(std::string const& what) {
+    throw std::runtime_error("courier bootstrap: " + what);
+}
+
+void write_all(int fd, void const* p, std::size_t n) {
+    auto const* c = static_cast<char const*>(p);
+    while (n > 0) {
+        ssize_t w = ::write(fd, c, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            fail(std::string("write to courier-run failed: ") + std::strerror(errno));
+        }
+        c += w;
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
+void read_all(int fd, void* p, std::size_t n, int timeout_ms) {
+    auto* c = static_cast<char*>(p);
+    while (n > 0) {
+        pollfd pfd{fd, POLLIN, 0};
+        int r = ::poll(&pfd, 1, timeout_ms);
+        if (r == 0) {
+            fail("timed out waiting for courier-run (did another locality fail to start?)");
+        }
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        ssize_t got = ::read(fd, c, n);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            fail("courier-run closed the rendezvous (another locality failed?)");
+        }
+        c += got;
+        n -= static_cast<std::size_t>(got);
+    }
+}
+
+class courier_run_bootstrap final : public bootstrap {
+public:
+    courier_run_bootstrap(std::string endpoint, std::uint32_t rank, std::uint32_t size)
+        : endpoint_(std::move(endpoint)), rank_(rank), size_(size) {}
+    std::uint32_t rank() const override { return rank_; }
+    std::uint32_t size() const override { return size_; }
+
+    bootstrap_result exchange(std::vector<std::byte> const& my_address) override {
+        auto colon = endpoint_.rfind(':');
+        if (colon == std::string::npos) {
+            fail("bad COURIER_RUN_ENDPOINT '" + endpoint_ + "'");
+        }
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(endpoint_.substr(colon + 1))));
+        if (::inet_pton(AF_INET, endpoint_.substr(0, colon).c_str(), &sa.sin_addr) != 1) {
+            fail("bad address in COURIER_RUN_ENDPOINT '" + endpoint_ + "'");
+        }
+        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+            fail("cannot connect to courier-run at " + endpoint_ + ": " + std::strerror(errno));
+        }
+        bootstrap_result r;
+        try {
+            std::uint32_t hdr[2] = {rank_, static_cast<std::uint32_t>(my_address.size())};
+            write_all(fd, hdr, sizeof hdr);
+            write_all(fd, my_address.data(), my_address.size());
+            constexpr int timeout_ms = 120'000;
+            std::uint32_t n = 0;
+            read_all(fd, &r.token, sizeof r.token, timeout_ms);
+            read_all(fd, &n, sizeof n, timeout_ms);
+            if (n != size_) {
+                fail("courier-run announced " + std::to_string(n) + " localities, expected " +
+                     std::to_string(size_));
+            }
+            for (std::uint32_t i = 0; i < n; ++i) {
+                std::uint32_t len = 0;
+                read_all(fd, &len, sizeof len, timeout_ms);
+                if (len > 4096) {
+                    fail("address of locality " + std::to_string(i) + " is too long");
+                }
+                std::vector<std::byte> a(len);
+                read_all(fd, a.data(), len, timeout_ms);
+                r.addresses.push_back(std::move(a));
+            }
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+        return r;
+    }
+
+private:
+    std::string endpoint_;
+    std::uint32_t rank_, size_;
+};
+
+} // namespace
+
+std::unique_ptr<bootstrap> make_bootstrap_from_environment() {
+    char const* ep = std::getenv("COURIER_RUN_ENDPOINT");
+    char const* rank = std::getenv("COURIER_RANK");
+    char const* size = std::getenv("COURIER_SIZE");
+    if (ep == nullptr || rank == nullptr || size == nullptr) {
+        return nullptr;
+    }
+    long r = std::strtol(rank, nullptr, 10), s = std::strtol(size, nullptr, 10);
+    if (s < 1 || r < 0 || r >= s) {
+        fail("inconsistent COURIER_RANK/COURIER_SIZE");
+    }
+    return std::make_unique<courier_run_bootstrap>(ep, static_cast<std::uint32_t>(r),
+                                                   static_cast<std::uint32_t>(s));
+}
+
+} // namespace courier::detail

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: BSL-1.0
+// Parcels. A request carries {u8 kind, u64 action id, u64 request id} and the arguments; a
+// reply carries {u8 kind, u64 request id, u8 control, u8 status} and the result, or the
+// exception's type name and message. Request id 0 = no reply wanted (post).
+// Termination: locality 0 probes every locality for {idle, parcels sent, parcels received}
+// (user parcels only) until two consecutive rounds agree and sent == received, then tells
+// every locality to exit.
+#include "distributed.hpp"
+
+#include "bootstrap.hpp"
+#include "log.hpp"
+#include "scheduler.hpp"
+
+#include <courier/parcelport/transport.hpp>
+#include <courier/runtime/actions.hpp>
+#include <courier/runtime/init.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace courier {
+
+remote_exception::remote_exception(std::string type, std::string message, std::uint32_t locality)
+    : std::runtime_error("remote exception on locality " + std::to_string(locality) + ": " +
+                         type + ": " + message),
+      type_(std::move(type)), message_(std::move(message)), locality_(locality) {}
+
+namespace detail {
+std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe();
+void exit_locality();
+} // namespace detail
+} // namespace courier
+
+COURIER_PLAIN_ACTION(courier::detail::quiescence_probe, courier_quiescence_probe_action);
+COURIER_PLAIN_ACTION(courier::detail::exit_locality, courier_exit_locality_action);
+
+namespace courier {
+namespace detail {
+
+namespace {
+
+enum parcel_kind : std::uint8_t { request = 1, reply = 2 };
+enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
+
+struct action_entry {
+    char const* name;
+    action_invoker invoke;
+};
+
+std::unordered_map<std::uint64_t, action_entry>& action_table() {
+    static std::unordered_map<std::uint64_t, action_entry> t;
+    return t;
+}
+std::shared_mutex& action_mutex() {
+    static std::shared_mutex m;
+    return m;
+}
+
+bool is_control(std::uint64_t action_id) {
+    return action_id == courier_quiescence_probe_action::id ||
+           action_id == courier_exit_locality_action::id;
+}
+
+using completion = std::function<void(serialization::input_archive*, std::exception_ptr)>;
+
+struct distributed_state {
+    std::unique_ptr<parcelport::transport> tp;
+    std::uint32_t rank = 0;
+    std::uint32_t size = 1;
+    std::size_t hook = static_cast<std::size_t>(-1);
+    std::atomic<std::uint64_t> next_request{1};
+    std::mutex pending_mutex;
+    std::unordered_map<std::uint64_t, std::pair<completion, bool>> pending; // id -> (done, control)
+    std::atomic<std::uint64_t> sent{0}, received{0}; // user parcels, for termination
+    std::atomic<std::uint64_t> in_flight{0};         // every send not yet completed
+    std::mutex exit_mutex;
+    std::condition_variable exit_cv;
+    bool exit_requested = false;
+};
+
+distributed_state g;
+
+void deliver(std::uint32_t source, serialization::message&& m);
+
+void send_parcel(std::uint32_t dest, serialization::message&& m,
+                 std::function<void(std::error_code const&)> on_sent) {
+    if (dest == g.rank) {
+        // Local target: the same parcel path without the network (no copy: the message still
+        // references the sender's arguments, kept alive by it).
+        deliver(dest, std::move(m));
+        if (on_sent) {
+            on_sent({});
+        }
+        return;
+    }
+    g.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    g.tp->send(dest, std::move(m), [cb = std::move(on_sent)](std::error_code ec) {
+        if (cb) {
+            cb(ec);
+        }
+        g.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    });
+}
+
+void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
+                std::function<void(serialization::output_archive&)> const& body, bool ok) {
+    serialization::message m;
+    {
+        serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(reply));
+        ar.save(rid);
+        ar.save(static_cast<std::uint8_t>(control));
+        ar.save(static_cast<std::uint8_t>(ok ? status_ok : status_failed));
+        body(ar);
+    }
+    if (!control) {
+        g.sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    send_parcel(dest, std::move(m), nullptr);
+}
+
+void handle_request(std::uint32_t source, serialization::input_archive& in) {
+    auto action_id = in.load_value<std::uint64_t>();
+    auto rid = in.load_value<std::uint64_t>();
+    bool control = is_control(action_id);
+    if (!control) {
+        g.received.fetch_add(1, std::memory_order_acq_rel);
+    }
+    action_invoker invoke = nullptr;
+    char const* name = "?";
+    {
+        std::shared_lock lk(action_mutex());
+        auto it = action_table().find(action_id);
+        if (it != action_table().end()) {
+            invoke = it->second.invoke;
+            name = it->second.name;
+        }
+    }
+    auto fail_reply = [&](std::string const& type, std::string const& what) {
+        if (rid == 0) {
+            log(log_level::error, "posted action {} from locality {} failed: {}: {}", name,
+                source, type, what);
+            return;
+        }
+        send_reply(source, rid, control, [&](serialization::output_archive& ar) {
+            ar.save(type);
+            ar.save(what);
+        }, false);
+    };
+    if (invoke == nullptr) {
+        log(log_level::error, "rejected a parcel from locality {}: unknown action id {:#018x}",
+            source, action_id);
+        fail_reply("courier::unknown_action",
+                   fmt::format("no action with id {:#018x} is registered on locality {}",
+                               action_id, g.rank));
+        return;
+    }
+    // Run the action, writing the result into a fresh reply; on an exception, reply with it.
+    serialization::message result;
+    try {
+        serialization::output_archive ar(result);
+        ar.save(static_cast<std::uint8_t>(reply));
+        ar.save(rid);
+        ar.save(static_cast<std::uint8_t>(control));
+        ar.save(static_cast<std::uint8_t>(status_ok));
+        invoke(in, ar);
+    } catch (std::exception const& e) {
+        fail_reply(serialization::detail::demangle(typeid(e).name()), e.what());
+        return;
+    } catch (...) {
+        fail_reply("unknown", "an exception of unknown type");
+        return;
+    }
+    if (rid == 0) {
+        return;
+    }
+    if (!control) {
+        g.sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    send_parcel(source, std::move(result), nullptr);
+}
+
+void handle_reply(std::uint32_t source, serialization::input_archive& in) {
+    auto rid = in.load_value<std::uint64_t>();
+    bool control = in.load_value<std::uint8_t>() != 0;
+    auto status = in.load_value<std::uint8_t>();
+    if (!control) {
+        g.received.fetch_add(1, std::memory_order_acq_rel);
+    }
+    completion done;
+    {
+        std::lock_guard lk(g.pending_mutex);
+        auto it = g.pending.find(rid);
+        if (it == g.pending.end()) {
+            log(log_level::error, "reply from locality {} for unknown request {}", source, rid);
+            return;
+        }
+        done = std::move(it->second.first);
+        g.pending.erase(it);
+    }
+    if (status == status_ok) {
+        done(&in, nullptr);
+        return;
+    }
+    std::string type, what;
+    in.load(type);
+    in.load(what);
+    done(nullptr, std::make_exception_ptr(remote_exception(type, what, source)));
+}
+
+void deliver(std::uint32_t source, serialization::message&& m) {
+    // Parcels are handled on Courier threads: progress stays short, actions may block.
+    post([source, msg = std::move(m)]() mutable {
+        try {
+            serialization::input_archive in(msg);
+            auto kind = in.load_value<std::uint8_t>();
+            if (kind == request) {
+                handle_request(source, in);
+            } else if (kind == reply) {
+                handle_reply(source, in);
+            } else {
+                log(log_level::error, "dropped a parcel of unknown kind {} from locality {}",
+                    kind, source);
+            }
+        } catch (std::exception const& e) {
+            log(log_level::error, "dropped a malformed parcel from locality {}: {}", source,
+                e.what());
+        }
+    });
+}
+
+} // namespace
+
+bool register_action(std::uint64_t id, char const* name, action_invoker invoke) {
+    std::unique_lock lk(action_mutex());
+    auto [it, inserted] = action_table().emplace(id, action_entry{name, invoke});
+    if (!inserted && std::string_view(it->second.name) != name) {
+        std::fprintf(stderr, "courier: action ids of '%s' and '%s' collide; rename one\n",
+                     it->second.name, name);
+        std::abort();
+    }
+    return true;
+}
+
+void send_request(std::uint32_t dest, std::uint64_t action_id,
+                  std::function<void(serialization::output_archive&)> const& write_args,
+                  completion complete, std::function<void(std::error_code const&)> on_sent,
+                  bool wants_reply) {
+    if (!runtime_running()) {
+        throw std::logic_error("courier: remote actions need a running runtime");
+    }
+    if (dest >= g.size) {
+        throw std::out_of_range("courier: locality " + std::to_string(dest) + " does not exist (" +
+                                std::to_string(g.size) + " localities)");
+    }
+    bool control = is_control(action_id);
+    std::uint64_t rid = wants_reply ? g.next_request.fetch_add(1) : 0;
+    serialization::message m;
+    {
+        serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(request));
+        ar.save(action_id);
+        ar.save(rid);
+        write_args(ar);
+    }
+    if (wants_reply) {
+        std::lock_guard lk(g.pending_mutex);
+        g.pending.emplace(rid, std::pair{std::move(complete), control});
+    }
+    if (!control) {
+        g.sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    send_parcel(dest, std::move(m), [rid, cb = std::move(on_sent)](std::error_code const& ec) {
+        if (cb) {
+            cb(ec);
+        }
+        if (ec && rid != 0) {
+            completion done;
+            {
+                std::lock_guard lk(g.pending_mutex);
+                auto it = g.pending.find(rid);
+                if (it == g.pending.end()) {
+                    return;
+                }
+                done = std::move(it->second.first);
+                g.pending.erase(it);
+            }
+            done(nullptr, std::make_exception_ptr(network_error(
+                              "courier: sending to a locality failed: " + ec.message())));
+        }
+    });
+}
+
+std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe() {
+    bool idle = current_scheduler()->live_tasks() <= 1 && pending_requests() == 0;
+    return {idle, g.sent.load(), g.received.load()};
+}
+
+void exit_locality() {
+    std::lock_guard lk(g.exit_mutex);
+    g.exit_requested = true;
+    g.exit_cv.notify_all();
+}
+
+std::size_t pending_requests() {
+    std::lock_guard lk(g.pending_mutex);
+    std::size_t n = 0;
+    for (auto const& [id, p] : g.pending) {
+        n += !p.second;
+    }
+    return n;
+}
+
+bool distributed_start(config const& cfg, scheduler& s) {
+    auto boot = make_bootstrap_from_environment();
+    g.rank = 0;
+    g.size = 1;
+    g.exit_requested = false;
+    g.sent = g.received = 0;
+    if (!boot) {
+        return false;
+    }
+    parcelport::transport_options o;
+    o.provider = cfg.get("provider");
+    if (o.provider == "tcp") {
+        o.provider = "tcp;ofi_rxm"; // the tcp provider needs the rxm utility for FI_EP_RDM
+    }
+    o.eager_threshold = static_cast<std::size_t>(cfg.get_int("eager_threshold", 256, 1 << 24));
+    g.tp = parcelport::make_libfabric_transport(o);
+    auto result = boot->exchange(g.tp->address());
+    g.rank = boot->rank();
+    g.size = boot->size();
+    g.tp->set_job_token(result.token);
+    g.tp->set_peers(result.addresses, g.rank);
+    g.tp->set_receive_handler(
+        [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
+    g.hook = s.register_hook([] { return g.tp->progress(); }, g.tp->wait_fd());
+    log(log_level::info, "locality {} of {} up on {}", g.rank, g.size, g.tp->provider_name());
+    return true;
+}
+
+void distributed_shutdown_all() {
+    if (g.size <= 1) {
+        return;
+    }
+    std::tuple<std::uint64_t, std::uint64_t> previous{~0ull, ~0ull};
+    for (;;) {
+        bool idle = current_scheduler()->live_tasks() == 0 && pending_requests() == 0;
+        std::uint64_t sent = g.sent.load(), received = g.received.load();
+        for (std::uint32_t k = 1; k < g.size; ++k) {
+            auto [i, s, r] =
+                async<courier_quiescence_probe_action>(id_type{(std::uint64_t{k} + 1) << 32, 0})
+                    .get();
+            idle = idle && i;
+            sent += s;
+            received += r;
+        }
+        std::tuple<std::uint64_t, std::uint64_t> now{sent, received};
+        if (idle && sent == received && now == previous) {
+            break;
+        }
+        previous = now;
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    for (std::uint32_t k = 1; k < g.size; ++k) {
+        async<courier_exit_locality_action>(id_type{(std::uint64_t{k} + 1) << 32, 0}).get();
+    }
+}
+
+void distributed_wait_for_exit() {
+    std::unique_lock lk(g.exit_mutex);
+    g.exit_cv.wait(lk, [] { return g.exit_requested; });
+}
+
+void distributed_stop() {
+    // Let the last replies leave before the endpoint closes.
+    while (g.tp && g.in_flight.load() != 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (g.hook != static_cast<std::size_t>(-1)) {
+        unregister_progress_hook(g.hook);
+        g.hook = static_cast<std::size_t>(-1);
+    }
+}
+
+void distributed_close() { g.tp.reset(); }
+
+} // namespace detail
+
+id_type find_here() { return id_type{(std::uint64_t{detail::g.rank} + 1) << 32, 0}; }
+
+std::vector<id_type> find_all_localities() {
+    std::vector<id_type> v;
+    for (std::uint32_t i = 0; i < detail::g.size; ++i) {
+        v.push_back(id_type{(std::uint64_t{i} + 1) << 32, 0});
+    }
+    return v;
+}
+
+std::vector<id_type> find_remote_localities() {
+    auto v = find_all_localities();
+    v.erase(v.begin() + detail::g.rank);
+    return v;
+}
+
+std::uint32_t get_locality_id() { return detail::g.rank; }
+std::uint32_t get_num_localities() { return detail::g.size; }
+
+std::uint32_t get_locality_id(id_type const& id) {
+    std::uint64_t hi = id.msb >> 32;
+    if (hi == 0 || hi > detail::g.size) {
+        throw std::invalid_argument("courier: id_type does not name a locality");
+    }
+    return static_cast<std::uint32_t>(hi - 1);
+}
+
+} // namespace courier

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: BSL-1.0
+// The distributed half of init/finalize: transport, bootstrap, parcels, shutdown.
+#pragma once
+
+#include "options.hpp"
+
+#include <cstdint>
+
+namespace courier::detail {
+
+class scheduler;
+
+/// Joins the job if started by courier-run (returns true), else runs as a lone locality.
+/// Throws std::runtime_error (with the provider's words) if the network cannot be set up.
+bool distributed_start(config const& cfg, scheduler& s);
+/// Locality 0, after courier_main returned and this locality is quiescent: waits until no
+/// parcel is in flight anywhere, then tells every other locality to exit.
+void distributed_shutdown_all();
+/// Other localities: blocks until locality 0 says exit (or the job fails).
+void distributed_wait_for_exit();
+/// Waits for the last sends to leave and unhooks the transport from the scheduler.
+void distributed_stop();
+/// Closes the transport (after the workers stopped).
+void distributed_close();
+/// Requests (with replies) still waiting on this locality.
+std::size_t pending_requests();
+
+} // namespace courier::detail

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: BSL-1.0
+// courier-run -n N [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]
+//
+// Starts N localities of PROGRAM on this machine and runs their rendezvous: each locality
+// connects to a loopback TCP socket, sends {rank, transport address}, and receives the job
+// token and every locality's address. The --courier: options given before PROGRAM are passed
+// to every locality. Exit status: 0 when every locality exits 0; otherwise the first failing
+// locality's status (128 + signal for a signal), after the others were stopped (SIGTERM, then
+// SIGKILL after 5 s). Never waits forever: a locality that does not check in within
+// --courier-run-timeout seconds (default 60) fails the job.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int usage() {
+    std::fprintf(stderr, "usage: courier-run -n N [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]\n");
+    return 2;
+}
+
+std::vector<pid_t> g_children;
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_signal(int sig) {
+    g_interrupted = sig;
+}
+
+void stop_all(int sig) {
+    for (pid_t p : g_children) {
+        if (p > 0) {
+            ::kill(p, sig);
+        }
+    }
+}
+
+bool write_all(int fd, void const* p, std::size_t n) {
+    auto const* c = static_cast<char const*>(p);
+    while (n > 0) {
+        ssize_t w = ::write(fd, c, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return false;
+        }
+        c += w;
+        n -= static_cast<std::size_t>(w);
+    }
+    return true;
+}
+
+bool read_all(int fd, void* p, std::size_t n) {
+    auto* c = static_cast<char*>(p);
+    while (n > 0) {
+        ssize_t got = ::read(fd, c, n);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            return false;
+        }
+        c += got;
+        n -= static_cast<std::size_t>(got);
+    }
+    return true;
+}
+
+int status_code(int status) {
+    if (WIFEXITED(status)) {
+        return WEXITSTATUS(status);
+    }
+    if (WIFSIGNALED(status)) {
+        return 128 + WTERMSIG(status);
+    }
+    return 1;
+}
+
+// Reaps finished children; returns the first failure's code (0 if none failed).
+int reap(bool block, std::size_t& alive, int& first_failure) {
+    int status = 0;
+    pid_t p;
+    while ((p = ::waitpid(-1, &status, block ? 0 : WNOHANG)) > 0) {
+        for (std::size_t i = 0; i < g_children.size(); ++i) {
+            if (g_children[i] == p) {
+                g_children[i] = -1;
+                --alive;
+                int code = status_code(status);
+                if (code != 0 && first_failure == 0) {
+                    first_failure = code;
+                    std::fprintf(stderr, "courier-run: locality %zu failed (status %d); stopping the job\n",
+                                 i, code);
+                }
+            }
+        }
+        if (block) {
+            break;
+        }
+    }
+    return first_failure;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    long n = 0;
+    int timeout_s = 60;
+    std::vector<std::string> courier_opts;
+    int i = 1;
+    for (; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "-n" && i + 1 < argc) {
+            n = std::strtol(argv[++i], nullptr, 10);
+        } else if (a.rfind("-n", 0) == 0 && a.size() > 2) {
+            n = std::strtol(a.c_str() + 2, nullptr, 10);
+        } else if (a.rfind("--courier-run-timeout=", 0) == 0) {
+            timeout_s = std::atoi(a.c_str() + 22);
+        } else if (a.rfind("--courier:", 0) == 0) {
+            courier_opts.push_back(a);
+        } else if (a == "--help" || a == "-h") {
+            return usage() == 2 ? 0 : 0;
+        } else {
+            break;
+        }
+    }
+    if (n < 1 || n > 4096 || i >= argc) {
+        return usage();
+    }
+    int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        ::listen(lfd, static_cast<int>(n)) != 0 ||
+        ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+        std::fprintf(stderr, "courier-run: cannot open the rendezvous socket: %s\n", std::strerror(errno));
+        return 1;
+    }
+    std::string endpoint = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    std::uint64_t token = std::random_device{}();
+    token = (token << 32) ^ std::random_device{}();
+    if (token == 0) {
+        token = 1;
+    }
+
+    struct sigaction act{};
+    act.sa_handler = on_signal;
+    ::sigaction(SIGINT, &act, nullptr);
+    ::sigaction(SIGTERM, &act, nullptr);
+
+    for (long r = 0; r < n; ++r) {
+        pid_t p = ::fork();
+        if (p < 0) {
+            std::fprintf(stderr, "courier-run: fork failed: %s\n", std::strerror(errno));
+            stop_all(SIGKILL);
+            return 1;
+        }
+        if (p == 0) {
+            ::setenv("COURIER_RUN_ENDPOINT", endpoint.c_str(), 1);
+            ::setenv("COURIER_RANK", std::to_string(r).c_str(), 1);
+            ::setenv("COURIER_SIZE", std::to_string(n).c_str(), 1);
+            std::vector<char*> args;
+            for (int k = i; k < argc; ++k) {
+                args.push_back(argv[k]);
+                if (k == i) {
+                    for (auto& o : courier_opts) {
+                        args.push_back(o.data());
+                    }
+                }
+            }
+            args.push_back(nullptr);
+            ::execvp(args[0], args.data());
+            std::fprintf(stderr, "courier-run: cannot run %s: %s\n", args[0], std::strerror(errno));
+            ::_exit(127);
+        }
+        g_children.push_back(p);
+    }
+
+    std::size_t alive = g_children.size();
+    int first_failure = 0;
+    // Rendezvous: collect every locality's address, then send everyone the table.
+    std::vector<int> fds(static_cast<std::size_t>(n), -1);
+    std::vector<std::vector<char>> addrs(static_cast<std::size_t>(n));
+    long joined = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (joined < n && first_failure == 0 && g_interrupted == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            std::fprintf(stderr, "courier-run: only %ld of %ld localities checked in within %d s\n",
+                         joined, n, timeout_s);
+            first_failure = 1;
+            break;
+        }
+        pollfd pfd{lfd, POLLIN, 0};
+        if (::poll(&pfd, 1, 100) <= 0) {
+            reap(false, alive, first_failure);
+            continue;
+        }
+        int c = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) {
+            continue;
+        }
+        std::uint32_t hdr[2];
+        if (!read_all(c, hdr, sizeof hdr) || hdr[0] >= n || fds[hdr[0]] != -1 || hdr[1] > 4096) {
+            ::close(c);
+            continue;
+        }
+        addrs[hdr[0]].resize(hdr[1]);
+        if (!read_all(c, addrs[hdr[0]].data(), hdr[1])) {
+            ::close(c);
+            continue;
+        }
+        fds[hdr[0]] = c;
+        ++joined;
+    }
+    if (first_failure == 0 && g_interrupted == 0) {
+        for (long r = 0; r < n; ++r) {
+            int fd = fds[static_cast<std::size_t>(r)];
+            auto count = static_cast<std::uint32_t>(n);
+            bool ok = write_all(fd, &token, sizeof token) && write_all(fd, &count, sizeof count);
+            for (long k = 0; k < n && ok; ++k) {
+                auto l = static_cast<std::uint32_t>(addrs[static_cast<std::size_t>(k)].size());
+                ok = write_all(fd, &l, sizeof l) &&
+                     write_all(fd, addrs[static_cast<std::size_t>(k)].data(), l);
+            }
+        }
+    }
+    for (int fd : fds) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+    }
+    ::close(lfd);
+    if (first_failure != 0 || g_interrupted != 0) {
+        stop_all(SIGTERM);
+    }
+    // Wait for the localities; the first failure stops the rest.
+    auto kill_at = std::chrono::steady_clock::time_point::max();
+    while (alive > 0) {
+        int before = first_failure;
+        reap(false, alive, first_failure);
+        if ((first_failure != 0 && before == 0) || (g_interrupted != 0 && kill_at == decltype(kill_at)::max())) {
+            stop_all(SIGTERM);
+            kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        }
+        if (first_failure != 0 && kill_at == decltype(kill_at)::max()) {
+            kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        }
+        if (std::chrono::steady_clock::now() > kill_at) {
+            stop_all(SIGKILL);
+        }
+        if (alive > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+    }
+    if (g_interrupted != 0 && first_failure == 0) {
+        return 128 + g_interrupted;
+    }
+    return first_failure;
+}
