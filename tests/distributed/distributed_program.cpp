@@ -17,7 +17,7 @@ int failures = 0;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);       \
+            std::fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
             ++failures;                                                                            \
         }                                                                                          \
     } while (0)
@@ -28,7 +28,7 @@ struct particle {
     std::string name;
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & pos & mass & name;
+        ar& pos& mass& name;
     }
 };
 
@@ -56,7 +56,9 @@ std::size_t buffer_check(courier::serialize_buffer<char> const& b) {
 }
 COURIER_PLAIN_ACTION(buffer_check, buffer_check_action);
 
-std::vector<double> make_vector(std::size_t n, double value) { return std::vector<double>(n, value); }
+std::vector<double> make_vector(std::size_t n, double value) {
+    return std::vector<double>(n, value);
+}
 COURIER_PLAIN_ACTION(make_vector, make_vector_action);
 
 particle move_particle(particle p, std::map<std::string, int> const& m) {
@@ -67,9 +69,13 @@ particle move_particle(particle p, std::map<std::string, int> const& m) {
 COURIER_PLAIN_ACTION(move_particle, move_particle_action);
 
 std::atomic<long> g_counter{0};
-void bump(long by) { g_counter += by; }
+void bump(long by) {
+    g_counter += by;
+}
 COURIER_PLAIN_ACTION(bump, bump_action);
-long read_counter() { return g_counter.load(); }
+long read_counter() {
+    return g_counter.load();
+}
 COURIER_PLAIN_ACTION(read_counter, read_counter_action);
 
 int thrower(int x) {
@@ -80,7 +86,9 @@ int thrower(int x) {
 }
 COURIER_PLAIN_ACTION(thrower, thrower_action);
 
-void die() { std::_Exit(3); }
+void die() {
+    std::_Exit(3);
+}
 COURIER_PLAIN_ACTION(die, die_action);
 
 // A chain: locality k forwards to k+1, hops times; the last answers with its id.
@@ -163,8 +171,8 @@ void scenario_basic() {
         }));
     }
     for (std::size_t t = 0; t < fs.size(); ++t) {
-        CHECK(fs[t].get() == "hello " + std::to_string(t) + " from locality " +
-                                 std::to_string(t % all.size()));
+        CHECK(fs[t].get() ==
+              "hello " + std::to_string(t) + " from locality " + std::to_string(t % all.size()));
     }
     // An unknown action id is rejected with an error reply, not executed.
     auto st = courier::detail::make_state<int>();
@@ -246,4 +254,6 @@ int courier_main(int argc, char** argv) {
     return failures == 0 ? 0 : 1;
 }
 
-int main(int argc, char** argv) { return courier::init(courier_main, argc, argv); }
+int main(int argc, char** argv) {
+    return courier::init(courier_main, argc, argv);
+}

@@ -24,8 +24,8 @@
 namespace courier {
 
 remote_exception::remote_exception(std::string type, std::string message, std::uint32_t locality)
-    : std::runtime_error("remote exception on locality " + std::to_string(locality) + ": " +
-                         type + ": " + message),
+    : std::runtime_error("remote exception on locality " + std::to_string(locality) + ": " + type +
+                         ": " + message),
       type_(std::move(type)), message_(std::move(message)), locality_(locality) {}
 
 namespace detail {
@@ -141,21 +141,24 @@ void handle_request(std::uint32_t source, serialization::input_archive& in) {
     }
     auto fail_reply = [&](std::string const& type, std::string const& what) {
         if (rid == 0) {
-            log(log_level::error, "posted action {} from locality {} failed: {}: {}", name,
-                source, type, what);
+            log(log_level::error, "posted action {} from locality {} failed: {}: {}", name, source,
+                type, what);
             return;
         }
-        send_reply(source, rid, control, [&](serialization::output_archive& ar) {
-            ar.save(type);
-            ar.save(what);
-        }, false);
+        send_reply(
+            source, rid, control,
+            [&](serialization::output_archive& ar) {
+                ar.save(type);
+                ar.save(what);
+            },
+            false);
     };
     if (invoke == nullptr) {
         log(log_level::error, "rejected a parcel from locality {}: unknown action id {:#018x}",
             source, action_id);
         fail_reply("courier::unknown_action",
-                   fmt::format("no action with id {:#018x} is registered on locality {}",
-                               action_id, g.rank));
+                   fmt::format("no action with id {:#018x} is registered on locality {}", action_id,
+                               g.rank));
         return;
     }
     // Run the action, writing the result into a fresh reply; on an exception, reply with it.
@@ -222,8 +225,8 @@ void deliver(std::uint32_t source, serialization::message&& m) {
             } else if (kind == reply) {
                 handle_reply(source, in);
             } else {
-                log(log_level::error, "dropped a parcel of unknown kind {} from locality {}",
-                    kind, source);
+                log(log_level::error, "dropped a parcel of unknown kind {} from locality {}", kind,
+                    source);
             }
         } catch (std::exception const& e) {
             log(log_level::error, "dropped a malformed parcel from locality {}: {}", source,
@@ -386,11 +389,15 @@ void distributed_stop() {
     }
 }
 
-void distributed_close() { g.tp.reset(); }
+void distributed_close() {
+    g.tp.reset();
+}
 
 } // namespace detail
 
-id_type find_here() { return id_type{(std::uint64_t{detail::g.rank} + 1) << 32, 0}; }
+id_type find_here() {
+    return id_type{(std::uint64_t{detail::g.rank} + 1) << 32, 0};
+}
 
 std::vector<id_type> find_all_localities() {
     std::vector<id_type> v;
@@ -406,8 +413,12 @@ std::vector<id_type> find_remote_localities() {
     return v;
 }
 
-std::uint32_t get_locality_id() { return detail::g.rank; }
-std::uint32_t get_num_localities() { return detail::g.size; }
+std::uint32_t get_locality_id() {
+    return detail::g.rank;
+}
+std::uint32_t get_num_localities() {
+    return detail::g.size;
+}
 
 std::uint32_t get_locality_id(id_type const& id) {
     std::uint64_t hi = id.msb >> 32;

@@ -16,8 +16,8 @@ namespace courier::detail {
 void* small_alloc(std::size_t n) {
     return ::operator new(n);
 }
-void small_free(void* p, std::size_t n) noexcept {
-    ::operator delete(p, n);
+void small_free(void* p, std::size_t) noexcept {
+    ::operator delete(p); // unsized: clang needs -fsized-deallocation for the sized one
 }
 
 #else
@@ -90,7 +90,7 @@ void small_free(void* p, std::size_t n) noexcept {
         return;
     }
     if (n == 0 || n > max_small) {
-        ::operator delete(p, n);
+        ::operator delete(p); // unsized: clang needs -fsized-deallocation for the sized one
         return;
     }
     std::size_t cls = (n - 1) / granule;

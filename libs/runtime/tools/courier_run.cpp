@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +31,8 @@
 namespace {
 
 int usage() {
-    std::fprintf(stderr, "usage: courier-run -n N [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]\n");
+    std::fprintf(stderr,
+                 "usage: courier-run -n N [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]\n");
     return 2;
 }
 
@@ -104,7 +105,8 @@ int reap(bool block, std::size_t& alive, int& first_failure) {
                 int code = status_code(status);
                 if (code != 0 && first_failure == 0) {
                     first_failure = code;
-                    std::fprintf(stderr, "courier-run: locality %zu failed (status %d); stopping the job\n",
+                    std::fprintf(stderr,
+                                 "courier-run: locality %zu failed (status %d); stopping the job\n",
                                  i, code);
                 }
             }
@@ -150,7 +152,8 @@ int main(int argc, char** argv) {
     if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
         ::listen(lfd, static_cast<int>(n)) != 0 ||
         ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-        std::fprintf(stderr, "courier-run: cannot open the rendezvous socket: %s\n", std::strerror(errno));
+        std::fprintf(stderr, "courier-run: cannot open the rendezvous socket: %s\n",
+                     std::strerror(errno));
         return 1;
     }
     std::string endpoint = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
@@ -160,7 +163,7 @@ int main(int argc, char** argv) {
         token = 1;
     }
 
-    struct sigaction act{};
+    struct sigaction act {};
     act.sa_handler = on_signal;
     ::sigaction(SIGINT, &act, nullptr);
     ::sigaction(SIGTERM, &act, nullptr);
@@ -255,7 +258,8 @@ int main(int argc, char** argv) {
     while (alive > 0) {
         int before = first_failure;
         reap(false, alive, first_failure);
-        if ((first_failure != 0 && before == 0) || (g_interrupted != 0 && kill_at == decltype(kill_at)::max())) {
+        if ((first_failure != 0 && before == 0) ||
+            (g_interrupted != 0 && kill_at == decltype(kill_at)::max())) {
             stop_all(SIGTERM);
             kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         }

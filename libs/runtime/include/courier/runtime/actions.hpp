@@ -35,7 +35,7 @@ struct id_type {
     explicit operator bool() const noexcept { return msb != 0 || lsb != 0; }
     template <class A>
     void serialize(A& ar, unsigned) {
-        ar & msb & lsb;
+        ar& msb& lsb;
     }
 };
 
@@ -129,7 +129,9 @@ struct plain_action {
 
 namespace detail {
 template <class A>
-concept action = requires { typename A::courier_action_tag; };
+concept action = requires {
+    typename A::courier_action_tag;
+};
 
 template <class Action, class... Args>
 auto remote_call(id_type const& target, std::function<void(std::error_code const&)> on_sent,
@@ -193,6 +195,6 @@ void post(id_type const& target, Args&&... args) {
 /// Defines the action type `name` for the function `f` and registers its wire id (the FNV-1a
 /// hash of "name"). Use at namespace scope, once per program.
 #define COURIER_PLAIN_ACTION(f, name)                                                              \
-    using name = ::courier::plain_action<&f, ::courier::detail::fixed_string{#name}>;             \
+    using name = ::courier::plain_action<&f, ::courier::detail::fixed_string{#name}>;              \
     [[maybe_unused]] static bool const courier_action_registered_##name =                          \
         ::courier::detail::register_action(name::id, #name, &name::invoke)

@@ -55,6 +55,7 @@ public:
 
 private:
     struct os_wait {
+        os_wait() noexcept {} // user-provided: usable before the enclosing class is complete
         std::mutex mutex;
         std::condition_variable cv;
         bool ready = false;
