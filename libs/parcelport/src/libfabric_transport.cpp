@@ -122,6 +122,13 @@ public:
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool progress() override;
     int wait_fd() const override { return wait_fd_; }
+    bool can_sleep() override {
+        if (wait_fd_ < 0) {
+            return false;
+        }
+        fid* f = &cq_->fid;
+        return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    }
     statistics stats() const override {
         std::lock_guard g(mutex_);
         return stats_;

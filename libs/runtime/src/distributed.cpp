@@ -340,7 +340,8 @@ bool distributed_start(config const& cfg, scheduler& s) {
     g.tp->set_peers(result.addresses, g.rank);
     g.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
-    g.hook = s.register_hook([] { return g.tp->progress(); }, g.tp->wait_fd());
+    g.hook = s.register_hook([] { return g.tp->progress(); }, g.tp->wait_fd(),
+                             [] { return g.tp->can_sleep(); });
     log(log_level::info, "locality {} of {} up on {}", g.rank, g.size, g.tp->provider_name());
     return true;
 }
@@ -416,6 +417,10 @@ std::vector<id_type> find_remote_localities() {
 std::uint32_t get_locality_id() {
     return detail::g.rank;
 }
+parcelport::statistics get_parcelport_statistics() {
+    return detail::g.tp ? detail::g.tp->stats() : parcelport::statistics{};
+}
+
 std::uint32_t get_num_localities() {
     return detail::g.size;
 }

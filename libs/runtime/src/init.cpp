@@ -207,12 +207,13 @@ std::optional<std::string> get_config_entry(std::string const& name) {
     return it->second;
 }
 
-std::size_t register_progress_hook(std::function<bool()> poll, int wait_fd) {
+std::size_t register_progress_hook(std::function<bool()> poll, int wait_fd,
+                                   std::function<bool()> can_sleep) {
     auto* s = detail::current_scheduler();
     if (s == nullptr) {
         throw std::logic_error("courier::register_progress_hook: the runtime is not running");
     }
-    return s->register_hook(std::move(poll), wait_fd);
+    return s->register_hook(std::move(poll), wait_fd, std::move(can_sleep));
 }
 
 void unregister_progress_hook(std::size_t id) {

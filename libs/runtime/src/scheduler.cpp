@@ -347,7 +347,8 @@ void worker::idle() {
 
     sleeping.store(true, std::memory_order_seq_cst);
     sched.sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    if (worker_has_work(*this) || sched.stopping()) {
+    if (worker_has_work(*this) || sched.stopping() ||
+        (sched.has_hooks() && !sched.hooks_allow_sleep())) {
         sleeping.store(false, std::memory_order_relaxed);
         sched.sleepers_.fetch_sub(1, std::memory_order_seq_cst);
         return;
@@ -571,13 +572,15 @@ bool scheduler::all_idle() const noexcept {
     return true;
 }
 
-std::size_t scheduler::register_hook(std::function<bool()> poll, int fd) {
+std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
+                                     std::function<bool()> can_sleep) {
     std::lock_guard g(hooks_lock_);
     for (std::size_t i = 0; i < max_hooks; ++i) {
         auto& h = hooks_[i];
         if (!h.active.load(std::memory_order_acquire) &&
             h.running.load(std::memory_order_acquire) == 0) {
             h.poll = std::move(poll);
+            h.can_sleep = std::move(can_sleep);
             h.fd.store(fd, std::memory_order_release);
             h.active.store(true, std::memory_order_release);
             hook_count_.fetch_add(1, std::memory_order_acq_rel);
@@ -601,8 +604,24 @@ void scheduler::unregister_hook(std::size_t id) {
         std::this_thread::yield();
     }
     h.poll = nullptr;
+    h.can_sleep = nullptr;
     h.fd.store(-1, std::memory_order_release);
     hook_count_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool scheduler::hooks_allow_sleep() {
+    bool ok = true;
+    for (auto& h : hooks_) {
+        if (!ok || !h.active.load(std::memory_order_acquire)) {
+            continue;
+        }
+        h.running.fetch_add(1, std::memory_order_acq_rel);
+        if (h.active.load(std::memory_order_acquire) && h.can_sleep) {
+            ok = h.can_sleep();
+        }
+        h.running.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return ok;
 }
 
 bool scheduler::run_hooks() {

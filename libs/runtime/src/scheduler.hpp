@@ -103,6 +103,7 @@ public:
 
 struct progress_hook {
     std::function<bool()> poll;
+    std::function<bool()> can_sleep;
     std::atomic<int> fd{-1}; // read by sleeping workers without the hook's running count
     std::atomic<bool> active{false};
     std::atomic<int> running{0};
@@ -128,7 +129,10 @@ public:
     /// True when every worker sleeps and nothing is queued or timed.
     bool all_idle() const noexcept;
 
-    std::size_t register_hook(std::function<bool()> poll, int fd);
+    std::size_t register_hook(std::function<bool()> poll, int fd,
+                              std::function<bool()> can_sleep = nullptr);
+    /// Asks every hook whether a worker may block now (false: keep polling).
+    bool hooks_allow_sleep();
     void unregister_hook(std::size_t id);
     /// Runs the progress hooks; true if one reported work.
     bool run_hooks();

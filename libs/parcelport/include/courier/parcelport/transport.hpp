@@ -59,6 +59,9 @@ public:
     virtual bool progress() = 0;
     /// A file descriptor readable when progress() has work (-1 if none).
     virtual int wait_fd() const = 0;
+    /// Whether the caller may now block on wait_fd() (libfabric: fi_trywait). False means
+    /// progress() has work, or the provider cannot signal the fd: keep polling.
+    virtual bool can_sleep() = 0;
     virtual statistics stats() const = 0;
     virtual std::string provider_name() const = 0;
 };

@@ -13,6 +13,7 @@
 // by the receiver with an error reply and a log line.
 #pragma once
 
+#include <courier/parcelport/transport.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/serialization.hpp>
 
@@ -46,6 +47,9 @@ std::uint32_t get_locality_id();
 std::uint32_t get_num_localities();
 /// The locality an id lives on.
 std::uint32_t get_locality_id(id_type const& id);
+
+/// Counters of this locality's transport (all zero when running alone).
+parcelport::statistics get_parcelport_statistics();
 
 /// An exception thrown by a remote action, rethrown on the caller.
 class remote_exception : public std::runtime_error {

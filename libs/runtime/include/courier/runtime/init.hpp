@@ -34,7 +34,10 @@ std::optional<std::string> get_config_entry(std::string const& name);
 /// work. `wait_fd`, if >= 0, is a file descriptor that becomes readable when the hook has
 /// something to do: sleeping workers wait on it, so network events wake them.
 /// Register while the runtime runs; hooks run concurrently on several workers.
-std::size_t register_progress_hook(std::function<bool()> poll, int wait_fd = -1);
+/// `can_sleep`, if given, is asked right before a worker blocks on `wait_fd`: false keeps the
+/// worker polling (the hook has work, or its fd would not be signalled; libfabric's fi_trywait).
+std::size_t register_progress_hook(std::function<bool()> poll, int wait_fd = -1,
+                                   std::function<bool()> can_sleep = nullptr);
 void unregister_progress_hook(std::size_t id);
 /// Wakes one sleeping worker (for hooks that learned of work by other means).
 void notify_work() noexcept;
