@@ -25,7 +25,9 @@ double scale_sum(std::vector<double> const& v, double factor) {
 }
 COURIER_PLAIN_ACTION(scale_sum, scale_sum_action);
 
-std::size_t receive_buffer(courier::serialize_buffer<char> const& b) { return b.size(); }
+std::size_t receive_buffer(courier::serialize_buffer<char> const& b) {
+    return b.size();
+}
 COURIER_PLAIN_ACTION(receive_buffer, receive_buffer_action);
 
 int courier_main(int, char**) {
@@ -47,11 +49,11 @@ int courier_main(int, char**) {
     double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     auto after = courier::get_parcelport_statistics();
     std::printf("\nscale_sum of a 64 MiB vector<double> on locality 1: %.0f in %.1f ms\n", sum, ms);
-    std::printf("  eager bytes sent %llu, payload bytes copied on send %llu, rendezvous sends %llu\n",
-                static_cast<unsigned long long>(after.eager_bytes_sent - before.eager_bytes_sent),
-                static_cast<unsigned long long>(after.bytes_copied_on_send -
-                                                before.bytes_copied_on_send),
-                static_cast<unsigned long long>(after.rendezvous_sends - before.rendezvous_sends));
+    std::printf(
+        "  eager bytes sent %llu, payload bytes copied on send %llu, rendezvous sends %llu\n",
+        static_cast<unsigned long long>(after.eager_bytes_sent - before.eager_bytes_sent),
+        static_cast<unsigned long long>(after.bytes_copied_on_send - before.bytes_copied_on_send),
+        static_cast<unsigned long long>(after.rendezvous_sends - before.rendezvous_sends));
 
     std::printf("\nOSU-style, locality 0 -> 1 (%s), serialize_buffer<char> in reference mode:\n",
                 courier::get_config_entry("provider").value_or("?").c_str());
@@ -66,8 +68,8 @@ int courier_main(int, char**) {
         for (int i = 0; i < iterations; ++i) {
             courier::async<receive_buffer_action>(there, buf).get();
         }
-        double lat = std::chrono::duration<double, std::micro>(clock::now() - l0).count() /
-                     iterations / 2;
+        double lat =
+            std::chrono::duration<double, std::micro>(clock::now() - l0).count() / iterations / 2;
         constexpr int window = 64;
         int const rounds = size >= (1 << 20) ? 2 : 10;
         auto b0 = clock::now();
@@ -85,4 +87,6 @@ int courier_main(int, char**) {
     return courier::finalize();
 }
 
-int main(int argc, char** argv) { return courier::init(courier_main, argc, argv); }
+int main(int argc, char** argv) {
+    return courier::init(courier_main, argc, argv);
+}

@@ -226,6 +226,60 @@ void scenario_flood() {
     CHECK(total == long{per_task} * tasks);
 }
 
+// Collectives from tasks that locality 0 starts on every locality (non-SPMD use).
+std::vector<double> collective_worker(int round) {
+    auto rank = courier::get_locality_id();
+    auto n = courier::get_num_localities();
+    std::vector<double> out;
+    double sum = courier::collectives::all_reduce(double(rank + 1) * round, std::plus<>{});
+    out.push_back(sum);
+    // Not commutative: concatenation in rank order proves the order of reduction.
+    auto names = courier::collectives::all_reduce(
+        std::string(1, char('a' + rank)), [](std::string a, std::string b) { return a + b; });
+    out.push_back(names.size() == n && names.front() == 'a' ? 1.0 : 0.0);
+    auto b = courier::collectives::broadcast(std::vector<int>{int(rank), 42}, n - 1);
+    out.push_back(b.size() == 2 && b[0] == int(n - 1) && b[1] == 42 ? 1.0 : 0.0);
+    courier::collectives::barrier();
+    return out;
+}
+COURIER_PLAIN_ACTION(collective_worker, collective_worker_action);
+
+void scenario_collectives() {
+    auto all = courier::find_all_localities();
+    double n = double(all.size());
+    for (int round = 1; round <= 3; ++round) {
+        std::vector<courier::future<std::vector<double>>> fs;
+        for (auto const& loc : all) {
+            fs.push_back(courier::async<collective_worker_action>(loc, round));
+        }
+        for (auto& f : fs) {
+            auto r = f.get();
+            CHECK(r.size() == 3);
+            CHECK(r[0] == n * (n + 1) / 2 * round);
+            CHECK(r[1] == 1.0);
+            CHECK(r[2] == 1.0);
+        }
+    }
+}
+
+// SPMD: courier_main runs everywhere; every locality checks and reports through all_reduce.
+int spmd_main() {
+    auto rank = courier::get_locality_id();
+    auto n = courier::get_num_localities();
+    auto r = collective_worker(2);
+    int ok = r[0] == double(n) * (n + 1) && r[1] == 1.0 && r[2] == 1.0;
+    // Point to point in SPMD as well: everyone asks its right neighbour.
+    auto right = courier::find_all_localities()[(rank + 1) % n];
+    ok &= courier::async<hello_action>(right, std::string("spmd")).get() ==
+          "hello spmd from locality " + std::to_string((rank + 1) % n);
+    int all_ok = courier::collectives::all_reduce(ok, [](int a, int b) { return a & b; });
+    if (rank == 0) {
+        std::printf("spmd on %u localities: %s\n", n, all_ok ? "ok" : "FAILED");
+    }
+    courier::finalize();
+    return all_ok ? 0 : 1;
+}
+
 void scenario_killed() {
     // Locality 1 dies in the middle of the job: courier-run must stop the job, non-zero.
     courier::post<die_action>(courier::find_all_localities()[1]);
@@ -244,6 +298,10 @@ int courier_main(int argc, char** argv) {
         scenario_flood();
     } else if (scenario == "killed") {
         scenario_killed();
+    } else if (scenario == "collectives") {
+        scenario_collectives();
+    } else if (scenario == "spmd") {
+        return spmd_main();
     } else {
         std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
         ++failures;

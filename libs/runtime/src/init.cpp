@@ -131,7 +131,8 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         so.stack_size / 1024, so.bind ? "cores" : "none");
 
     int rc = 0;
-    bool runs_main = get_locality_id() == 0;
+    bool spmd = cfg.get("spmd") != "0";
+    bool runs_main = spmd || get_locality_id() == 0;
     if (runs_main) {
         std::mutex m;
         std::condition_variable cv;
@@ -153,14 +154,15 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         }));
         std::unique_lock g(m);
         cv.wait(g, [&] { return done; });
-    } else {
+    }
+    if (distributed && get_locality_id() != 0) {
         distributed_wait_for_exit();
     }
     if (!wait_for_quiescence(*s)) {
         rc = rc == 0 ? 1 : rc;
     }
     if (distributed) {
-        if (runs_main) {
+        if (get_locality_id() == 0) { // in SPMD mode every locality ran courier_main
             try {
                 distributed_shutdown_all();
             } catch (std::exception const& e) {

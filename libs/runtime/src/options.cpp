@@ -24,6 +24,7 @@ std::vector<option_spec> const& option_table() {
          "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'"},
         {"eager_threshold", "4096",
          "bytes of index data sent inline in the eager message; more is read by RMA"},
+        {"spmd", "0", "1: run courier_main on every locality (each calls finalize)"},
         {"help", "0", "print this list and exit"},
     };
     return table;
