@@ -3,4 +3,4 @@
 # Formats every tracked C++ file with the repository's .clang-format (CI checks this).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' | xargs clang-format -i

@@ -85,7 +85,9 @@ COURIER_PLAIN_ACTION(courier_collective_result, courier_collective_result_action
 
 namespace courier::collectives::detail {
 
-std::uint64_t next_generation() { return g_generation.fetch_add(1); }
+std::uint64_t next_generation() {
+    return g_generation.fetch_add(1);
+}
 
 future<std::vector<bytes>> gather_at_root(std::uint64_t gen, bytes mine) {
     future<std::vector<bytes>> f;
@@ -102,7 +104,7 @@ future<std::vector<bytes>> gather_at_root(std::uint64_t gen, bytes mine) {
 future<bytes> contribute(std::uint64_t gen, bytes mine) {
     auto f = await_result(gen);
     courier::async<courier_collective_contribute_action>(find_all_localities()[0], gen,
-                                                          get_locality_id(), std::move(mine))
+                                                         get_locality_id(), std::move(mine))
         .get();
     return f;
 }
