@@ -5,6 +5,7 @@
 #include <courier/courier.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -281,9 +282,19 @@ int spmd_main() {
 }
 
 void scenario_killed() {
-    // Locality 1 dies in the middle of the job: courier-run must stop the job, non-zero.
+    // Locality 1 dies in the middle of the job: a future waiting on it fails with
+    // network_error (not a hang), and courier-run stops the job with a non-zero status.
+    auto t0 = std::chrono::steady_clock::now();
     courier::post<die_action>(courier::find_all_localities()[1]);
-    courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
+    try {
+        for (int i = 0; i < 1000000; ++i) {
+            courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
+        }
+    } catch (courier::network_error const& e) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("killed: network_error after %.2f s: %s\n", s, e.what());
+        std::fflush(stdout);
+    }
 }
 
 } // namespace

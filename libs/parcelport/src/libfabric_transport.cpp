@@ -126,6 +126,10 @@ public:
         if (wait_fd_ < 0) {
             return false;
         }
+        std::unique_lock lk(poll_mutex_, std::try_to_lock);
+        if (!lk) {
+            return false; // someone is polling right now: stay awake
+        }
         fid* f = &cq_->fid;
         return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
     }
@@ -170,6 +174,7 @@ private:
     std::atomic<std::uint64_t> next_key_{1};
 
     mutable std::mutex mutex_; // sends_, incoming_, backlog_, stats_
+    std::mutex poll_mutex_;    // the completion queue is polled by one thread at a time
     std::unordered_map<std::uint64_t, std::unique_ptr<send_state>> sends_;
     std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
     std::deque<std::pair<std::function<long()>, char const*>> backlog_;
@@ -426,6 +431,12 @@ void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
 }
 
 bool libfabric_transport::progress() {
+    // One poller at a time (others have nothing to add and would only contend on the CQ;
+    // libfabric 1.17's tcp/rxm also crashed here with concurrent fi_cq_read + fi_trywait).
+    std::unique_lock poll_lock(poll_mutex_, std::try_to_lock);
+    if (!poll_lock) {
+        return false;
+    }
     bool any = false;
     fi_cq_msg_entry entries[16];
     for (;;) {

@@ -111,11 +111,40 @@ public:
             ::close(fd);
             throw;
         }
-        ::close(fd);
+        fd_ = fd; // kept open: the launcher reports failed localities on it
         return r;
     }
 
+    long wait_for_failure() override {
+        std::uint32_t notice[2];
+        std::size_t got = 0;
+        while (got < sizeof notice) {
+            ssize_t n = ::read(fd_, reinterpret_cast<char*>(notice) + got, sizeof notice - got);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                return -1;
+            }
+            got += static_cast<std::size_t>(n);
+        }
+        return notice[0] == 1 ? static_cast<long>(notice[1]) : -1;
+    }
+
+    void close() override {
+        if (fd_ >= 0) {
+            ::shutdown(fd_, SHUT_RDWR);
+        }
+    }
+
+    ~courier_run_bootstrap() override {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+    }
+
 private:
+    int fd_ = -1;
     std::string endpoint_;
     std::uint32_t rank_, size_;
 };

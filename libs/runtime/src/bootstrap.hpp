@@ -23,6 +23,11 @@ public:
     virtual std::uint32_t rank() const = 0;
     virtual std::uint32_t size() const = 0;
     virtual bootstrap_result exchange(std::vector<std::byte> const& my_address) = 0;
+    /// After exchange(): blocks until the launcher reports a failed locality (returns its
+    /// rank) or goes away / is closed (returns -1).
+    virtual long wait_for_failure() = 0;
+    /// Unblocks wait_for_failure().
+    virtual void close() = 0;
 };
 
 /// The courier-run rendezvous if this process was started by courier-run, else nullptr.

@@ -73,7 +73,15 @@ struct distributed_state {
     std::size_t hook = static_cast<std::size_t>(-1);
     std::atomic<std::uint64_t> next_request{1};
     std::mutex pending_mutex;
-    std::unordered_map<std::uint64_t, std::pair<completion, bool>> pending; // id -> (done, control)
+    struct pending_request {
+        completion done;
+        bool control;
+        std::uint32_t dest;
+    };
+    std::unordered_map<std::uint64_t, pending_request> pending;
+    std::vector<std::atomic<bool>> dead; // by rank: reported failed by the launcher
+    std::unique_ptr<bootstrap> boot;
+    std::thread monitor;
     std::atomic<std::uint64_t> sent{0}, received{0}; // user parcels, for termination
     std::atomic<std::uint64_t> in_flight{0};         // every send not yet completed
     std::mutex exit_mutex;
@@ -201,7 +209,7 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
             log(log_level::error, "reply from locality {} for unknown request {}", source, rid);
             return;
         }
-        done = std::move(it->second.first);
+        done = std::move(it->second.done);
         g.pending.erase(it);
     }
     if (status == status_ok) {
@@ -237,6 +245,31 @@ void deliver(std::uint32_t source, serialization::message&& m) {
 
 } // namespace
 
+// A locality is gone: every request waiting on it fails with network_error, and so will every
+// later one; a task blocked in get() on it wakes up with the exception.
+void peer_failed(std::uint32_t rank) {
+    if (rank >= g.dead.size() || g.dead[rank].exchange(true)) {
+        return;
+    }
+    log(log_level::error, "locality {} has failed", rank);
+    std::vector<completion> failed;
+    {
+        std::lock_guard lk(g.pending_mutex);
+        for (auto it = g.pending.begin(); it != g.pending.end();) {
+            if (it->second.dest == rank) {
+                failed.push_back(std::move(it->second.done));
+                it = g.pending.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (auto& done : failed) {
+        done(nullptr, std::make_exception_ptr(network_error("courier: locality " +
+                                                            std::to_string(rank) + " has failed")));
+    }
+}
+
 bool register_action(std::uint64_t id, char const* name, action_invoker invoke) {
     std::unique_lock lk(action_mutex());
     auto [it, inserted] = action_table().emplace(id, action_entry{name, invoke});
@@ -269,9 +302,20 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         ar.save(rid);
         write_args(ar);
     }
+    if (dest < g.dead.size() && g.dead[dest].load()) {
+        if (wants_reply) {
+            complete(nullptr, std::make_exception_ptr(network_error(
+                                  "courier: locality " + std::to_string(dest) + " has failed")));
+        }
+        if (on_sent) {
+            on_sent(std::make_error_code(std::errc::host_unreachable));
+        }
+        return;
+    }
     if (wants_reply) {
         std::lock_guard lk(g.pending_mutex);
-        g.pending.emplace(rid, std::pair{std::move(complete), control});
+        g.pending.emplace(rid,
+                          distributed_state::pending_request{std::move(complete), control, dest});
     }
     if (!control) {
         g.sent.fetch_add(1, std::memory_order_acq_rel);
@@ -288,7 +332,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                 if (it == g.pending.end()) {
                     return;
                 }
-                done = std::move(it->second.first);
+                done = std::move(it->second.done);
                 g.pending.erase(it);
             }
             done(nullptr, std::make_exception_ptr(network_error(
@@ -312,7 +356,7 @@ std::size_t pending_requests() {
     std::lock_guard lk(g.pending_mutex);
     std::size_t n = 0;
     for (auto const& [id, p] : g.pending) {
-        n += !p.second;
+        n += !p.control;
     }
     return n;
 }
@@ -342,6 +386,17 @@ bool distributed_start(config const& cfg, scheduler& s) {
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
     g.hook = s.register_hook([] { return g.tp->progress(); }, g.tp->wait_fd(),
                              [] { return g.tp->can_sleep(); });
+    g.dead = std::vector<std::atomic<bool>>(g.size);
+    g.boot = std::move(boot);
+    g.monitor = std::thread([] {
+        for (;;) {
+            long rank = g.boot->wait_for_failure();
+            if (rank < 0) {
+                return;
+            }
+            peer_failed(static_cast<std::uint32_t>(rank));
+        }
+    });
     log(log_level::info, "locality {} of {} up on {}", g.rank, g.size, g.tp->provider_name());
     return true;
 }
@@ -380,8 +435,17 @@ void distributed_wait_for_exit() {
 }
 
 void distributed_stop() {
-    // Let the last replies leave before the endpoint closes.
+    // Let the last replies leave before the endpoint closes; a send to a failed locality may
+    // never complete, so with a dead peer the wait is bounded.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (g.tp && g.in_flight.load() != 0) {
+        bool any_dead = false;
+        for (auto const& d : g.dead) {
+            any_dead = any_dead || d.load();
+        }
+        if (any_dead && std::chrono::steady_clock::now() > until) {
+            break;
+        }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (g.hook != static_cast<std::size_t>(-1)) {
@@ -391,6 +455,13 @@ void distributed_stop() {
 }
 
 void distributed_close() {
+    if (g.boot) {
+        g.boot->close();
+    }
+    if (g.monitor.joinable()) {
+        g.monitor.join();
+    }
+    g.boot.reset();
     g.tp.reset();
 }
 

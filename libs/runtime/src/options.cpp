@@ -24,6 +24,9 @@ std::vector<option_spec> const& option_table() {
          "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'"},
         {"eager_threshold", "4096",
          "bytes of index data sent inline in the eager message; more is read by RMA"},
+        {"peer_timeout", "5",
+         "seconds courier-run lets the other localities run after one failed (their futures "
+         "on it fail with network_error at once)"},
         {"spmd", "0", "1: run courier_main on every locality (each calls finalize)"},
         {"help", "0", "print this list and exit"},
     };

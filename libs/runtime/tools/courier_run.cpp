@@ -7,7 +7,10 @@
 // to every locality. Exit status: 0 when every locality exits 0; otherwise the first failing
 // locality's status (128 + signal for a signal), after the others were stopped (SIGTERM, then
 // SIGKILL after 5 s). Never waits forever: a locality that does not check in within
-// --courier-run-timeout seconds (default 60) fails the job.
+// --courier-run-timeout seconds (default 60) fails the job. The rendezvous sockets stay open:
+// when a locality fails, the others are told at once (their futures on it then fail with
+// courier::network_error) and get --courier:peer_timeout seconds (default 5) to finish before
+// the job is stopped.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -123,6 +126,10 @@ int reap(bool block, std::size_t& alive, int& first_failure) {
 int main(int argc, char** argv) {
     long n = 0;
     int timeout_s = 60;
+    int grace_s = 5;
+    if (char const* e = std::getenv("COURIER_PEER_TIMEOUT")) {
+        grace_s = std::atoi(e);
+    }
     std::vector<std::string> courier_opts;
     int i = 1;
     for (; i < argc; ++i) {
@@ -135,6 +142,9 @@ int main(int argc, char** argv) {
             timeout_s = std::atoi(a.c_str() + 22);
         } else if (a.rfind("--courier:", 0) == 0) {
             courier_opts.push_back(a);
+            if (a.rfind("--courier:peer_timeout=", 0) == 0) {
+                grace_s = std::atoi(a.c_str() + 23);
+            }
         } else if (a == "--help" || a == "-h") {
             return usage() == 2 ? 0 : 0;
         } else {
@@ -244,33 +254,57 @@ int main(int argc, char** argv) {
             }
         }
     }
-    for (int fd : fds) {
-        if (fd >= 0) {
-            ::close(fd);
-        }
-    }
     ::close(lfd);
     if (first_failure != 0 || g_interrupted != 0) {
         stop_all(SIGTERM);
     }
-    // Wait for the localities; the first failure stops the rest.
-    auto kill_at = std::chrono::steady_clock::time_point::max();
+    // Tells every surviving locality that `rank` is gone.
+    auto announce_death = [&](std::size_t rank) {
+        std::uint32_t notice[2] = {1, static_cast<std::uint32_t>(rank)};
+        for (std::size_t k = 0; k < fds.size(); ++k) {
+            if (k != rank && fds[k] >= 0 && g_children[k] > 0) {
+                if (!write_all(fds[k], notice, sizeof notice)) {
+                    ::close(fds[k]);
+                    fds[k] = -1;
+                }
+            }
+        }
+    };
+    std::vector<bool> announced(g_children.size(), false);
+    // Wait for the localities. The first failure is announced to the others, who get the
+    // grace period (--courier:peer_timeout) before SIGTERM, then 5 s more before SIGKILL.
+    using steady = std::chrono::steady_clock;
+    auto term_at = steady::time_point::max();
+    auto kill_at = steady::time_point::max();
     while (alive > 0) {
         int before = first_failure;
         reap(false, alive, first_failure);
-        if ((first_failure != 0 && before == 0) ||
-            (g_interrupted != 0 && kill_at == decltype(kill_at)::max())) {
+        if (first_failure != 0 && before == 0) {
+            for (std::size_t k = 0; k < g_children.size(); ++k) {
+                if (g_children[k] <= 0 && !announced[k]) {
+                    announced[k] = true;
+                    announce_death(k);
+                }
+            }
+            term_at = steady::now() + std::chrono::seconds(grace_s);
+        }
+        if (g_interrupted != 0 && term_at == steady::time_point::max()) {
+            term_at = steady::now();
+        }
+        if (steady::now() >= term_at && kill_at == steady::time_point::max()) {
             stop_all(SIGTERM);
-            kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            kill_at = steady::now() + std::chrono::seconds(5);
         }
-        if (first_failure != 0 && kill_at == decltype(kill_at)::max()) {
-            kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        }
-        if (std::chrono::steady_clock::now() > kill_at) {
+        if (steady::now() > kill_at) {
             stop_all(SIGKILL);
         }
         if (alive > 0) {
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+    }
+    for (int fd : fds) {
+        if (fd >= 0) {
+            ::close(fd);
         }
     }
     if (g_interrupted != 0 && first_failure == 0) {
