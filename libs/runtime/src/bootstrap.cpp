@@ -24,7 +24,7 @@ namespace {
 void write_all(int fd, void const* p, std::size_t n) {
     auto const* c = static_cast<char const*>(p);
     while (n > 0) {
-        ssize_t w = ::write(fd, c, n);
+        ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) {
             continue;
         }

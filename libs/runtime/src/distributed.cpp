@@ -380,13 +380,13 @@ bool distributed_start(config const& cfg, scheduler& s) {
     auto result = boot->exchange(g.tp->address());
     g.rank = boot->rank();
     g.size = boot->size();
+    g.dead = std::vector<std::atomic<bool>>(g.size); // before anything can deliver a parcel
     g.tp->set_job_token(result.token);
     g.tp->set_peers(result.addresses, g.rank);
     g.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
     g.hook = s.register_hook([] { return g.tp->progress(); }, g.tp->wait_fd(),
                              [] { return g.tp->can_sleep(); });
-    g.dead = std::vector<std::atomic<bool>>(g.size);
     g.boot = std::move(boot);
     g.monitor = std::thread([] {
         for (;;) {

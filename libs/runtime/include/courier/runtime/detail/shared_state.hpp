@@ -66,6 +66,7 @@ public:
     }
 
     void set_exception(std::exception_ptr e) {
+        publishing_ref keep(this);
         lock_.lock();
         if (status_.load(std::memory_order_relaxed) != pending) {
             lock_.unlock();
@@ -75,6 +76,16 @@ public:
         publish(has_exception);
     }
 
+protected:
+    /// Held by a setter while it publishes: a waiter that sees the result early (lock-free
+    /// is_ready()) may drop the last other reference before publish() has unlocked.
+    struct publishing_ref {
+        state_base* s;
+        explicit publishing_ref(state_base* st) noexcept : s(st) { s->add_ref(); }
+        ~publishing_ref() { s->release(); }
+    };
+
+public:
 protected:
     virtual ~state_base() = default;
     virtual void destroy() noexcept { delete this; }
@@ -112,6 +123,7 @@ public:
 
     template <class... Args>
     void set_value(Args&&... args) {
+        publishing_ref keep(this);
         lock_.lock();
         if (is_ready()) {
             lock_.unlock();
