@@ -35,6 +35,35 @@ struct particle {
 
 } // namespace
 
+// ---- a component --------------------------------------------------------------------------
+
+struct accumulator : courier::component_base<accumulator> {
+    accumulator() = default;
+    explicit accumulator(double start, std::string label)
+        : total_(start), label_(std::move(label)) {}
+    void add(double x) {
+        std::lock_guard g(m_);
+        total_ += x;
+    }
+    double total() const {
+        std::lock_guard g(m_);
+        return total_;
+    }
+    std::string describe() const {
+        return label_ + " on locality " + std::to_string(courier::get_locality_id()) + ", id " +
+               std::to_string(get_id().lsb);
+    }
+    COURIER_COMPONENT_ACTION(accumulator, add, add_action);
+    COURIER_COMPONENT_ACTION(accumulator, total, total_action);
+    COURIER_COMPONENT_ACTION(accumulator, describe, describe_action);
+
+private:
+    mutable courier::mutex m_;
+    double total_ = 0;
+    std::string label_ = "default";
+};
+COURIER_REGISTER_COMPONENT(accumulator);
+
 // ---- actions ------------------------------------------------------------------------------
 
 std::string hello(std::string const& from) {
@@ -281,6 +310,46 @@ int spmd_main() {
     return all_ok ? 0 : 1;
 }
 
+void scenario_components() {
+    auto all = courier::find_all_localities();
+    std::vector<courier::id_type> ids;
+    for (auto const& loc : all) {
+        ids.push_back(courier::new_<accumulator>(loc, 10.0, std::string("acc")).get());
+        CHECK(courier::get_locality_id(ids.back()) == courier::get_locality_id(loc));
+    }
+    auto plain = courier::new_<accumulator>(all.back()).get();
+    // Concurrent calls from many tasks to every component.
+    std::vector<courier::future<void>> fs;
+    for (int t = 0; t < 200; ++t) {
+        fs.push_back(courier::async<accumulator::add_action>(
+            ids[static_cast<std::size_t>(t) % ids.size()], 1.0));
+    }
+    courier::wait_all(fs);
+    for (auto& f : fs) {
+        f.get();
+    }
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+        double adds = 0;
+        for (int t = 0; t < 200; ++t) {
+            adds += static_cast<std::size_t>(t) % ids.size() == k;
+        }
+        CHECK(courier::async<accumulator::total_action>(ids[k]).get() == 10.0 + adds);
+    }
+    CHECK(courier::async<accumulator::total_action>(plain).get() == 0.0);
+    auto d = courier::async<accumulator::describe_action>(ids.back()).get();
+    CHECK(d == "acc on locality " + std::to_string(all.size() - 1) + ", id " +
+                   std::to_string(ids.back().lsb));
+    // A stale or forged id is an error reply, not a crash.
+    courier::id_type bogus = ids.back();
+    bogus.lsb += 1000;
+    try {
+        courier::async<accumulator::total_action>(bogus).get();
+        CHECK(false);
+    } catch (courier::remote_exception const& e) {
+        CHECK(e.type_name() == "std::invalid_argument");
+    }
+}
+
 void scenario_killed() {
     // Locality 1 dies in the middle of the job: a future waiting on it fails with
     // network_error (not a hang), and courier-run stops the job with a non-zero status.
@@ -309,6 +378,8 @@ int courier_main(int argc, char** argv) {
         scenario_flood();
     } else if (scenario == "killed") {
         scenario_killed();
+    } else if (scenario == "components") {
+        scenario_components();
     } else if (scenario == "collectives") {
         scenario_collectives();
     } else if (scenario == "spmd") {

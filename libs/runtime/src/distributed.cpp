@@ -13,6 +13,7 @@
 
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/actions.hpp>
+#include <courier/runtime/components.hpp>
 #include <courier/runtime/init.hpp>
 
 #include <condition_variable>
@@ -454,7 +455,10 @@ void distributed_stop() {
     }
 }
 
+void clear_components();
+
 void distributed_close() {
+    clear_components(); // components live until shutdown
     if (g.boot) {
         g.boot->close();
     }
@@ -505,3 +509,46 @@ std::uint32_t get_locality_id(id_type const& id) {
 }
 
 } // namespace courier
+
+namespace courier::detail {
+
+namespace {
+struct component_entry {
+    std::shared_ptr<void> obj;
+    std::type_info const* type;
+};
+std::mutex g_components_mutex;
+std::unordered_map<std::uint64_t, component_entry> g_components;
+std::atomic<std::uint64_t> g_next_component{1};
+} // namespace
+
+id_type register_component(std::shared_ptr<void> obj, std::type_info const& type) {
+    std::uint64_t lsb = g_next_component.fetch_add(1);
+    {
+        std::lock_guard lk(g_components_mutex);
+        g_components.emplace(lsb, component_entry{std::move(obj), &type});
+    }
+    return id_type{((std::uint64_t{get_locality_id()} + 1) << 32) | 1, lsb};
+}
+
+std::shared_ptr<void> find_component(std::uint64_t lsb, std::type_info const& type) {
+    std::lock_guard lk(g_components_mutex);
+    auto it = g_components.find(lsb);
+    if (it == g_components.end()) {
+        throw std::invalid_argument("no component " + std::to_string(lsb) + " on locality " +
+                                    std::to_string(get_locality_id()));
+    }
+    if (*it->second.type != type) {
+        throw std::invalid_argument("component " + std::to_string(lsb) + " is a " +
+                                    serialization::detail::demangle(it->second.type->name()) +
+                                    ", not a " + serialization::detail::demangle(type.name()));
+    }
+    return it->second.obj;
+}
+
+void clear_components() {
+    std::lock_guard lk(g_components_mutex);
+    g_components.clear();
+}
+
+} // namespace courier::detail

@@ -22,6 +22,8 @@ void distributed_wait_for_exit();
 void distributed_stop();
 /// Closes the transport (after the workers stopped).
 void distributed_close();
+/// Destroys every component of this locality (at shutdown).
+void clear_components();
 /// Requests (with replies) still waiting on this locality.
 std::size_t pending_requests();
 

@@ -178,6 +178,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     if (distributed) {
         distributed_close();
     }
+    clear_components();
     s.reset();
 
     if (runs_main && !g_finalized.load()) {

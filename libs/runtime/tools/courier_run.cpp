@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
         token = 1;
     }
 
+    ::signal(SIGPIPE, SIG_IGN); // a locality that exited closes its socket: not our death
     struct sigaction act {};
     act.sa_handler = on_signal;
     ::sigaction(SIGINT, &act, nullptr);

@@ -5,6 +5,7 @@
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/collectives.hpp>
+#include <courier/runtime/components.hpp>
 #include <courier/runtime/future.hpp>
 #include <courier/runtime/init.hpp>
 #include <courier/runtime/sync.hpp>

@@ -115,6 +115,7 @@ struct plain_action {
     using arguments = typename traits::args;
     static constexpr std::string_view name = Name.view();
     static constexpr std::uint64_t id = serialization::detail::fnv1a64(Name.view());
+    static std::uint64_t wire_id() noexcept { return id; }
 
     static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
         arguments args;
@@ -145,9 +146,12 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
     auto payload = std::make_shared<std::tuple<std::decay_t<Args>...>>(std::forward<Args>(args)...);
     std::uint32_t src = get_locality_id(target);
     send_request(
-        src, Action::id,
-        [payload](serialization::output_archive& out) {
+        src, Action::wire_id(),
+        [payload, target](serialization::output_archive& out) {
             out.keep_alive(payload); // pointer chunks reference the tuple until the send is done
+            if constexpr (requires { Action::targets_component; }) {
+                out.save(target.lsb); // which object on the target locality
+            }
             std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
         },
         [st](serialization::input_archive* in, std::exception_ptr e) {

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: BSL-1.0
+// Components: objects with a global id, created on any locality, called through actions.
+//
+//   struct accumulator : courier::component_base<accumulator> {
+//       void add(double x);  double total() const;
+//       COURIER_COMPONENT_ACTION(accumulator, add, add_action);
+//       COURIER_COMPONENT_ACTION(accumulator, total, total_action);
+//   };
+//   COURIER_REGISTER_COMPONENT(accumulator);
+//   courier::id_type id = courier::new_<accumulator>(locality /*, ctor args */).get();
+//   courier::async<accumulator::add_action>(id, 1.5).get();
+//
+// Calls on one component may run concurrently (like HPX): synchronize inside it if needed.
+// Lifetime: a component lives until the runtime shuts down. (Releasing it when its last
+// id_type is gone everywhere needs distributed reference counting: not implemented yet.)
+// Wire ids of component actions and constructors come from the type's name as the compiler
+// spells it (typeid): identical in every process of one program.
+#pragma once
+
+#include <courier/runtime/actions.hpp>
+
+#include <memory>
+#include <typeinfo>
+
+namespace courier {
+
+namespace detail {
+/// Stores `obj` (of dynamic type `type`) on this locality; returns its id.
+id_type register_component(std::shared_ptr<void> obj, std::type_info const& type);
+/// The component `lsb` on this locality, checked to be a `type`; throws std::invalid_argument.
+std::shared_ptr<void> find_component(std::uint64_t lsb, std::type_info const& type);
+
+template <class M>
+struct member_traits;
+template <class C, class R, class... A>
+struct member_traits<R (C::*)(A...)> {
+    using object = C;
+    using result = R;
+    using args = std::tuple<std::decay_t<A>...>;
+};
+template <class C, class R, class... A>
+struct member_traits<R (C::*)(A...) const> : member_traits<R (C::*)(A...)> {};
+template <class C, class R, class... A>
+struct member_traits<R (C::*)(A...) noexcept> : member_traits<R (C::*)(A...)> {};
+template <class C, class R, class... A>
+struct member_traits<R (C::*)(A...) const noexcept> : member_traits<R (C::*)(A...)> {};
+
+template <class R, class Tuple, class Out>
+void save_result(Out& out, R&& r) {
+    auto keep = std::make_shared<std::decay_t<R>>(std::forward<R>(r));
+    out.keep_alive(keep);
+    out.save(*keep);
+}
+} // namespace detail
+
+template <class T>
+class component_base {
+public:
+    id_type get_id() const noexcept { return id_; }
+
+private:
+    template <class U, class... A>
+    friend struct create_component_action;
+    id_type id_;
+};
+
+/// The action behind COURIER_COMPONENT_ACTION: calls member M on the target component.
+template <auto M, detail::fixed_string Name>
+struct component_action {
+    using courier_action_tag = void;
+    static constexpr bool targets_component = true;
+    using traits = detail::member_traits<decltype(M)>;
+    using object = typename traits::object;
+    using result_type = typename traits::result;
+    using arguments = typename traits::args;
+    static constexpr std::string_view name = Name.view();
+
+    static std::uint64_t wire_id() noexcept {
+        (void)registered;
+        return serialization::detail::fnv1a64(Name.view());
+    }
+    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+        std::uint64_t lsb = 0;
+        in.load(lsb);
+        arguments args;
+        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
+        in.finish();
+        auto obj = std::static_pointer_cast<object>(detail::find_component(lsb, typeid(object)));
+        if constexpr (std::is_void_v<result_type>) {
+            std::apply([&](auto&... a) { ((*obj).*M)(a...); }, args);
+        } else {
+            detail::save_result<result_type, arguments>(
+                out, std::apply([&](auto&... a) { return ((*obj).*M)(a...); }, args));
+        }
+    }
+    inline static bool const registered =
+        detail::register_action(serialization::detail::fnv1a64(Name.view()), Name.value, &invoke);
+};
+
+/// Creates a T from Args on the target locality; yields its id.
+template <class T, class... Args>
+struct create_component_action {
+    using courier_action_tag = void;
+    using result_type = id_type;
+
+    static std::uint64_t wire_id() noexcept {
+        static std::uint64_t const id =
+            serialization::detail::fnv1a64(typeid(T).name()) ^
+            (serialization::detail::fnv1a64(typeid(std::tuple<Args...>).name()) *
+             0x9e3779b97f4a7c15ull);
+        (void)registered;
+        return id;
+    }
+    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+        std::tuple<Args...> args;
+        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
+        in.finish();
+        auto obj = std::apply([](auto&... a) { return std::make_shared<T>(a...); }, args);
+        id_type id = detail::register_component(obj, typeid(T));
+        static_cast<component_base<T>&>(*obj).id_ = id;
+        out.save(id);
+    }
+    inline static bool const registered =
+        detail::register_action(wire_id(), typeid(T).name(), &invoke);
+};
+
+/// Creates a component of type T on `locality` from `args`.
+template <class T, class... Args>
+future<id_type> new_(id_type const& locality, Args&&... args) {
+    static_assert(std::is_base_of_v<component_base<T>, T>,
+                  "components derive from courier::component_base<T>");
+    return async<create_component_action<T, std::decay_t<Args>...>>(locality,
+                                                                    std::forward<Args>(args)...);
+}
+
+} // namespace courier
+
+/// Declares the action `name` calling member `method` of component `T`. Use inside T.
+#define COURIER_COMPONENT_ACTION(T, method, name)                                                  \
+    using name =                                                                                   \
+        ::courier::component_action<&T::method, ::courier::detail::fixed_string{#T "::" #name}>
+
+/// Checks that T is a component. Use at namespace scope after T's definition.
+#define COURIER_REGISTER_COMPONENT(T)                                                              \
+    static_assert(std::is_base_of_v<::courier::component_base<T>, T>,                              \
+                  #T " must derive from courier::component_base<" #T ">")
