@@ -151,6 +151,8 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
             out.keep_alive(payload); // pointer chunks reference the tuple until the send is done
             if constexpr (requires { Action::targets_component; }) {
                 out.save(target.lsb); // which object on the target locality
+            } else {
+                (void)target;
             }
             std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
         },
