@@ -32,3 +32,24 @@ function(courier_check_headers target include_dir)
         target_link_libraries(${target}_header_check PRIVATE ${target} courier_build_flags)
     endif()
 endfunction()
+
+# courier_library_finish(target name): the part every library shares: the Courier::name alias,
+# public include directory, installation, the header self-check and the tests folder.
+function(courier_library_finish target name)
+    add_library(Courier::${name} ALIAS ${target})
+    set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+    target_compile_features(${target} PUBLIC cxx_std_20)
+    target_include_directories(${target} PUBLIC
+        $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    install(TARGETS ${target} EXPORT CourierTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    if(COURIER_CHECK_HEADERS)
+        courier_check_headers(${target} ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    endif()
+    if(COURIER_BUILD_TESTS AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/tests/CMakeLists.txt)
+        add_subdirectory(tests)
+    endif()
+endfunction()

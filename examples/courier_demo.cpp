@@ -50,7 +50,8 @@ int courier_main(int, char**) {
     auto after = courier::get_parcelport_statistics();
     std::printf("\nscale_sum of a 64 MiB vector<double> on locality 1: %.0f in %.1f ms\n", sum, ms);
     std::printf(
-        "  eager bytes sent %llu, payload bytes copied on send %llu, rendezvous sends %llu\n",
+        "  eager bytes sent %llu, index bytes copied on send %llu (payload: 0), rendezvous sends "
+        "%llu\n",
         static_cast<unsigned long long>(after.eager_bytes_sent - before.eager_bytes_sent),
         static_cast<unsigned long long>(after.bytes_copied_on_send - before.bytes_copied_on_send),
         static_cast<unsigned long long>(after.rendezvous_sends - before.rendezvous_sends));

@@ -387,6 +387,7 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
         ++stats_.messages_sent;
         stats_.eager_bytes_sent += raw->eager.size();
         stats_.rendezvous_sends += raw->needs_done;
+        stats_.bytes_copied_on_send += inline_index ? data.size() : 0;
         sends_.emplace(raw->id, std::move(s));
     }
     fi_addr_t to = peers_[dest];

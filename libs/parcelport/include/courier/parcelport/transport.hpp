@@ -24,12 +24,13 @@ namespace courier::parcelport {
 struct statistics {
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
-    std::uint64_t eager_bytes_sent = 0;     ///< header + descriptors + inline index data
-    std::uint64_t rma_bytes_read = 0;       ///< bytes this side pulled with RMA reads
-    std::uint64_t rendezvous_sends = 0;     ///< sends that needed RMA reads by the receiver
-    std::uint64_t registrations = 0;        ///< memory registrations performed
-    std::uint64_t eagain_retries = 0;       ///< operations deferred by -FI_EAGAIN
-    std::uint64_t bytes_copied_on_send = 0; ///< payload bytes copied into send buffers
+    std::uint64_t eager_bytes_sent = 0; ///< header + descriptors + inline index data
+    std::uint64_t rma_bytes_read = 0;   ///< bytes this side pulled with RMA reads
+    std::uint64_t rendezvous_sends = 0; ///< sends that needed RMA reads by the receiver
+    std::uint64_t registrations = 0;    ///< memory registrations performed
+    std::uint64_t eagain_retries = 0;   ///< operations deferred by -FI_EAGAIN
+    std::uint64_t bytes_copied_on_send =
+        0; ///< index bytes copied into eager buffers (pointer-chunk payload never is)
 };
 
 struct transport_options {

@@ -104,6 +104,15 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                   std::function<void(serialization::input_archive*, std::exception_ptr)> complete,
                   std::function<void(std::error_code const&)> on_sent, bool wants_reply);
 
+/// Writes an action's result into the reply, keeping it alive as long as the reply: large
+/// results travel as pointer chunks that reference it until the caller has pulled them.
+template <class R>
+void save_result(serialization::output_archive& out, R&& r) {
+    auto keep = std::make_shared<std::decay_t<R>>(std::forward<R>(r));
+    out.keep_alive(keep);
+    out.save(*keep);
+}
+
 } // namespace detail
 
 /// The action type behind COURIER_PLAIN_ACTION: calls F on the target locality.
@@ -124,10 +133,7 @@ struct plain_action {
         if constexpr (std::is_void_v<result_type>) {
             std::apply(F, args);
         } else {
-            // The reply may reference the result (pointer chunks): keep it alive with it.
-            auto r = std::make_shared<result_type>(std::apply(F, args));
-            out.keep_alive(r);
-            out.save(*r);
+            detail::save_result(out, std::apply(F, args));
         }
     }
 };

@@ -45,12 +45,6 @@ struct member_traits<R (C::*)(A...) noexcept> : member_traits<R (C::*)(A...)> {}
 template <class C, class R, class... A>
 struct member_traits<R (C::*)(A...) const noexcept> : member_traits<R (C::*)(A...)> {};
 
-template <class R, class Tuple, class Out>
-void save_result(Out& out, R&& r) {
-    auto keep = std::make_shared<std::decay_t<R>>(std::forward<R>(r));
-    out.keep_alive(keep);
-    out.save(*keep);
-}
 } // namespace detail
 
 template <class T>
@@ -89,8 +83,8 @@ struct component_action {
         if constexpr (std::is_void_v<result_type>) {
             std::apply([&](auto&... a) { ((*obj).*M)(a...); }, args);
         } else {
-            detail::save_result<result_type, arguments>(
-                out, std::apply([&](auto&... a) { return ((*obj).*M)(a...); }, args));
+            detail::save_result(out,
+                                std::apply([&](auto&... a) { return ((*obj).*M)(a...); }, args));
         }
     }
     inline static bool const registered =

@@ -96,8 +96,38 @@ auto then_impl(Fut self, F&& f) {
 
 } // namespace detail
 
+namespace detail {
+/// What future and shared_future share: the state and the queries on it.
 template <class T>
-class future {
+class future_state_holder {
+public:
+    bool valid() const noexcept { return static_cast<bool>(st_); }
+    bool is_ready() const noexcept { return st_ && st_->is_ready(); }
+    bool has_value() const noexcept { return is_ready() && !st_->holds_exception(); }
+    bool has_exception() const noexcept { return is_ready() && st_->holds_exception(); }
+    void wait() const {
+        check();
+        st_->wait();
+    }
+
+protected:
+    future_state_holder() noexcept = default;
+    explicit future_state_holder(state_ptr<T> s) noexcept : st_(std::move(s)) {}
+    void check() const {
+        if (!st_) {
+            throw std::future_error(std::future_errc::no_state);
+        }
+    }
+    state_ptr<T> st_;
+};
+} // namespace detail
+
+template <class T>
+class future : public detail::future_state_holder<T> {
+    using base = detail::future_state_holder<T>;
+    using base::check;
+    using base::st_;
+
 public:
     using value_type = T;
 
@@ -109,14 +139,6 @@ public:
     /// Unwrapping constructor: a future<future<T>> becomes ready when the inner one is.
     future(future<future<T>>&& outer);
 
-    bool valid() const noexcept { return static_cast<bool>(st_); }
-    bool is_ready() const noexcept { return st_ && st_->is_ready(); }
-    bool has_value() const noexcept { return is_ready() && !st_->holds_exception(); }
-    bool has_exception() const noexcept { return is_ready() && st_->holds_exception(); }
-    void wait() const {
-        check();
-        st_->wait();
-    }
     /// Waits, then returns the value (moving it out) or rethrows; the future becomes invalid.
     T get() {
         check();
@@ -138,33 +160,23 @@ public:
 
 private:
     friend struct detail::future_access;
-    explicit future(detail::state_ptr<T> s) noexcept : st_(std::move(s)) {}
-    void check() const {
-        if (!st_) {
-            throw std::future_error(std::future_errc::no_state);
-        }
-    }
-    detail::state_ptr<T> st_;
+    explicit future(detail::state_ptr<T> s) noexcept : base(std::move(s)) {}
 };
 
 template <class T>
-class shared_future {
+class shared_future : public detail::future_state_holder<T> {
+    using base = detail::future_state_holder<T>;
+    using base::check;
+    using base::st_;
+
 public:
     using value_type = T;
 
     shared_future() noexcept = default;
-    shared_future(future<T>&& f) noexcept : st_(detail::future_access::state(f)) {
+    shared_future(future<T>&& f) noexcept : base(detail::future_access::state(f)) {
         f = future<T>();
     }
 
-    bool valid() const noexcept { return static_cast<bool>(st_); }
-    bool is_ready() const noexcept { return st_ && st_->is_ready(); }
-    bool has_value() const noexcept { return is_ready() && !st_->holds_exception(); }
-    bool has_exception() const noexcept { return is_ready() && st_->holds_exception(); }
-    void wait() const {
-        check();
-        st_->wait();
-    }
     /// Waits, then returns a reference to the shared value or rethrows; stays valid.
     decltype(auto) get() const {
         check();
@@ -183,12 +195,6 @@ public:
 
 private:
     friend struct detail::future_access;
-    void check() const {
-        if (!st_) {
-            throw std::future_error(std::future_errc::no_state);
-        }
-    }
-    detail::state_ptr<T> st_;
 };
 
 template <class T>
