@@ -366,6 +366,18 @@ void scenario_killed() {
     }
 }
 
+// Never returns: the job overruns courier-run's time limit, which must then make every
+// locality report what it waits for and stop the job with status 124 (never a hang).
+void never_returns() {
+    courier::promise<void> p;
+    p.get_future().get();
+}
+COURIER_PLAIN_ACTION(never_returns, never_returns_action);
+
+void scenario_stuck() {
+    courier::async<never_returns_action>(courier::find_all_localities()[1]).get();
+}
+
 } // namespace
 
 int courier_main(int argc, char** argv) {
@@ -378,6 +390,8 @@ int courier_main(int argc, char** argv) {
         scenario_flood();
     } else if (scenario == "killed") {
         scenario_killed();
+    } else if (scenario == "stuck") {
+        scenario_stuck();
     } else if (scenario == "components") {
         scenario_components();
     } else if (scenario == "collectives") {

@@ -16,14 +16,20 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <unistd.h>
+
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace courier::parcelport {
 
@@ -39,6 +45,73 @@ void check(char const* what, long rc) {
         throw std::runtime_error(fi_message(what, rc));
     }
 }
+
+/// Receive buffers for RMA-read chunks, reused by power-of-two size class (4 KiB ... 1 GiB).
+/// A fresh allocation of a large buffer costs a page fault per 4 KiB on first touch (and glibc
+/// returns large blocks to the kernel on free), which at 4 MiB costs more than the copy itself;
+/// a reused buffer is already mapped. The buffers go to the user inside the message (a
+/// serialize_buffer adopts them); their deleter returns them here, also after the transport is
+/// gone. At most `limit` bytes are kept.
+class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
+public:
+    static constexpr unsigned min_shift = 12, max_shift = 30;
+    explicit buffer_pool(std::size_t limit) : limit_(limit) {}
+    ~buffer_pool() {
+        for (auto& list : free_) {
+            for (std::byte* p : list) {
+                delete[] p;
+            }
+        }
+    }
+    buffer_pool(buffer_pool const&) = delete;
+    buffer_pool& operator=(buffer_pool const&) = delete;
+
+    /// A buffer of at least `n` bytes; `reused` says whether it came from the pool.
+    std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused) {
+        reused = false;
+        unsigned shift = min_shift;
+        while (shift <= max_shift && (std::size_t{1} << shift) < n) {
+            ++shift;
+        }
+        if (n < (std::size_t{1} << min_shift) || shift > max_shift) {
+            return std::shared_ptr<std::byte[]>(new std::byte[n == 0 ? 1 : n]);
+        }
+        std::byte* p = nullptr;
+        {
+            std::lock_guard g(mutex_);
+            auto& list = free_[shift - min_shift];
+            if (!list.empty()) {
+                p = list.back();
+                list.pop_back();
+                cached_ -= std::size_t{1} << shift;
+                reused = true;
+            }
+        }
+        if (p == nullptr) {
+            p = new std::byte[std::size_t{1} << shift];
+        }
+        return std::shared_ptr<std::byte[]>(
+            p, [self = shared_from_this(), shift](std::byte* q) { self->put(q, shift); });
+    }
+
+private:
+    void put(std::byte* p, unsigned shift) noexcept {
+        {
+            std::lock_guard g(mutex_);
+            if (cached_ + (std::size_t{1} << shift) <= limit_) {
+                free_[shift - min_shift].push_back(p);
+                cached_ += std::size_t{1} << shift;
+                return;
+            }
+        }
+        delete[] p;
+    }
+
+    std::mutex mutex_;
+    std::size_t limit_;
+    std::size_t cached_ = 0;
+    std::array<std::vector<std::byte*>, max_shift - min_shift + 1> free_;
+};
 
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it).
 struct op {
@@ -138,6 +211,19 @@ public:
         return stats_;
     }
     std::string provider_name() const override { return info_->fabric_attr->prov_name; }
+    std::string debug_state() const override {
+        std::lock_guard g(mutex_);
+        std::size_t reads = 0;
+        for (auto const& [p, in] : incoming_) {
+            reads += in->outstanding;
+        }
+        return "sends in flight " + std::to_string(sends_.size()) + ", incoming rendezvous " +
+               std::to_string(incoming_.size()) + " (reads outstanding " + std::to_string(reads) +
+               "), backlog " + std::to_string(backlog_.size()) + ", messages sent " +
+               std::to_string(stats_.messages_sent) + ", received " +
+               std::to_string(stats_.messages_received) + ", EAGAIN retries " +
+               std::to_string(stats_.eagain_retries);
+    }
 
 private:
     void open();
@@ -179,6 +265,7 @@ private:
     std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
     std::deque<std::pair<std::function<long()>, char const*>> backlog_;
     statistics stats_;
+    std::shared_ptr<buffer_pool> pool_ = std::make_shared<buffer_pool>(std::size_t{256} << 20);
 };
 
 void libfabric_transport::open() {
@@ -226,6 +313,19 @@ void libfabric_transport::open() {
     check("fi_endpoint", fi_endpoint(domain_, info_, &ep_, nullptr));
     check("fi_ep_bind(av)", fi_ep_bind(ep_, &av_->fid, 0));
     check("fi_ep_bind(cq)", fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
+    if (std::string_view(info_->fabric_attr->prov_name) == "shm") {
+        // shm names its region after the pid unless told otherwise, and a killed process
+        // leaves the region behind: a later process with the same pid then fails fi_enable
+        // with EBUSY. A name unique to the job and rank avoids that, and lets courier-run
+        // remove the leftovers of a killed locality.
+        std::string name = opts_.endpoint_name;
+        if (name.empty()) {
+            static std::atomic<unsigned> counter{0};
+            name = "courier-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+                   std::to_string(std::random_device{}());
+        }
+        check("fi_setname", fi_setname(&ep_->fid, name.data(), name.size() + 1));
+    }
     check("fi_enable", fi_enable(ep_));
     for (std::size_t i = 0; i < opts_.posted_receives; ++i) {
         auto r = std::make_unique<recv_op>();
@@ -582,7 +682,12 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
             offset += d.size;
         } else if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::pointer) ||
                    d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma)) {
-            std::shared_ptr<std::byte[]> buf(new std::byte[d.size == 0 ? 1 : d.size]);
+            bool reused = false;
+            auto buf = pool_->get(d.size, reused);
+            if (reused) {
+                std::lock_guard g(mutex_);
+                ++stats_.receive_buffers_reused;
+            }
             in->chunks.push_back(
                 {static_cast<serialization::chunk_type>(d.type), d.size, 0, buf.get(), 0});
             in->owners.push_back(std::move(buf));

@@ -115,6 +115,25 @@ TEST_P(transport, rendezvous_pulls_pointer_chunks_without_copying_on_send) {
     EXPECT_EQ(sb.rma_bytes_read, big.size() * sizeof(double) + 100000);
 }
 
+TEST_P(transport, receive_buffers_are_reused_once_released) {
+    auto& e = *eps_;
+    std::vector<char> payload(1 << 20, 'p');
+    for (int round = 0; round < 3; ++round) {
+        bool sent = false;
+        cs::serialize_buffer<char> out(payload.data(), payload.size(),
+                                       cs::serialize_buffer<char>::reference);
+        e.a->send(1, cs::save(out), [&](std::error_code) { sent = true; });
+        ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
+        cs::serialize_buffer<char> in;
+        cs::load(e.got_b[0].second, in);
+        ASSERT_EQ(in.size(), payload.size());
+        EXPECT_EQ(in[12345], 'p');
+        // While the received buffer is alive it is the user's; once released it is reused.
+        e.got_b.clear();
+    }
+    EXPECT_EQ(e.b->stats().receive_buffers_reused, 2u);
+}
+
 TEST_P(transport, index_data_too_big_for_the_eager_buffer_is_read_remotely) {
     auto& e = *eps_;
     std::vector<std::string> many(2000, std::string(50, 's')); // ~100 KB of index data

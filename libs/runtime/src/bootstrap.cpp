@@ -115,7 +115,7 @@ public:
         return r;
     }
 
-    long wait_for_failure() override {
+    launcher_notice wait_for_notice() override {
         std::uint32_t notice[2];
         std::size_t got = 0;
         while (got < sizeof notice) {
@@ -124,11 +124,18 @@ public:
                 continue;
             }
             if (n <= 0) {
-                return -1;
+                return {};
             }
             got += static_cast<std::size_t>(n);
         }
-        return notice[0] == 1 ? static_cast<long>(notice[1]) : -1;
+        switch (notice[0]) {
+        case 1:
+            return {launcher_notice::failed, notice[1]};
+        case 2:
+            return {launcher_notice::diagnose, 0};
+        default:
+            return {};
+        }
     }
 
     void close() override {

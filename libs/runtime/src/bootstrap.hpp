@@ -12,6 +12,12 @@
 
 namespace courier::detail {
 
+/// What the launcher tells a running locality.
+struct launcher_notice {
+    enum kind_t { closed, failed, diagnose } kind = closed;
+    std::uint32_t rank = 0; // failed: the rank of the failed locality
+};
+
 struct bootstrap_result {
     std::uint64_t token = 0;
     std::vector<std::vector<std::byte>> addresses; // by rank
@@ -23,10 +29,10 @@ public:
     virtual std::uint32_t rank() const = 0;
     virtual std::uint32_t size() const = 0;
     virtual bootstrap_result exchange(std::vector<std::byte> const& my_address) = 0;
-    /// After exchange(): blocks until the launcher reports a failed locality (returns its
-    /// rank) or goes away / is closed (returns -1).
-    virtual long wait_for_failure() = 0;
-    /// Unblocks wait_for_failure().
+    /// After exchange(): blocks until the launcher says something: a locality failed, the job
+    /// overran its time limit (diagnose: log your state), or it went away / was closed.
+    virtual launcher_notice wait_for_notice() = 0;
+    /// Unblocks wait_for_notice().
     virtual void close() = 0;
 };
 

@@ -17,6 +17,7 @@
 #include <courier/runtime/init.hpp>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -244,6 +245,32 @@ void deliver(std::uint32_t source, serialization::message&& m) {
     });
 }
 
+// The launcher's job time limit ran out: say what this locality is waiting for.
+void log_diagnosis() {
+    std::size_t pending = 0, control = 0;
+    std::string dests;
+    {
+        std::lock_guard lk(g.pending_mutex);
+        for (auto const& [id, p] : g.pending) {
+            ++(p.control ? control : pending);
+            if (dests.size() < 200) {
+                dests += fmt::format(" {}->{}", id, p.dest);
+            }
+        }
+    }
+    bool exiting = false;
+    {
+        std::lock_guard lk(g.exit_mutex);
+        exiting = g.exit_requested;
+    }
+    auto* s = current_scheduler();
+    log(log_level::error,
+        "diagnosis of locality {}: live tasks {}, requests awaiting replies {} (+{} control){}, "
+        "user parcels sent {} received {}, sends in flight {}, exit requested {}; transport: {}",
+        g.rank, s != nullptr ? s->live_tasks() : 0, pending, control, dests, g.sent.load(),
+        g.received.load(), g.in_flight.load(), exiting, g.tp->debug_state());
+}
+
 } // namespace
 
 // A locality is gone: every request waiting on it fails with network_error, and so will every
@@ -377,6 +404,9 @@ bool distributed_start(config const& cfg, scheduler& s) {
         o.provider = "tcp;ofi_rxm"; // the tcp provider needs the rxm utility for FI_EP_RDM
     }
     o.eager_threshold = static_cast<std::size_t>(cfg.get_int("eager_threshold", 256, 1 << 24));
+    if (char const* job = std::getenv("COURIER_JOB_ID"); job != nullptr && *job != '\0') {
+        o.endpoint_name = fmt::format("courier-{}-{}", job, boot->rank());
+    }
     g.tp = parcelport::make_libfabric_transport(o);
     auto result = boot->exchange(g.tp->address());
     g.rank = boot->rank();
@@ -391,11 +421,15 @@ bool distributed_start(config const& cfg, scheduler& s) {
     g.boot = std::move(boot);
     g.monitor = std::thread([] {
         for (;;) {
-            long rank = g.boot->wait_for_failure();
-            if (rank < 0) {
+            auto notice = g.boot->wait_for_notice();
+            if (notice.kind == launcher_notice::closed) {
                 return;
             }
-            peer_failed(static_cast<std::uint32_t>(rank));
+            if (notice.kind == launcher_notice::failed) {
+                peer_failed(notice.rank);
+            } else {
+                log_diagnosis();
+            }
         }
     });
     log(log_level::info, "locality {} of {} up on {}", g.rank, g.size, g.tp->provider_name());

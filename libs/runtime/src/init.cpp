@@ -11,8 +11,10 @@
 #include <courier/runtime/init.hpp>
 #include <courier/serialization/chunk.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -87,13 +89,24 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
                                ": expected error, warn, info or debug");
         }
         set_log_level(level);
+        // Localities that courier-run starts on this machine share its cores: by default each
+        // gets cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
+        std::size_t local_rank = 0, local_size = 1;
+        if (char const* r = std::getenv("COURIER_LOCAL_RANK"),
+            *n = std::getenv("COURIER_LOCAL_SIZE");
+            r != nullptr && n != nullptr) {
+            local_rank = std::strtoul(r, nullptr, 10);
+            local_size = std::max<std::size_t>(1, std::strtoul(n, nullptr, 10));
+        }
+        void* topo = load_topology();
+        std::size_t cores = available_cores(topo);
+        free_topology(topo);
         if (cfg.get("threads") == "cores") {
-            void* topo = load_topology();
-            so.threads = available_cores(topo);
-            free_topology(topo);
+            so.threads = std::max<std::size_t>(1, cores / local_size);
         } else {
             so.threads = static_cast<std::size_t>(cfg.get_int("threads", 1, 1024));
         }
+        so.first_core = local_rank * so.threads % cores;
         so.stack_size = static_cast<std::size_t>(cfg.get_int("stack_size", 16384, 1ll << 30));
         std::string const& bind = cfg.get("bind");
         if (bind != "cores" && bind != "none") {
@@ -127,8 +140,8 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         set_current_scheduler(nullptr);
         return 1;
     }
-    log(log_level::info, "started {} workers, {} KiB stacks, bind={}", so.threads,
-        so.stack_size / 1024, so.bind ? "cores" : "none");
+    log(log_level::info, "started {} workers, {} KiB stacks, bind={} (first core {})", so.threads,
+        so.stack_size / 1024, so.bind ? "cores" : "none", so.first_core);
 
     int rc = 0;
     bool spmd = cfg.get("spmd") != "0";

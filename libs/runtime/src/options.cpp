@@ -12,10 +12,14 @@ namespace courier::detail {
 
 std::vector<option_spec> const& option_table() {
     static std::vector<option_spec> const table = {
-        {"threads", "cores", "worker OS threads; 'cores' = the cores available to this process"},
+        {"threads", "cores",
+         "worker OS threads; 'cores' = the cores available to this process, shared out among "
+         "the localities courier-run starts on this machine"},
         {"stack_size", "65536",
          "bytes of stack per Courier thread (rounded up to pages; plus a guard page)"},
-        {"bind", "cores", "'cores': pin worker i to core i with hwloc; 'none': no pinning"},
+        {"bind", "cores",
+         "'cores': pin worker i to core i with hwloc (under courier-run, locality r's workers "
+         "start after those of localities 0..r-1); 'none': no pinning"},
         {"idle_spin_us", "50", "microseconds an idle worker keeps polling before it sleeps"},
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "4096",

@@ -399,7 +399,7 @@ void worker::main() {
     }
     enable_alt_signal_stack();
     if (sched.options().bind) {
-        bind_current_thread(sched.topology_, index);
+        bind_current_thread(sched.topology_, sched.options().first_core + index);
     }
     for (;;) {
         if (std::uintptr_t item = find_work()) {

@@ -44,6 +44,7 @@ struct scheduler_options {
     std::size_t threads = 1;
     std::size_t stack_size = 64 * 1024;
     bool bind = true;
+    std::size_t first_core = 0; ///< worker i is pinned to core first_core + i (mod cores)
     std::chrono::microseconds idle_spin{50};
 };
 

@@ -10,7 +10,10 @@
 // --courier-run-timeout seconds (default 60) fails the job. The rendezvous sockets stay open:
 // when a locality fails, the others are told at once (their futures on it then fail with
 // courier::network_error) and get --courier:peer_timeout seconds (default 5) to finish before
-// the job is stopped.
+// the job is stopped. --courier-run-job-timeout=S (default 0: none) bounds the whole job: when
+// it runs out, every locality is asked to log what it is waiting for, then the job is stopped
+// and courier-run exits 124. Shared-memory endpoints are named courier-JOBID-RANK
+// (COURIER_JOB_ID); whatever a killed locality left in /dev/shm is removed at the end.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -86,6 +90,18 @@ bool read_all(int fd, void* p, std::size_t n) {
     return true;
 }
 
+// Every locality has exited: what is left in /dev/shm under this job's names was left by a
+// killed one (a clean exit removes its own).
+void remove_shared_memory_leftovers(char const* job_id) {
+    std::error_code ec;
+    std::string prefix = std::string("courier-") + job_id + "-";
+    for (auto const& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        if (e.path().filename().string().rfind(prefix, 0) == 0) {
+            std::filesystem::remove(e.path(), ec);
+        }
+    }
+}
+
 int status_code(int status) {
     if (WIFEXITED(status)) {
         return WEXITSTATUS(status);
@@ -126,6 +142,7 @@ int reap(bool block, std::size_t& alive, int& first_failure) {
 int main(int argc, char** argv) {
     long n = 0;
     int timeout_s = 60;
+    int job_timeout_s = 0;
     int grace_s = 5;
     if (char const* e = std::getenv("COURIER_PEER_TIMEOUT")) {
         grace_s = std::atoi(e);
@@ -140,6 +157,8 @@ int main(int argc, char** argv) {
             n = std::strtol(a.c_str() + 2, nullptr, 10);
         } else if (a.rfind("--courier-run-timeout=", 0) == 0) {
             timeout_s = std::atoi(a.c_str() + 22);
+        } else if (a.rfind("--courier-run-job-timeout=", 0) == 0) {
+            job_timeout_s = std::atoi(a.c_str() + 26);
         } else if (a.rfind("--courier:", 0) == 0) {
             courier_opts.push_back(a);
             if (a.rfind("--courier:peer_timeout=", 0) == 0) {
@@ -172,6 +191,10 @@ int main(int argc, char** argv) {
     if (token == 0) {
         token = 1;
     }
+    char job_id[17];
+    std::snprintf(job_id, sizeof job_id, "%016llx",
+                  static_cast<unsigned long long>(std::random_device{}()) << 32 |
+                      std::random_device{}());
 
     ::signal(SIGPIPE, SIG_IGN); // a locality that exited closes its socket: not our death
     struct sigaction act {};
@@ -190,6 +213,16 @@ int main(int argc, char** argv) {
             ::setenv("COURIER_RUN_ENDPOINT", endpoint.c_str(), 1);
             ::setenv("COURIER_RANK", std::to_string(r).c_str(), 1);
             ::setenv("COURIER_SIZE", std::to_string(n).c_str(), 1);
+            ::setenv("COURIER_JOB_ID", job_id, 1);
+            // Every locality runs on this machine: they share its cores (see --courier:threads).
+            ::setenv("COURIER_LOCAL_RANK", std::to_string(r).c_str(), 1);
+            ::setenv("COURIER_LOCAL_SIZE", std::to_string(n).c_str(), 1);
+            // libfabric's psm provider links libinfinipath, whose constructor installs handlers
+            // for SIGTERM, SIGSEGV, ... that write *.btr files and call exit(): a stopped
+            // locality would then run static destructors instead of dying. As OpenMPI does,
+            // turn that off unless the user asked for it.
+            ::setenv("IPATH_NO_BACKTRACE", "1", 0);
+            ::setenv("HFI_NO_BACKTRACE", "1", 0);
             std::vector<char*> args;
             for (int k = i; k < argc; ++k) {
                 args.push_back(argv[k]);
@@ -277,17 +310,41 @@ int main(int argc, char** argv) {
     using steady = std::chrono::steady_clock;
     auto term_at = steady::time_point::max();
     auto kill_at = steady::time_point::max();
+    auto job_deadline = job_timeout_s > 0 ? steady::now() + std::chrono::seconds(job_timeout_s)
+                                          : steady::time_point::max();
+    bool overran = false;
+    bool failure_handled = false; // also when it happened before this loop (rendezvous)
     while (alive > 0) {
-        int before = first_failure;
+        if (!overran && steady::now() >= job_deadline) {
+            overran = true;
+            std::fprintf(stderr,
+                         "courier-run: the job did not finish within %d s; asking every locality "
+                         "what it waits for, then stopping it\n",
+                         job_timeout_s);
+            std::uint32_t notice[2] = {2, 0};
+            for (std::size_t k = 0; k < fds.size(); ++k) {
+                if (fds[k] >= 0 && g_children[k] > 0) {
+                    (void)write_all(fds[k], notice, sizeof notice);
+                }
+            }
+            if (first_failure == 0) {
+                first_failure = 124;
+            }
+            term_at = std::min(term_at, steady::now() + std::chrono::seconds(1));
+        }
         reap(false, alive, first_failure);
-        if (first_failure != 0 && before == 0) {
+        if (first_failure != 0) {
+            // Every locality that died after the job failed is announced, not only the first.
             for (std::size_t k = 0; k < g_children.size(); ++k) {
                 if (g_children[k] <= 0 && !announced[k]) {
                     announced[k] = true;
                     announce_death(k);
                 }
             }
-            term_at = steady::now() + std::chrono::seconds(grace_s);
+            if (!failure_handled) {
+                failure_handled = true;
+                term_at = std::min(term_at, steady::now() + std::chrono::seconds(grace_s));
+            }
         }
         if (g_interrupted != 0 && term_at == steady::time_point::max()) {
             term_at = steady::now();
@@ -308,6 +365,7 @@ int main(int argc, char** argv) {
             ::close(fd);
         }
     }
+    remove_shared_memory_leftovers(job_id);
     if (g_interrupted != 0 && first_failure == 0) {
         return 128 + g_interrupted;
     }

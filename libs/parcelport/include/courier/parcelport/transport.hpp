@@ -31,6 +31,7 @@ struct statistics {
     std::uint64_t eagain_retries = 0;   ///< operations deferred by -FI_EAGAIN
     std::uint64_t bytes_copied_on_send =
         0; ///< index bytes copied into eager buffers (pointer-chunk payload never is)
+    std::uint64_t receive_buffers_reused = 0; ///< RMA destinations taken from the buffer pool
 };
 
 struct transport_options {
@@ -38,6 +39,10 @@ struct transport_options {
     std::size_t eager_threshold = 4096;
     std::size_t posted_receives = 64;
     std::uint64_t job_token = 0;
+    /// Name of the endpoint for providers whose endpoints are named objects (shm: the file
+    /// /dev/shm/NAME). Empty: "courier-PID-N-RANDOM". courier-run sets it per job and rank and
+    /// removes what a killed locality leaves behind.
+    std::string endpoint_name;
 };
 
 class transport {
@@ -58,6 +63,9 @@ public:
     virtual void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) = 0;
     /// Processes completions; true if anything happened.
     virtual bool progress() = 0;
+    /// One line on the transport's state (in-flight sends, pending reads, backlog), for the
+    /// diagnosis courier-run asks for when a job overruns its time limit.
+    virtual std::string debug_state() const = 0;
     /// A file descriptor readable when progress() has work (-1 if none).
     virtual int wait_fd() const = 0;
     /// Whether the caller may now block on wait_fd() (libfabric: fi_trywait). False means

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: BSL-1.0
+// OSU-style latency, bandwidth and bidirectional bandwidth of Courier actions, as HPX measures
+// its parcelport: an action receiving a serialize_buffer<char> (reference mode on the sender:
+// the payload is a pointer chunk, read by the receiver with RMA above the eager threshold).
+//   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
+//       [--tests=latency,bw,bibw] [--max-size=BYTES] [--quick]
+// Methodology and output format: osu_common.hpp.
+#include "osu_common.hpp"
+
+#include <courier/courier.hpp>
+
+#include <chrono>
+#include <vector>
+
+namespace {
+
+using buffer = courier::serialize_buffer<char>;
+using clock_type = std::chrono::steady_clock;
+
+/// latency: the buffer comes back (so `size` bytes travel each way, as in osu_latency).
+buffer echo(buffer const& b) {
+    return b;
+}
+COURIER_PLAIN_ACTION(echo, echo_action);
+
+/// bw: the receiver takes the message; its (empty) reply is the per-message completion.
+void sink(buffer const&) {}
+COURIER_PLAIN_ACTION(sink, sink_action);
+
+std::vector<char>& payload() {
+    static std::vector<char> p;
+    return p;
+}
+
+void run_window(courier::id_type const& to, std::size_t size) {
+    buffer b(payload().data(), size, buffer::reference);
+    std::vector<courier::future<void>> fs;
+    fs.reserve(osu::window);
+    for (int w = 0; w < osu::window; ++w) {
+        fs.push_back(courier::async<sink_action>(to, b));
+    }
+    courier::wait_all(fs);
+    for (auto& f : fs) {
+        f.get();
+    }
+}
+
+/// bibw: the peer runs its windows towards us while we run ours towards it.
+void windows_towards(std::uint32_t dest, std::size_t size, int loops) {
+    payload().resize(std::max(payload().size(), size));
+    auto to = courier::find_all_localities()[dest];
+    for (int l = 0; l < loops; ++l) {
+        run_window(to, size);
+    }
+}
+COURIER_PLAIN_ACTION(windows_towards, windows_towards_action);
+
+int courier_main(int argc, char** argv) {
+    auto plan = osu::parse(argc, argv);
+    auto all = courier::find_all_localities();
+    if (all.size() != 2) {
+        std::fprintf(stderr, "osu_courier needs exactly 2 localities (courier-run -n 2)\n");
+        return courier::finalize(), 1;
+    }
+    auto peer = all[1];
+    std::string provider = courier::get_config_entry("provider").value_or("?");
+    int threads = static_cast<int>(courier::get_os_thread_count());
+    payload().assign(plan.max_size(), 'a');
+    for (auto const& test : plan.tests) {
+        for (std::size_t size : plan.sizes) {
+            double value = 0;
+            if (test == "latency") {
+                buffer b(payload().data(), size, buffer::reference);
+                int skip = plan.latency_skip(size), iters = plan.latency_iterations(size);
+                clock_type::time_point t0;
+                for (int i = 0; i < skip + iters; ++i) {
+                    if (i == skip) {
+                        t0 = clock_type::now();
+                    }
+                    auto back = courier::async<echo_action>(peer, b).get();
+                    if (back.size() != size) {
+                        std::fprintf(stderr, "echo returned %zu bytes, sent %zu\n", back.size(),
+                                     size);
+                        return courier::finalize(), 1;
+                    }
+                }
+                value = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() /
+                        iters / 2;
+            } else if (test == "bw" || test == "bibw") {
+                bool bi = test == "bibw";
+                int skip = plan.bw_skip(size), loops = plan.bw_loops(size);
+                for (int l = 0; l < skip; ++l) {
+                    run_window(peer, size);
+                }
+                auto t0 = clock_type::now();
+                courier::future<void> other;
+                if (bi) {
+                    other = courier::async<windows_towards_action>(peer, 0u, size, loops);
+                }
+                for (int l = 0; l < loops; ++l) {
+                    run_window(peer, size);
+                }
+                if (bi) {
+                    other.get();
+                }
+                double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+                value = double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
+            } else {
+                std::fprintf(stderr, "unknown test '%s'\n", test.c_str());
+                return courier::finalize(), 1;
+            }
+            osu::report("courier", provider, threads, test, size, value);
+        }
+    }
+    return courier::finalize();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    return courier::init(courier_main, argc, argv);
+}

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: BSL-1.0
+// The native libfabric baseline for osu_courier: the same OSU tests written directly on
+// FI_EP_RDM fi_send/fi_recv with pre-registered buffers and a busy-polled completion queue, the
+// best a runtime on this provider could do with two-sided messages. Two processes (this one
+// forks the second and exchanges endpoint names over a socketpair), pinned to cores 0 and 1.
+//   osu_fabric [--provider=tcp|shm|PROVIDER] [--tests=...] [--max-size=BYTES] [--quick]
+// Methodology and output format: osu_common.hpp.
+#include "osu_common.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+[[noreturn]] void die(char const* what, long rc) {
+    std::fprintf(stderr, "osu_fabric: %s: %s (%ld)\n", what, fi_strerror(static_cast<int>(-rc)),
+                 rc);
+    std::exit(1);
+}
+
+void check(char const* what, long rc) {
+    if (rc != 0) {
+        die(what, rc);
+    }
+}
+
+void io_all(int fd, void* p, std::size_t n, bool write) {
+    auto* c = static_cast<char*>(p);
+    while (n > 0) {
+        ssize_t r = write ? ::write(fd, c, n) : ::read(fd, c, n);
+        if (r <= 0) {
+            std::fprintf(stderr, "osu_fabric: address exchange failed\n");
+            std::exit(1);
+        }
+        c += r;
+        n -= static_cast<std::size_t>(r);
+    }
+}
+
+struct endpoint {
+    fi_info* info = nullptr;
+    fid_fabric* fabric = nullptr;
+    fid_domain* domain = nullptr;
+    fid_av* av = nullptr;
+    fid_cq* cq = nullptr;
+    fid_ep* ep = nullptr;
+    fi_addr_t peer = FI_ADDR_UNSPEC;
+    bool mr_local = false;
+    // Context slots: which operation a completion belongs to.
+    static constexpr int window_recv = 0, window_send = osu::window, ack_recv = 2 * osu::window,
+                         ack_send = ack_recv + 1, pingpong = ack_send + 1, slots = pingpong + 2;
+    std::vector<fi_context2> ctx = std::vector<fi_context2>(slots);
+    struct {
+        int window_recv = 0, window_send = 0, ack_recv = 0, ack_send = 0, other = 0;
+    } counts;
+
+    void count(void* op_context) {
+        auto slot = static_cast<fi_context2*>(op_context) - ctx.data();
+        if (slot < window_send) {
+            ++counts.window_recv;
+        } else if (slot < ack_recv) {
+            ++counts.window_send;
+        } else if (slot == ack_recv) {
+            ++counts.ack_recv;
+        } else if (slot == ack_send) {
+            ++counts.ack_send;
+        } else {
+            ++counts.other;
+        }
+    }
+    /// Reads what the completion queue has (busy polling, as OSU does).
+    void poll() {
+        fi_cq_entry entries[16];
+        ssize_t got = fi_cq_read(cq, entries, 16);
+        for (ssize_t i = 0; i < got; ++i) {
+            count(entries[i].op_context);
+        }
+        if (got == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            fi_cq_readerr(cq, &err, 0);
+            std::fprintf(stderr, "osu_fabric: completion error: %s\n", fi_strerror(err.err));
+            std::exit(1);
+        }
+        if (got < 0 && got != -FI_EAGAIN) {
+            die("fi_cq_read", got);
+        }
+    }
+
+    explicit endpoint(std::string const& provider) {
+        fi_info* hints = fi_allocinfo();
+        hints->caps = FI_MSG;
+        hints->mode = FI_CONTEXT | FI_CONTEXT2;
+        hints->ep_attr->type = FI_EP_RDM;
+        hints->tx_attr->msg_order = FI_ORDER_SAS; // window and acknowledgement match in order
+        hints->rx_attr->msg_order = FI_ORDER_SAS;
+        hints->domain_attr->mr_mode =
+            FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+        hints->fabric_attr->prov_name = strdup(provider.c_str());
+        if (provider.rfind("tcp", 0) == 0) {
+            hints->domain_attr->name = strdup("lo");
+        }
+        int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+        fi_freeinfo(hints);
+        if (rc != 0) {
+            die(("fi_getinfo " + provider).c_str(), rc);
+        }
+        mr_local = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+        check("fi_fabric", fi_fabric(info->fabric_attr, &fabric, nullptr));
+        check("fi_domain", fi_domain(fabric, info, &domain, nullptr));
+        fi_av_attr av_attr{};
+        av_attr.type = FI_AV_TABLE;
+        check("fi_av_open", fi_av_open(domain, &av_attr, &av, nullptr));
+        fi_cq_attr cq_attr{};
+        cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+        cq_attr.size = 1024;
+        check("fi_cq_open", fi_cq_open(domain, &cq_attr, &cq, nullptr));
+        check("fi_endpoint", fi_endpoint(domain, info, &ep, nullptr));
+        check("fi_ep_bind av", fi_ep_bind(ep, &av->fid, 0));
+        check("fi_ep_bind cq", fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+        check("fi_enable", fi_enable(ep));
+    }
+
+    std::vector<char> name() const {
+        std::vector<char> a(256);
+        std::size_t len = a.size();
+        check("fi_getname", fi_getname(&ep->fid, a.data(), &len));
+        a.resize(len);
+        return a;
+    }
+
+    void connect(std::vector<char> const& addr) {
+        if (fi_av_insert(av, addr.data(), 1, &peer, 0, nullptr) != 1) {
+            die("fi_av_insert", -FI_EINVAL);
+        }
+    }
+
+    fid_mr* reg(void* p, std::size_t n) {
+        if (!mr_local) {
+            return nullptr;
+        }
+        fid_mr* mr = nullptr;
+        check("fi_mr_reg", fi_mr_reg(domain, p, n, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr));
+        return mr;
+    }
+
+    /// Waits until `n` more completions of any kind arrived.
+    void wait(int n) {
+        int target = total() + n;
+        while (total() < target) {
+            poll();
+        }
+    }
+    int total() const {
+        return counts.window_recv + counts.window_send + counts.ack_recv + counts.ack_send +
+               counts.other;
+    }
+
+    void post_recv(void* p, std::size_t n, fid_mr* mr, int slot) {
+        for (;;) {
+            ssize_t rc = fi_recv(ep, p, n, mr != nullptr ? fi_mr_desc(mr) : nullptr, peer,
+                                 &ctx[static_cast<std::size_t>(slot)]);
+            if (rc == 0) {
+                return;
+            }
+            if (rc != -FI_EAGAIN) {
+                die("fi_recv", rc);
+            }
+            poll();
+        }
+    }
+    /// Posts a send; on -FI_EAGAIN, progresses (counting completions) and retries.
+    void post_send(void* p, std::size_t n, fid_mr* mr, int slot) {
+        for (;;) {
+            ssize_t rc = fi_send(ep, p, n, mr != nullptr ? fi_mr_desc(mr) : nullptr, peer,
+                                 &ctx[static_cast<std::size_t>(slot)]);
+            if (rc == 0) {
+                return;
+            }
+            if (rc != -FI_EAGAIN) {
+                die("fi_send", rc);
+            }
+            poll();
+        }
+    }
+
+    ~endpoint() {
+        fi_close(&ep->fid);
+        fi_close(&cq->fid);
+        fi_close(&av->fid);
+        fi_close(&domain->fid);
+        fi_close(&fabric->fid);
+        fi_freeinfo(info);
+    }
+};
+
+void pin(int core) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core % std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)), &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+}
+
+/// Both processes run this; rank 0 times and reports.
+void run(int rank, int sock, std::string const& provider, osu::plan const& plan) {
+    pin(rank);
+    endpoint e(provider);
+    auto mine = e.name();
+    std::uint32_t len = static_cast<std::uint32_t>(mine.size());
+    io_all(sock, &len, sizeof len, true);
+    io_all(sock, mine.data(), len, true);
+    io_all(sock, &len, sizeof len, false);
+    std::vector<char> theirs(len);
+    io_all(sock, theirs.data(), len, false);
+    e.connect(theirs);
+
+    std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
+    std::vector<char> sbuf(max, 'a'), rbuf(max, 'b');
+    char ack_s[8] = {}, ack_r[8] = {};
+    fid_mr* smr = e.reg(sbuf.data(), max);
+    fid_mr* rmr = e.reg(rbuf.data(), max);
+    fid_mr* amr_s = e.reg(ack_s, sizeof ack_s);
+    fid_mr* amr_r = e.reg(ack_r, sizeof ack_r);
+    std::string prov = e.info->fabric_attr->prov_name;
+
+    for (auto const& test : plan.tests) {
+        for (std::size_t size : plan.sizes) {
+            double value = 0;
+            if (test == "latency") {
+                int skip = plan.latency_skip(size), iters = plan.latency_iterations(size);
+                clock_type::time_point t0;
+                for (int i = 0; i < skip + iters; ++i) {
+                    if (i == skip) {
+                        t0 = clock_type::now();
+                    }
+                    e.post_recv(rbuf.data(), size, rmr, endpoint::pingpong);
+                    if (rank == 0) {
+                        e.post_send(sbuf.data(), size, smr, endpoint::pingpong + 1);
+                        e.wait(2);
+                    } else {
+                        e.wait(1);
+                        e.post_send(sbuf.data(), size, smr, endpoint::pingpong + 1);
+                        e.wait(1);
+                    }
+                }
+                value = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() /
+                        iters / 2;
+            } else if (test == "bw" || test == "bibw") {
+                bool bi = test == "bibw";
+                bool sends = rank == 0 || bi, receives = rank == 1 || bi;
+                int skip = plan.bw_skip(size), loops = plan.bw_loops(size);
+                clock_type::time_point t0;
+                for (int l = 0; l < skip + loops; ++l) {
+                    if (l == skip) {
+                        t0 = clock_type::now();
+                    }
+                    e.counts = {};
+                    if (receives) {
+                        for (int w = 0; w < osu::window; ++w) {
+                            e.post_recv(rbuf.data(), size, rmr, endpoint::window_recv + w);
+                        }
+                    }
+                    if (sends) {
+                        e.post_recv(ack_r, sizeof ack_r, amr_r, endpoint::ack_recv);
+                        for (int w = 0; w < osu::window; ++w) {
+                            e.post_send(sbuf.data(), size, smr, endpoint::window_send + w);
+                        }
+                    }
+                    if (receives) {
+                        while (e.counts.window_recv < osu::window) {
+                            e.poll();
+                        }
+                        e.post_send(ack_s, sizeof ack_s, amr_s, endpoint::ack_send);
+                        while (e.counts.ack_send < 1) {
+                            e.poll();
+                        }
+                    }
+                    if (sends) {
+                        while (e.counts.window_send < osu::window || e.counts.ack_recv < 1) {
+                            e.poll();
+                        }
+                    }
+                }
+                double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+                value = double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
+            }
+            if (rank == 0) {
+                osu::report("libfabric", prov.find("tcp") != std::string::npos ? "tcp" : prov, 1,
+                            test, size, value);
+            }
+        }
+    }
+    for (fid_mr* mr : {smr, rmr, amr_s, amr_r}) {
+        if (mr != nullptr) {
+            fi_close(&mr->fid);
+        }
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> rest;
+    auto plan = osu::parse(argc, argv, &rest);
+    std::string provider = "tcp";
+    for (auto const& a : rest) {
+        if (a.rfind("--provider=", 0) == 0) {
+            provider = a.substr(11);
+        } else {
+            std::fprintf(stderr, "osu_fabric: unknown argument %s\n", a.c_str());
+            return 2;
+        }
+    }
+    if (provider == "tcp") {
+        provider = "tcp;ofi_rxm";
+    }
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        std::perror("socketpair");
+        return 1;
+    }
+    std::fflush(stdout);
+    pid_t child = ::fork();
+    if (child == 0) {
+        ::close(sv[0]);
+        run(1, sv[1], provider, plan);
+        ::_exit(0);
+    }
+    ::close(sv[1]);
+    run(0, sv[0], provider, plan);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
