@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
-# Installs the Debian 12 packages Courier builds, tests and benchmarks with, when missing.
+# Installs the Debian 12 packages Courier builds, tests and benchmarks with, when missing
+# (OpenMPI and matplotlib: the MPI baseline of benchmarks/osu and its plots).
 # As root it runs apt-get; otherwise it prints the exact apt-get line and stops.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ packages=(
     libgtest-dev libgmock-dev libbenchmark-dev
     libboost-serialization-dev libcereal-dev libboost-fiber-dev libtbb-dev
     clang libclang-rt-14-dev clang-format valgrind bc
+    libopenmpi-dev openmpi-bin python3-matplotlib
 )
 
 missing=()

@@ -14,6 +14,7 @@
 // which benchmarks/osu/run.sh collects into a CSV and plot.py draws.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -29,19 +30,20 @@ struct plan {
     std::vector<std::size_t> sizes;
     std::vector<std::string> tests{"latency", "bw", "bibw"};
     bool quick = false;
+    int scale = 1; ///< --scale=N multiplies the iteration counts (for profiling)
 
     int latency_iterations(std::size_t size) const {
         if (quick) {
             return 20;
         }
-        return size <= 8192 ? 1000 : 100;
+        return (size <= 8192 ? 1000 : 100) * scale;
     }
     int latency_skip(std::size_t size) const { return quick ? 2 : size <= 8192 ? 100 : 10; }
     int bw_loops(std::size_t size) const {
         if (quick) {
             return 2;
         }
-        return size <= 8192 ? 20 : 10;
+        return (size <= 8192 ? 20 : 10) * scale;
     }
     int bw_skip(std::size_t) const { return quick ? 1 : 2; }
     std::size_t max_size() const { return sizes.empty() ? 0 : sizes.back(); }
@@ -70,6 +72,8 @@ inline plan parse(int argc, char** argv, std::vector<std::string>* rest = nullpt
                 }
                 start = comma + 1;
             }
+        } else if (a.rfind("--scale=", 0) == 0) {
+            p.scale = std::max(1, std::atoi(argv[i] + 8));
         } else if (a.rfind("--max-size=", 0) == 0) {
             hi = std::strtoull(argv[i] + 11, nullptr, 10);
         } else if (a.rfind("--min-size=", 0) == 0) {

@@ -3,7 +3,8 @@
 // FI_EP_RDM fi_send/fi_recv with pre-registered buffers and a busy-polled completion queue, the
 // best a runtime on this provider could do with two-sided messages. Two processes (this one
 // forks the second and exchanges endpoint names over a socketpair), pinned to cores 0 and 1.
-//   osu_fabric [--provider=tcp|shm|PROVIDER] [--tests=...] [--max-size=BYTES] [--quick]
+//   osu_fabric [--provider=tcp|shm|PROVIDER] [--distinct] [--tests=...] [--max-size=BYTES]
+//       [--quick]
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 
@@ -218,7 +219,7 @@ void pin(int core) {
 }
 
 /// Both processes run this; rank 0 times and reports.
-void run(int rank, int sock, std::string const& provider, osu::plan const& plan) {
+void run(int rank, int sock, std::string const& provider, osu::plan const& plan, bool distinct) {
     pin(rank);
     endpoint e(provider);
     auto mine = e.name();
@@ -232,9 +233,13 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan)
 
     std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
     std::vector<char> sbuf(max, 'a'), rbuf(max, 'b');
+    // --distinct: every message of a window lands in its own buffer, as it must in a runtime
+    // whose receiver keeps each message's data (OSU reuses one buffer, which stays in cache).
+    std::vector<char> window_bufs(distinct ? osu::window * max : 0, 'c');
     char ack_s[8] = {}, ack_r[8] = {};
     fid_mr* smr = e.reg(sbuf.data(), max);
     fid_mr* rmr = e.reg(rbuf.data(), max);
+    fid_mr* wmr = distinct ? e.reg(window_bufs.data(), window_bufs.size()) : nullptr;
     fid_mr* amr_s = e.reg(ack_s, sizeof ack_s);
     fid_mr* amr_r = e.reg(ack_r, sizeof ack_r);
     std::string prov = e.info->fabric_attr->prov_name;
@@ -273,7 +278,9 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan)
                     e.counts = {};
                     if (receives) {
                         for (int w = 0; w < osu::window; ++w) {
-                            e.post_recv(rbuf.data(), size, rmr, endpoint::window_recv + w);
+                            char* dst =
+                                distinct ? window_bufs.data() + std::size_t(w) * max : rbuf.data();
+                            e.post_recv(dst, size, distinct ? wmr : rmr, endpoint::window_recv + w);
                         }
                     }
                     if (sends) {
@@ -301,12 +308,13 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan)
                 value = double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
             }
             if (rank == 0) {
-                osu::report("libfabric", prov.find("tcp") != std::string::npos ? "tcp" : prov, 1,
-                            test, size, value);
+                osu::report(distinct ? "libfabric-distinct" : "libfabric",
+                            prov.find("tcp") != std::string::npos ? "tcp" : prov, 1, test, size,
+                            value);
             }
         }
     }
-    for (fid_mr* mr : {smr, rmr, amr_s, amr_r}) {
+    for (fid_mr* mr : {smr, rmr, wmr, amr_s, amr_r}) {
         if (mr != nullptr) {
             fi_close(&mr->fid);
         }
@@ -319,8 +327,11 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
     std::string provider = "tcp";
+    bool distinct = false;
     for (auto const& a : rest) {
-        if (a.rfind("--provider=", 0) == 0) {
+        if (a == "--distinct") {
+            distinct = true;
+        } else if (a.rfind("--provider=", 0) == 0) {
             provider = a.substr(11);
         } else {
             std::fprintf(stderr, "osu_fabric: unknown argument %s\n", a.c_str());
@@ -339,11 +350,11 @@ int main(int argc, char** argv) {
     pid_t child = ::fork();
     if (child == 0) {
         ::close(sv[0]);
-        run(1, sv[1], provider, plan);
+        run(1, sv[1], provider, plan, distinct);
         ::_exit(0);
     }
     ::close(sv[1]);
-    run(0, sv[0], provider, plan);
+    run(0, sv[0], provider, plan, distinct);
     int status = 0;
     ::waitpid(child, &status, 0);
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;

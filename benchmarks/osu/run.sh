@@ -36,6 +36,7 @@ run() {
 for r in $(seq 1 "$repeat"); do
     for prov in tcp shm; do
         run "$bin/osu_fabric" --provider=$prov "${quick[@]}"
+        run "$bin/osu_fabric" --provider=$prov --distinct --tests=bw,bibw "${quick[@]}"
         for t in 1 2; do
             run "$bin/courier-run" -n 2 --courier:provider=$prov --courier:threads=$t \
                 "$bin/osu_courier" "${quick[@]}"

@@ -161,7 +161,15 @@ struct incoming {
     std::vector<fid_mr*> mrs;
     std::deque<read_op> reads;
     std::size_t outstanding = 0;
+    std::size_t rma_bytes = 0; // counted against the read budget until finished
     bool failed = false;
+};
+
+/// A rendezvous parcel waiting for the read budget: its eager message, copied.
+struct deferred_parcel {
+    wire::header h;
+    std::vector<std::byte> eager;
+    std::size_t rma_bytes;
 };
 
 class libfabric_transport final : public transport {
@@ -230,7 +238,13 @@ private:
     void close() noexcept;
     void post_recv(recv_op* r);
     void handle_recv(recv_op* r, std::size_t len);
-    void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len);
+    void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
+                       std::size_t rma_bytes);
+    /// Runs handle_parcel now, or defers a rendezvous parcel while the reads in flight use
+    /// up the budget (opts_.read_budget): that bounds the receiver's memory under a flood of
+    /// large messages and keeps the pooled destination buffers few and cache-warm.
+    void admit_parcel(wire::header const& h, std::byte const* p, std::size_t len);
+    void release_read_budget(std::size_t bytes);
     void start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
                      bool index_inline);
     void finish_incoming(incoming* in);
@@ -264,6 +278,9 @@ private:
     std::unordered_map<std::uint64_t, std::unique_ptr<send_state>> sends_;
     std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
     std::deque<std::pair<std::function<long()>, char const*>> backlog_;
+    std::atomic<std::size_t> backlog_size_{0}; // backlog_.size(), read without the lock
+    std::size_t reading_bytes_ = 0;            // rendezvous bytes being read (mutex_)
+    std::deque<deferred_parcel> deferred_;     // waiting for the read budget (mutex_)
     statistics stats_;
     std::shared_ptr<buffer_pool> pool_ = std::make_shared<buffer_pool>(std::size_t{256} << 20);
 };
@@ -397,6 +414,7 @@ void libfabric_transport::post_or_defer(std::function<long()> post, char const* 
     std::lock_guard g(mutex_);
     ++stats_.eagain_retries;
     backlog_.emplace_back(std::move(post), what);
+    backlog_size_.store(backlog_.size(), std::memory_order_release);
 }
 
 void libfabric_transport::post_recv(recv_op* r) {
@@ -598,11 +616,16 @@ bool libfabric_transport::progress() {
             }
         }
     }
-    // Retry what -FI_EAGAIN deferred, in order.
+    // Retry what -FI_EAGAIN deferred, in order (the idle loop calls this constantly: the
+    // empty case costs one atomic load, no lock, no allocation).
+    if (backlog_size_.load(std::memory_order_acquire) == 0) {
+        return any;
+    }
     std::deque<std::pair<std::function<long()>, char const*>> retry;
     {
         std::lock_guard g(mutex_);
         retry.swap(backlog_);
+        backlog_size_.store(0, std::memory_order_release);
     }
     while (!retry.empty()) {
         long rc = retry.front().first();
@@ -611,6 +634,7 @@ bool libfabric_transport::progress() {
             for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
                 backlog_.push_front(std::move(*it));
             }
+            backlog_size_.store(backlog_.size(), std::memory_order_release);
             break;
         }
         if (rc != 0) {
@@ -650,7 +674,7 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
         }
     } else if (h.kind == wire::parcel) {
         try {
-            handle_parcel(h, p, len);
+            admit_parcel(h, p, len);
         } catch (std::exception const& e) {
             std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
                          h.source, e.what());
@@ -659,8 +683,77 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
     post_recv(r);
 }
 
-void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* p,
-                                        std::size_t len) {
+/// Bytes a parcel's rendezvous will read (pointer/rma chunks and a non-inline index), from
+/// its descriptors; 0 if none or if the message is malformed (handle_parcel then rejects it).
+std::size_t rendezvous_bytes(wire::header const& h, std::byte const* p, std::size_t len) {
+    bool index_inline = (h.flags & wire::index_inline) != 0;
+    std::size_t n_desc = std::size_t{h.chunk_count} + (index_inline ? 0 : 1);
+    if (n_desc > (len - sizeof h) / sizeof(wire::descriptor)) {
+        return 0;
+    }
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n_desc; ++i) {
+        wire::descriptor d;
+        std::memcpy(&d, p + sizeof h + i * sizeof d, sizeof d);
+        if (i == h.chunk_count ||
+            d.type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            total += static_cast<std::size_t>(std::min<std::uint64_t>(d.size, SIZE_MAX / 4));
+        }
+    }
+    return total;
+}
+
+void libfabric_transport::admit_parcel(wire::header const& h, std::byte const* p, std::size_t len) {
+    std::size_t rma = rendezvous_bytes(h, p, len);
+    if (rma != 0) {
+        std::lock_guard g(mutex_);
+        if (reading_bytes_ != 0 && reading_bytes_ + rma > opts_.read_budget) {
+            deferred_.push_back({h, std::vector<std::byte>(p, p + len), rma});
+            ++stats_.deferred_rendezvous;
+            return;
+        }
+        reading_bytes_ += rma;
+    }
+    try {
+        handle_parcel(h, p, len, rma);
+    } catch (...) {
+        release_read_budget(rma);
+        throw;
+    }
+}
+
+void libfabric_transport::release_read_budget(std::size_t bytes) {
+    if (bytes == 0) {
+        return;
+    }
+    for (;;) {
+        deferred_parcel next;
+        {
+            std::lock_guard g(mutex_);
+            reading_bytes_ -= bytes;
+            bytes = 0;
+            if (deferred_.empty() ||
+                (reading_bytes_ != 0 &&
+                 reading_bytes_ + deferred_.front().rma_bytes > opts_.read_budget)) {
+                return;
+            }
+            next = std::move(deferred_.front());
+            deferred_.pop_front();
+            reading_bytes_ += next.rma_bytes;
+        }
+        try {
+            handle_parcel(next.h, next.eager.data(), next.eager.size(), next.rma_bytes);
+            return; // its reads are in flight; their completion admits the next one
+        } catch (std::exception const& e) {
+            std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
+                         next.h.source, e.what());
+            bytes = next.rma_bytes; // give it back and try the next one
+        }
+    }
+}
+
+void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
+                                        std::size_t rma_bytes) {
     bool index_inline = (h.flags & wire::index_inline) != 0;
     std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
     std::size_t fixed = sizeof h + n_desc * sizeof(wire::descriptor);
@@ -672,6 +765,7 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
     auto in = std::make_unique<incoming>();
     in->source = h.source;
     in->send_id = h.send_id;
+    in->rma_bytes = rma_bytes;
     bool external = !index_inline;
     std::size_t offset = 0;
     for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
@@ -790,6 +884,7 @@ void libfabric_transport::finish_incoming(incoming* raw) {
     if (rendezvous) {
         send_done(in->source, in->send_id);
     }
+    release_read_budget(in->rma_bytes);
     if (in->failed) {
         std::fprintf(stderr, "courier: an RMA read from locality %u failed; parcel dropped\n",
                      in->source);

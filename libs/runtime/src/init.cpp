@@ -107,6 +107,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
             so.threads = static_cast<std::size_t>(cfg.get_int("threads", 1, 1024));
         }
         so.first_core = local_rank * so.threads % cores;
+        so.oversubscribed = so.threads * local_size > cores;
         so.stack_size = static_cast<std::size_t>(cfg.get_int("stack_size", 16384, 1ll << 30));
         std::string const& bind = cfg.get("bind");
         if (bind != "cores" && bind != "none") {

@@ -343,6 +343,9 @@ void worker::idle() {
         }
         // No PAUSE here: under KVM, pause-loop exiting deschedules a vCPU that spins on PAUSE,
         // which costs far more wake-up latency than the spin saves (measured: see RESULTS.md).
+        if (sched.options().oversubscribed) {
+            std::this_thread::yield(); // a runnable worker of ours or of another locality
+        }
     } while (std::chrono::steady_clock::now() < until);
 
     sleeping.store(true, std::memory_order_seq_cst);

@@ -46,6 +46,9 @@ struct scheduler_options {
     bool bind = true;
     std::size_t first_core = 0; ///< worker i is pinned to core first_core + i (mod cores)
     std::chrono::microseconds idle_spin{50};
+    /// More workers on this machine than cores (several localities, or --courier:threads
+    /// above the core count): an idle worker yields its core while it spins.
+    bool oversubscribed = false;
 };
 
 class scheduler;

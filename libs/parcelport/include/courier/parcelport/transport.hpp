@@ -32,6 +32,7 @@ struct statistics {
     std::uint64_t bytes_copied_on_send =
         0; ///< index bytes copied into eager buffers (pointer-chunk payload never is)
     std::uint64_t receive_buffers_reused = 0; ///< RMA destinations taken from the buffer pool
+    std::uint64_t deferred_rendezvous = 0;    ///< parcels that waited for the read budget
 };
 
 struct transport_options {
@@ -43,6 +44,9 @@ struct transport_options {
     /// /dev/shm/NAME). Empty: "courier-PID-N-RANDOM". courier-run sets it per job and rank and
     /// removes what a killed locality leaves behind.
     std::string endpoint_name;
+    /// Bytes of rendezvous reads in flight at most (one parcel is always admitted, whatever
+    /// its size): bounds the receiver's memory under a flood of large messages.
+    std::size_t read_budget = std::size_t{16} << 20;
 };
 
 class transport {
