@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <stdexcept>
+#include <thread>
 
 namespace courier::detail {
 
