@@ -253,7 +253,15 @@ private:
     fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access);
     void* desc_of(fid_mr* mr) const { return mr != nullptr ? fi_mr_desc(mr) : nullptr; }
     /// Retries `post` until it stops saying -FI_EAGAIN (progressing meanwhile), or queues it.
-    void post_or_defer(std::function<long()> post, char const* what);
+    /// (The callable is wrapped in a std::function, which allocates, only when deferred.)
+    template <class Post>
+    void post_or_defer(Post&& post, char const* what) {
+        long rc = post();
+        if (rc != 0) {
+            defer(rc, std::function<long()>(std::forward<Post>(post)), what);
+        }
+    }
+    void defer(long rc, std::function<long()> post, char const* what);
 
     transport_options opts_;
     fi_info* info_ = nullptr;
@@ -403,11 +411,7 @@ fid_mr* libfabric_transport::register_memory(void const* p, std::size_t n, std::
     return mr;
 }
 
-void libfabric_transport::post_or_defer(std::function<long()> post, char const* what) {
-    long rc = post();
-    if (rc == 0) {
-        return;
-    }
+void libfabric_transport::defer(long rc, std::function<long()> post, char const* what) {
     if (rc != -FI_EAGAIN) {
         throw std::runtime_error(fi_message(what, rc));
     }

@@ -19,9 +19,11 @@ struct pair_of_endpoints {
     std::unique_ptr<pp::transport> a, b;
     std::vector<std::pair<std::uint32_t, cs::message>> got_a, got_b;
 
-    explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42) {
+    explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42,
+                               std::size_t read_budget = pp::transport_options{}.read_budget) {
         pp::transport_options o;
         o.provider = provider;
+        o.read_budget = read_budget;
         o.job_token = 42;
         a = pp::make_libfabric_transport(o);
         o.job_token = token_b;
@@ -132,6 +134,40 @@ TEST_P(transport, receive_buffers_are_reused_once_released) {
         e.got_b.clear();
     }
     EXPECT_EQ(e.b->stats().receive_buffers_reused, 2u);
+}
+
+TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_nothing) {
+    std::unique_ptr<pair_of_endpoints> small;
+    try {
+        small = std::make_unique<pair_of_endpoints>(GetParam(), 42, std::size_t{256} << 10);
+    } catch (std::exception const& e) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << e.what();
+    }
+    auto& e = *small;
+    constexpr int n = 40;
+    std::vector<std::vector<int>> payloads; // 100 KB each: 4 MB in all against a 256 KiB budget
+    for (int i = 0; i < n; ++i) {
+        payloads.emplace_back(25000, i);
+    }
+    int sent = 0;
+    for (int i = 0; i < n; ++i) {
+        e.a->send(1, cs::save(i, payloads[static_cast<std::size_t>(i)]),
+                  [&](std::error_code ec) { sent += !ec; });
+    }
+    ASSERT_TRUE(e.pump([&] { return sent == n && e.got_b.size() == std::size_t{n}; }));
+    std::vector<bool> seen(n, false);
+    for (auto& [src, m] : e.got_b) {
+        int i = -1;
+        std::vector<int> v;
+        cs::load(m, i, v);
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, n);
+        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]);
+        seen[static_cast<std::size_t>(i)] = true;
+        EXPECT_EQ(v, payloads[static_cast<std::size_t>(i)]);
+    }
+    // At most two 100 KB parcels fit the budget at once: the others had to wait.
+    EXPECT_GT(e.b->stats().deferred_rendezvous, 0u);
 }
 
 TEST_P(transport, index_data_too_big_for_the_eager_buffer_is_read_remotely) {
