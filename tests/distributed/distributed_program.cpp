@@ -437,6 +437,17 @@ int courier_main(int argc, char** argv) {
     } else if (scenario == "killed") {
         scenario_killed();
     } else if (scenario == "huge") {
+#if defined(__SANITIZE_THREAD__)
+        if (courier::get_config_entry("provider").value_or("") != "shm") {
+            // TSan's recv()/send() interceptors update the shadow of the whole buffer the tcp
+            // provider reads into: measured 11 GB of RSS and 37 s for this one test.
+            std::printf("huge: SKIPPED under ThreadSanitizer on tcp (its socket interceptors "
+                        "shadow the whole 2 GiB buffer: ~11 GB RSS); run in the default and "
+                        "ASan builds, and on shm here\n");
+            courier::finalize();
+            return 77;
+        }
+#endif
         scenario_huge();
     } else if (scenario == "stuck") {
         scenario_stuck();
