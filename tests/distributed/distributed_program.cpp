@@ -58,6 +58,8 @@ struct accumulator : courier::component_base<accumulator> {
     COURIER_COMPONENT_ACTION(accumulator, add, add_action);
     COURIER_COMPONENT_ACTION(accumulator, total, total_action);
     COURIER_COMPONENT_ACTION(accumulator, describe, describe_action);
+    courier::id_type self() const { return get_id(); }
+    COURIER_COMPONENT_ACTION(accumulator, self, self_action);
 
 private:
     mutable courier::mutex m_;
@@ -312,6 +314,106 @@ int spmd_main() {
     return all_ok ? 0 : 1;
 }
 
+// ---- component lifetime by reference ----
+std::size_t component_count() {
+    return courier::get_component_count();
+}
+COURIER_PLAIN_ACTION(component_count, component_count_action);
+
+std::vector<courier::id_type> g_kept; // ids held by this locality for another one
+void keep(courier::id_type id) {
+    g_kept.push_back(std::move(id));
+}
+COURIER_PLAIN_ACTION(keep, keep_action);
+double use_kept() {
+    return courier::async<accumulator::total_action>(g_kept.at(0)).get();
+}
+COURIER_PLAIN_ACTION(use_kept, use_kept_action);
+void drop_kept() {
+    g_kept.clear();
+}
+COURIER_PLAIN_ACTION(drop_kept, drop_kept_action);
+
+/// Passes `id` along `hops` localities (as an argument each time), then reads the total.
+double hop(courier::id_type id, int hops);
+COURIER_PLAIN_ACTION(hop, hop_action);
+double hop(courier::id_type id, int hops) {
+    if (hops == 0) {
+        return courier::async<accumulator::total_action>(id).get();
+    }
+    auto next = courier::find_all_localities()[(courier::get_locality_id() + 1) %
+                                               courier::get_num_localities()];
+    return courier::async<hop_action>(next, id, hops - 1).get();
+}
+
+/// Waits up to 10 s for `loc` to hold `expected` components.
+bool count_becomes(courier::id_type const& loc, std::size_t expected) {
+    for (int i = 0; i < 1000; ++i) {
+        if (courier::async<component_count_action>(loc).get() == expected) {
+            return true;
+        }
+        courier::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::fprintf(stderr, "locality %u holds %zu components, expected %zu\n",
+                 courier::get_locality_id(loc), courier::async<component_count_action>(loc).get(),
+                 expected);
+    return false;
+}
+
+void component_lifetimes() {
+    auto all = courier::find_all_localities();
+    auto one = all[1], two = all.back();
+    std::size_t base1 = courier::async<component_count_action>(one).get();
+    std::size_t base2 = courier::async<component_count_action>(two).get();
+    {
+        // The last id gone: the component is destroyed.
+        auto tmp = courier::new_<accumulator>(one).get();
+        CHECK(tmp.is_managed());
+        CHECK(courier::async<component_count_action>(one).get() == base1 + 1);
+    }
+    CHECK(count_becomes(one, base1));
+    {
+        // An id held by another locality keeps it alive after the creator dropped its own.
+        auto kept = courier::new_<accumulator>(one, 5.0, std::string("kept")).get();
+        courier::async<keep_action>(two, kept).get();
+        kept = courier::id_type{};
+        courier::this_thread::sleep_for(std::chrono::milliseconds(100));
+        CHECK(courier::async<component_count_action>(one).get() == base1 + 1);
+        CHECK(courier::async<use_kept_action>(two).get() == 5.0);
+        courier::async<drop_kept_action>(two).get();
+    }
+    CHECK(count_becomes(one, base1));
+    {
+        // A chain of 60 hops halves the credits 60 times (2^48 to start with): the holders ask
+        // for more on the way.
+        auto chained = courier::new_<accumulator>(one, 1.5, std::string("chain")).get();
+        CHECK(courier::async<hop_action>(all[0], chained, 60).get() == 1.5);
+        CHECK(courier::async<accumulator::total_action>(chained).get() == 1.5);
+    }
+    CHECK(count_becomes(one, base1));
+    {
+        // get_id() inside the component hands out a counted reference of its own.
+        auto a = courier::new_<accumulator>(two, 2.0, std::string("self")).get();
+        auto b = courier::async<accumulator::self_action>(a).get();
+        CHECK(b == a && b.is_managed());
+        a = courier::id_type{};
+        courier::this_thread::sleep_for(std::chrono::milliseconds(100));
+        CHECK(courier::async<component_count_action>(two).get() == base2 + 1);
+        CHECK(courier::async<accumulator::total_action>(b).get() == 2.0);
+    }
+    CHECK(count_becomes(two, base2));
+    {
+        // Dropping the id right after a call does not end the component before the call ran.
+        auto fleeting = courier::new_<accumulator>(one, 0.0, std::string("fleeting")).get();
+        courier::post<accumulator::add_action>(fleeting, 1.0);
+        auto f = courier::async<accumulator::total_action>(fleeting);
+        fleeting = courier::id_type{};
+        double v = f.get();
+        CHECK(v == 1.0 || v == 0.0); // the post may or may not have run first
+    }
+    CHECK(count_becomes(one, base1));
+}
+
 void scenario_components() {
     auto all = courier::find_all_localities();
     std::vector<courier::id_type> ids;
@@ -350,6 +452,7 @@ void scenario_components() {
     } catch (courier::remote_exception const& e) {
         CHECK(e.type_name() == "std::invalid_argument");
     }
+    component_lifetimes();
 }
 
 void scenario_killed() {

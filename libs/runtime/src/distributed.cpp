@@ -545,24 +545,127 @@ std::uint32_t get_locality_id(id_type const& id) {
 } // namespace courier
 
 namespace courier::detail {
+void component_incref(std::uint64_t lsb, std::uint64_t credits);
+void component_decref(std::uint64_t lsb, std::uint64_t credits);
+} // namespace courier::detail
+
+COURIER_PLAIN_ACTION(courier::detail::component_incref, courier_component_incref_action);
+COURIER_PLAIN_ACTION(courier::detail::component_decref, courier_component_decref_action);
+
+namespace courier::detail {
 
 namespace {
+constexpr std::uint64_t initial_credits = std::uint64_t{1} << 48;
+
 struct component_entry {
     std::shared_ptr<void> obj;
     std::type_info const* type;
+    std::uint64_t outstanding; // credits handed out and not yet returned
 };
 std::mutex g_components_mutex;
 std::unordered_map<std::uint64_t, component_entry> g_components;
 std::atomic<std::uint64_t> g_next_component{1};
+std::atomic<bool> g_components_open{true};
+
+std::uint32_t owner_of(std::uint64_t msb) {
+    return static_cast<std::uint32_t>((msb >> 32) - 1);
+}
 } // namespace
 
 id_type register_component(std::shared_ptr<void> obj, std::type_info const& type) {
     std::uint64_t lsb = g_next_component.fetch_add(1);
     {
         std::lock_guard lk(g_components_mutex);
-        g_components.emplace(lsb, component_entry{std::move(obj), &type});
+        g_components.emplace(lsb, component_entry{std::move(obj), &type, initial_credits});
+        g_components_open.store(true);
     }
-    return id_type{((std::uint64_t{get_locality_id()} + 1) << 32) | 1, lsb};
+    std::uint64_t msb = ((std::uint64_t{get_locality_id()} + 1) << 32) | 1;
+    return id_type{msb, lsb, std::make_shared<gid_ref>(msb, lsb, initial_credits)};
+}
+
+id_type new_reference(id_type const& id) {
+    {
+        std::lock_guard lk(g_components_mutex);
+        auto it = g_components.find(id.lsb);
+        if (it == g_components.end()) {
+            return id_type{id.msb, id.lsb, nullptr};
+        }
+        it->second.outstanding += initial_credits;
+    }
+    return id_type{id.msb, id.lsb, std::make_shared<gid_ref>(id.msb, id.lsb, initial_credits)};
+}
+
+void component_incref(std::uint64_t lsb, std::uint64_t credits) {
+    std::lock_guard lk(g_components_mutex);
+    auto it = g_components.find(lsb);
+    if (it == g_components.end()) {
+        throw std::invalid_argument("no component " + std::to_string(lsb) + " on locality " +
+                                    std::to_string(get_locality_id()) + " to add credits to");
+    }
+    it->second.outstanding += credits;
+}
+
+void component_decref(std::uint64_t lsb, std::uint64_t credits) {
+    std::shared_ptr<void> dying; // destroyed outside the lock (its destructor may do anything)
+    {
+        std::lock_guard lk(g_components_mutex);
+        auto it = g_components.find(lsb);
+        if (it == g_components.end()) {
+            if (g_components_open.load()) {
+                log(log_level::error, "credits returned for unknown component {}", lsb);
+            }
+            return;
+        }
+        if (credits >= it->second.outstanding) {
+            if (credits > it->second.outstanding) {
+                log(log_level::error, "component {}: {} credits returned, {} outstanding", lsb,
+                    credits, it->second.outstanding);
+            }
+            dying = std::move(it->second.obj);
+            g_components.erase(it);
+        } else {
+            it->second.outstanding -= credits;
+        }
+    }
+}
+
+gid_ref::~gid_ref() {
+    std::uint64_t c = credits.load();
+    if (c == 0 || !g_components_open.load() || !runtime_running()) {
+        return; // after shutdown every component is gone anyway
+    }
+    try {
+        std::uint32_t owner = owner_of(msb);
+        if (owner == get_locality_id()) {
+            component_decref(lsb, c);
+        } else if (owner < get_num_localities()) {
+            post<courier_component_decref_action>(find_all_localities()[owner], lsb, c);
+        }
+    } catch (std::exception const& e) {
+        log(log_level::warn, "could not return {} credits of component {}: {}", c, lsb, e.what());
+    }
+}
+
+std::uint64_t gid_ref::split() {
+    std::uint64_t c = credits.load();
+    for (;;) {
+        if (c >= 2) {
+            if (credits.compare_exchange_weak(c, c - c / 2)) {
+                return c / 2;
+            }
+            continue;
+        }
+        // One credit left (it keeps the component alive meanwhile): ask its locality for more.
+        std::uint32_t owner = owner_of(msb);
+        if (owner == get_locality_id()) {
+            component_incref(lsb, initial_credits);
+        } else {
+            async<courier_component_incref_action>(find_all_localities()[owner], lsb,
+                                                   initial_credits)
+                .get();
+        }
+        c = credits.fetch_add(initial_credits) + initial_credits;
+    }
 }
 
 std::shared_ptr<void> find_component(std::uint64_t lsb, std::type_info const& type) {
@@ -581,8 +684,20 @@ std::shared_ptr<void> find_component(std::uint64_t lsb, std::type_info const& ty
 }
 
 void clear_components() {
-    std::lock_guard lk(g_components_mutex);
-    g_components.clear();
+    std::unordered_map<std::uint64_t, component_entry> all;
+    {
+        std::lock_guard lk(g_components_mutex);
+        g_components_open.store(false);
+        all.swap(g_components);
+    }
+    // destroyed here, outside the lock
 }
 
 } // namespace courier::detail
+
+namespace courier {
+std::size_t get_component_count() {
+    std::lock_guard lk(detail::g_components_mutex);
+    return detail::g_components.size();
+}
+} // namespace courier

@@ -17,8 +17,10 @@
 #include <courier/runtime/async.hpp>
 #include <courier/serialization.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -28,15 +30,59 @@
 
 namespace courier {
 
-/// A global id. Localities are id_types; components (later) too.
+namespace detail {
+/// The credits one process holds on a component (distributed reference counting, see
+/// components.hpp). Shared by the copies of an id_type in this process; when the last copy is
+/// gone, the credits go back to the component's locality.
+struct gid_ref {
+    std::uint64_t msb, lsb;
+    std::atomic<std::uint64_t> credits;
+    gid_ref(std::uint64_t m, std::uint64_t l, std::uint64_t c) : msb(m), lsb(l), credits(c) {}
+    gid_ref(gid_ref const&) = delete;
+    gid_ref& operator=(gid_ref const&) = delete;
+    ~gid_ref(); // returns the credits (defined in distributed.cpp)
+    /// Credits for a copy of the id leaving this process: half of ours; when we hold only one,
+    /// first more from the component's locality (a round trip, once per 47 hops of a chain or
+    /// 47 calls through one holder).
+    std::uint64_t split();
+};
+} // namespace detail
+
+/// A global id: a locality, or a component. A component's id_type is a counted reference
+/// (components.hpp): the component lives while one exists anywhere. Comparison looks at the
+/// id only.
 struct id_type {
     std::uint64_t msb = 0;
     std::uint64_t lsb = 0;
-    friend bool operator==(id_type const&, id_type const&) = default;
+    std::shared_ptr<detail::gid_ref> ref; // null: a locality, or an unmanaged id
+
+    id_type() = default;
+    id_type(std::uint64_t m, std::uint64_t l, std::shared_ptr<detail::gid_ref> r = nullptr)
+        : msb(m), lsb(l), ref(std::move(r)) {}
+
+    friend bool operator==(id_type const& a, id_type const& b) noexcept {
+        return a.msb == b.msb && a.lsb == b.lsb;
+    }
     explicit operator bool() const noexcept { return msb != 0 || lsb != 0; }
+    /// Whether this id keeps a component alive.
+    bool is_managed() const noexcept { return ref != nullptr; }
+
     template <class A>
-    void serialize(A& ar, unsigned) {
-        ar& msb& lsb;
+    void save(A& ar, unsigned) const {
+        // (An id whose numbers were edited by hand no longer matches its credits: it travels
+        // without them.)
+        std::uint64_t credits = ref && ref->msb == msb && ref->lsb == lsb ? ref->split() : 0;
+        ar.save(msb);
+        ar.save(lsb);
+        ar.save(credits);
+    }
+    template <class A>
+    void load(A& ar, unsigned) {
+        std::uint64_t credits = 0;
+        ar.load(msb);
+        ar.load(lsb);
+        ar.load(credits);
+        ref = credits != 0 ? std::make_shared<detail::gid_ref>(msb, lsb, credits) : nullptr;
     }
 };
 
@@ -156,7 +202,9 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
         [payload, target](serialization::output_archive& out) {
             out.keep_alive(payload); // pointer chunks reference the tuple until the send is done
             if constexpr (requires { Action::targets_component; }) {
-                out.save(target.lsb); // which object on the target locality
+                // The target itself, with credits: the component stays alive until the call
+                // ran, even if the caller drops its id at once.
+                out.save(target);
             } else {
                 (void)target;
             }

@@ -11,10 +11,18 @@
 //   courier::async<accumulator::add_action>(id, 1.5).get();
 //
 // Calls on one component may run concurrently (like HPX): synchronize inside it if needed.
-// Lifetime: a component lives until the runtime shuts down. (Releasing it when its last
-// id_type is gone everywhere needs distributed reference counting: not implemented yet.)
-// Wire ids of component actions and constructors come from the type's name as the compiler
-// spells it (typeid): identical in every process of one program.
+//
+// Lifetime: a component lives until its last id_type is gone everywhere (or until shutdown).
+// Credit-based reference counting, no message per copy: the component's locality hands out
+// 2^48 credits with the id new_ returns; every id_type that leaves a process (an argument, a
+// result, the target of a call) takes half of its holder's credits along; when the last
+// id_type copy in a process is destroyed, that process's credits go back (one parcel); the
+// component is destroyed when all credits are back. A holder down to one credit first asks
+// the component's locality for more (one round trip per 47 hops of a chain, or per 47 calls
+// through one holder). get_id() inside the component returns a new counted reference. Credits in a
+// message that is never delivered (a dead locality) are lost: the component then lives until
+// shutdown. Wire ids of component actions and constructors come from the type's name as the
+// compiler spells it (typeid): identical in every process of one program.
 #pragma once
 
 #include <courier/runtime/actions.hpp>
@@ -29,6 +37,8 @@ namespace detail {
 id_type register_component(std::shared_ptr<void> obj, std::type_info const& type);
 /// The component `lsb` on this locality, checked to be a `type`; throws std::invalid_argument.
 std::shared_ptr<void> find_component(std::uint64_t lsb, std::type_info const& type);
+/// A new counted reference to the component `id` of this locality (unmanaged if it is gone).
+id_type new_reference(id_type const& id);
 
 template <class M>
 struct member_traits;
@@ -50,7 +60,8 @@ struct member_traits<R (C::*)(A...) const noexcept> : member_traits<R (C::*)(A..
 template <class T>
 class component_base {
 public:
-    id_type get_id() const noexcept { return id_; }
+    /// A counted reference to this component (keeps it alive while it exists anywhere).
+    id_type get_id() const { return detail::new_reference(id_); }
 
 private:
     template <class U, class... A>
@@ -74,8 +85,9 @@ struct component_action {
         return serialization::detail::fnv1a64(Name.view());
     }
     static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
-        std::uint64_t lsb = 0;
-        in.load(lsb);
+        id_type self; // holds the call's credits until the call has run
+        in.load(self);
+        std::uint64_t lsb = self.lsb;
         arguments args;
         std::apply([&](auto&... a) { (in.load(a), ...); }, args);
         in.finish();
@@ -111,12 +123,15 @@ struct create_component_action {
         in.finish();
         auto obj = std::apply([](auto&... a) { return std::make_shared<T>(a...); }, args);
         id_type id = detail::register_component(obj, typeid(T));
-        static_cast<component_base<T>&>(*obj).id_ = id;
+        static_cast<component_base<T>&>(*obj).id_ = id_type{id.msb, id.lsb, nullptr}; // no credits
         out.save(id);
     }
     inline static bool const registered =
         detail::register_action(wire_id(), typeid(T).name(), &invoke);
 };
+
+/// Components alive on this locality.
+std::size_t get_component_count();
 
 /// Creates a component of type T on `locality` from `args`.
 template <class T, class... Args>
