@@ -5,6 +5,7 @@
 #include <courier/courier.hpp>
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -515,6 +516,33 @@ void scenario_huge() {
     ::munmap(mem, n);
 }
 
+// Idle localities must not burn the machine: over one idle second, each locality's CPU time
+// (every worker, user + system) stays far below what spinning workers would use.
+double cpu_seconds() {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+COURIER_PLAIN_ACTION(cpu_seconds, cpu_seconds_action);
+
+void scenario_idle() {
+    auto all = courier::find_all_localities();
+    std::vector<double> before;
+    for (auto const& loc : all) {
+        before.push_back(courier::async<cpu_seconds_action>(loc).get());
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    courier::this_thread::sleep_for(std::chrono::seconds(1));
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        double used = courier::async<cpu_seconds_action>(all[i]).get() - before[i];
+        std::printf("idle: locality %zu used %.3f s of CPU in %.3f s (%zu workers)\n", i, used,
+                    wall, courier::get_os_thread_count());
+        CHECK(used < 0.3 * wall);
+    }
+}
+
 // Never returns: the job overruns courier-run's time limit, which must then make every
 // locality report what it waits for and stop the job with status 124 (never a hang).
 void never_returns() {
@@ -552,6 +580,8 @@ int courier_main(int argc, char** argv) {
         }
 #endif
         scenario_huge();
+    } else if (scenario == "idle") {
+        scenario_idle();
     } else if (scenario == "stuck") {
         scenario_stuck();
     } else if (scenario == "components") {

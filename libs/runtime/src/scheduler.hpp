@@ -85,6 +85,7 @@ public:
     std::atomic<std::size_t> timer_count{0};
     std::uint32_t rng;
     std::uint32_t since_progress = 0;
+    std::uint32_t blind_sleep_us = 0; // backoff of sleeps with a hook that has no wait fd
     // Accounting (written by the owner, read by anyone).
     std::atomic<std::uint64_t> spawned{0};
     std::atomic<std::uint64_t> completed{0};

@@ -70,10 +70,11 @@ public:
     /// One line on the transport's state (in-flight sends, pending reads, backlog), for the
     /// diagnosis courier-run asks for when a job overruns its time limit.
     virtual std::string debug_state() const = 0;
-    /// A file descriptor readable when progress() has work (-1 if none).
+    /// A file descriptor readable when progress() has work; -1 if the provider has none that
+    /// peers signal (shm): the caller may then sleep only briefly and must poll again.
     virtual int wait_fd() const = 0;
-    /// Whether the caller may now block on wait_fd() (libfabric: fi_trywait). False means
-    /// progress() has work, or the provider cannot signal the fd: keep polling.
+    /// Whether the caller may now sleep (libfabric: fi_trywait when there is a wait fd). False
+    /// means progress() has work: keep polling.
     virtual bool can_sleep() = 0;
     virtual statistics stats() const = 0;
     virtual std::string provider_name() const = 0;
