@@ -332,7 +332,13 @@ bool worker_has_work(worker const& w) noexcept {
 }
 
 void worker::idle() {
-    auto const spin = sched.options().idle_spin;
+    auto spin = sched.options().idle_spin;
+    if (blind_sleep_us == 0 && sched.has_blind_hook()) {
+        // Work was found since the last sleep, and a hook cannot wake us (shm): keep polling
+        // for up to 1 ms, so that a conversation in progress never waits for a sleep to end;
+        // only a locality idle for longer than that starts the bounded-backoff sleeps.
+        spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
+    }
     auto until = std::chrono::steady_clock::now() + spin;
     do {
         if (sched.has_hooks() && sched.run_hooks()) {
@@ -630,6 +636,15 @@ void scheduler::unregister_hook(std::size_t id) {
     h.can_sleep = nullptr;
     h.fd.store(-1, std::memory_order_release);
     hook_count_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool scheduler::has_blind_hook() const noexcept {
+    for (auto const& h : hooks_) {
+        if (h.active.load(std::memory_order_acquire) && h.fd.load(std::memory_order_acquire) < 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 bool scheduler::hooks_allow_sleep() {

@@ -137,6 +137,8 @@ public:
     std::size_t register_hook(std::function<bool()> poll, int fd,
                               std::function<bool()> can_sleep = nullptr);
     /// Asks every hook whether a worker may block now (false: keep polling).
+    /// An active progress hook without a wait fd (nothing wakes a sleeper for it).
+    bool has_blind_hook() const noexcept;
     bool hooks_allow_sleep();
     void unregister_hook(std::size_t id);
     /// Runs the progress hooks; true if one reported work.
