@@ -173,6 +173,28 @@ struct deferred_parcel {
     std::size_t rma_bytes;
 };
 
+/// The transport's statistics, counted without a lock (read only as a snapshot).
+struct counters {
+    using c = std::atomic<std::uint64_t>;
+    c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0},
+        rendezvous_sends{0}, registrations{0}, eagain_retries{0}, bytes_copied_on_send{0},
+        receive_buffers_reused{0}, deferred_rendezvous{0};
+    statistics snapshot() const {
+        statistics s;
+        s.messages_sent = messages_sent;
+        s.messages_received = messages_received;
+        s.eager_bytes_sent = eager_bytes_sent;
+        s.rma_bytes_read = rma_bytes_read;
+        s.rendezvous_sends = rendezvous_sends;
+        s.registrations = registrations;
+        s.eagain_retries = eagain_retries;
+        s.bytes_copied_on_send = bytes_copied_on_send;
+        s.receive_buffers_reused = receive_buffers_reused;
+        s.deferred_rendezvous = deferred_rendezvous;
+        return s;
+    }
+};
+
 class libfabric_transport final : public transport {
 public:
     explicit libfabric_transport(transport_options const& o) : opts_(o) { open(); }
@@ -215,10 +237,7 @@ public:
         fid* f = &cq_->fid;
         return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
     }
-    statistics stats() const override {
-        std::lock_guard g(mutex_);
-        return stats_;
-    }
+    statistics stats() const override { return counters_.snapshot(); }
     std::string provider_name() const override { return info_->fabric_attr->prov_name; }
     std::string debug_state() const override {
         std::lock_guard g(mutex_);
@@ -229,9 +248,9 @@ public:
         return "sends in flight " + std::to_string(sends_.size()) + ", incoming rendezvous " +
                std::to_string(incoming_.size()) + " (reads outstanding " + std::to_string(reads) +
                "), backlog " + std::to_string(backlog_.size()) + ", messages sent " +
-               std::to_string(stats_.messages_sent) + ", received " +
-               std::to_string(stats_.messages_received) + ", EAGAIN retries " +
-               std::to_string(stats_.eagain_retries);
+               std::to_string(counters_.messages_sent) + ", received " +
+               std::to_string(counters_.messages_received) + ", EAGAIN retries " +
+               std::to_string(counters_.eagain_retries);
     }
 
 private:
@@ -282,7 +301,7 @@ private:
     std::atomic<std::uint64_t> next_send_id_{1};
     std::atomic<std::uint64_t> next_key_{1};
 
-    mutable std::mutex mutex_; // sends_, incoming_, backlog_, stats_
+    mutable std::mutex mutex_; // sends_, incoming_, backlog_, deferred_, reading_bytes_
     std::mutex poll_mutex_;    // the completion queue is polled by one thread at a time
     std::unordered_map<std::uint64_t, std::unique_ptr<send_state>> sends_;
     std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
@@ -290,7 +309,7 @@ private:
     std::atomic<std::size_t> backlog_size_{0}; // backlog_.size(), read without the lock
     std::size_t reading_bytes_ = 0;            // rendezvous bytes being read (mutex_)
     std::deque<deferred_parcel> deferred_;     // waiting for the read budget (mutex_)
-    statistics stats_;
+    counters counters_;                        // lock-free: the send and receive paths only add
     std::shared_ptr<buffer_pool> pool_ = std::make_shared<buffer_pool>(std::size_t{256} << 20);
 };
 
@@ -413,8 +432,7 @@ fid_mr* libfabric_transport::register_memory(void const* p, std::size_t n, std::
     if (rc != 0) {
         throw std::runtime_error(fi_message("fi_mr_reg", rc));
     }
-    std::lock_guard g(mutex_);
-    ++stats_.registrations;
+    ++counters_.registrations;
     return mr;
 }
 
@@ -422,8 +440,8 @@ void libfabric_transport::defer(long rc, std::function<long()> post, char const*
     if (rc != -FI_EAGAIN) {
         throw std::runtime_error(fi_message(what, rc));
     }
+    ++counters_.eagain_retries;
     std::lock_guard g(mutex_);
-    ++stats_.eagain_retries;
     backlog_.emplace_back(std::move(post), what);
     backlog_size_.store(backlog_.size(), std::memory_order_release);
 }
@@ -523,12 +541,12 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     send_state* raw = s.get();
     {
         std::lock_guard g(mutex_);
-        ++stats_.messages_sent;
-        stats_.eager_bytes_sent += raw->eager.size();
-        stats_.rendezvous_sends += raw->needs_done;
-        stats_.bytes_copied_on_send += inline_index ? data.size() : 0;
         sends_.emplace(raw->id, std::move(s));
     }
+    ++counters_.messages_sent;
+    counters_.eager_bytes_sent += raw->eager.size();
+    counters_.rendezvous_sends += raw->needs_done;
+    counters_.bytes_copied_on_send += inline_index ? data.size() : 0;
     fi_addr_t to = peers_[dest];
     post_or_defer(
         [this, raw, eager_mr, to] {
@@ -736,7 +754,7 @@ void libfabric_transport::admit_parcel(wire::header const& h, std::byte const* p
         std::lock_guard g(mutex_);
         if (reading_bytes_ != 0 && reading_bytes_ + rma > opts_.read_budget) {
             deferred_.push_back({h, std::vector<std::byte>(p, p + len), rma});
-            ++stats_.deferred_rendezvous;
+            ++counters_.deferred_rendezvous;
             return;
         }
         reading_bytes_ += rma;
@@ -819,10 +837,7 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
                 "index chunks do not add up to the index size");
         }
         auto m = serialization::message::from_parts({p + fixed, h.index_size}, std::move(chunks));
-        {
-            std::lock_guard g(mutex_);
-            ++stats_.messages_received;
-        }
+        ++counters_.messages_received;
         if (on_receive_) {
             on_receive_(h.source, std::move(m));
         }
@@ -836,7 +851,6 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
     in->source = h.source;
     in->send_id = h.send_id;
     in->rma_bytes = rma_bytes;
-    bool external = !index_inline;
     std::size_t offset = 0;
     for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
         auto const& d = ds[i];
@@ -848,14 +862,10 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
                    d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma)) {
             bool reused = false;
             auto buf = pool_->get(d.size, reused);
-            if (reused) {
-                std::lock_guard g(mutex_);
-                ++stats_.receive_buffers_reused;
-            }
+            counters_.receive_buffers_reused += reused;
             in->chunks.push_back(
                 {static_cast<serialization::chunk_type>(d.type), d.size, 0, buf.get(), 0});
             in->owners.push_back(std::move(buf));
-            external = external || d.size != 0;
         } else {
             throw serialization::serialization_error("unknown chunk type " +
                                                      std::to_string(d.type));
@@ -868,10 +878,6 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
         in->index.assign(p + fixed, p + fixed + h.index_size);
     } else {
         in->index.resize(h.index_size);
-    }
-    if (!external) {
-        finish_incoming(in.release());
-        return;
     }
     start_reads(std::move(in), ds, index_inline);
 }
@@ -916,9 +922,13 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     {
         std::lock_guard g(mutex_);
         incoming_.emplace(raw, std::move(in));
-        for (auto const& pc : pieces) {
-            stats_.rma_bytes_read += pc.size;
-        }
+    }
+    for (auto const& pc : pieces) {
+        counters_.rma_bytes_read += pc.size;
+    }
+    if (pieces.empty()) { // only empty external chunks: nothing to read, but the sender waits
+        finish_incoming(raw);
+        return;
     }
     fi_addr_t from = peers_[raw->source];
     for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -942,18 +952,18 @@ void libfabric_transport::finish_incoming(incoming* raw) {
         if (it != incoming_.end()) {
             in = std::move(it->second);
             incoming_.erase(it);
-        } else {
-            in.reset(raw); // never registered (eager-only)
         }
-        ++stats_.messages_received;
     }
+    if (!in) {
+        return; // already finished (cannot happen: every rendezvous is registered once)
+    }
+    ++counters_.messages_received;
     for (auto* mr : in->mrs) {
         fi_close(&mr->fid);
     }
-    bool rendezvous = in->send_id != 0 && !in->reads.empty();
-    if (rendezvous) {
-        send_done(in->source, in->send_id);
-    }
+    // Eager-only parcels never come here: every parcel that does is a rendezvous, whose
+    // sender keeps its registrations until DONE.
+    send_done(in->source, in->send_id);
     release_read_budget(in->rma_bytes);
     if (in->failed) {
         std::fprintf(stderr, "courier: an RMA read from locality %u failed; parcel dropped\n",
