@@ -173,32 +173,29 @@ struct endpoint {
                counts.other;
     }
 
-    void post_recv(void* p, std::size_t n, fid_mr* mr, int slot) {
+    /// Posts a receive or a send (`op` is fi_recv or fi_send); on -FI_EAGAIN, progresses
+    /// (counting completions) and retries.
+    template <class Op>
+    void post(Op op, char const* what, void* p, std::size_t n, fid_mr* mr, int slot) {
         for (;;) {
-            ssize_t rc = fi_recv(ep, p, n, mr != nullptr ? fi_mr_desc(mr) : nullptr, peer,
-                                 &ctx[static_cast<std::size_t>(slot)]);
+            ssize_t rc = op(ep, p, n, mr != nullptr ? fi_mr_desc(mr) : nullptr, peer,
+                            &ctx[static_cast<std::size_t>(slot)]);
             if (rc == 0) {
                 return;
             }
             if (rc != -FI_EAGAIN) {
-                die("fi_recv", rc);
+                die(what, rc);
             }
             poll();
         }
     }
-    /// Posts a send; on -FI_EAGAIN, progresses (counting completions) and retries.
+    void post_recv(void* p, std::size_t n, fid_mr* mr, int slot) {
+        post(fi_recv, "fi_recv", p, n, mr, slot);
+    }
     void post_send(void* p, std::size_t n, fid_mr* mr, int slot) {
-        for (;;) {
-            ssize_t rc = fi_send(ep, p, n, mr != nullptr ? fi_mr_desc(mr) : nullptr, peer,
-                                 &ctx[static_cast<std::size_t>(slot)]);
-            if (rc == 0) {
-                return;
-            }
-            if (rc != -FI_EAGAIN) {
-                die("fi_send", rc);
-            }
-            poll();
-        }
+        post([](fid_ep* e, void* b, std::size_t len, void* desc, fi_addr_t to,
+                void* ctx_) { return fi_send(e, b, len, desc, to, ctx_); },
+             "fi_send", p, n, mr, slot);
     }
 
     ~endpoint() {

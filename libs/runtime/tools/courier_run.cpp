@@ -33,6 +33,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -58,36 +59,29 @@ void stop_all(int sig) {
     }
 }
 
-bool write_all(int fd, void const* p, std::size_t n) {
-    auto const* c = static_cast<char const*>(p);
+/// Reads or writes all `n` bytes (retrying partial transfers and EINTR); false on EOF/error.
+template <class Io, class Ptr>
+bool transfer_all(Io io, int fd, Ptr p, std::size_t n) {
+    auto* c = reinterpret_cast<
+        std::conditional_t<std::is_const_v<std::remove_pointer_t<Ptr>>, char const*, char*>>(p);
     while (n > 0) {
-        ssize_t w = ::write(fd, c, n);
-        if (w < 0 && errno == EINTR) {
+        ssize_t done = io(fd, c, n);
+        if (done < 0 && errno == EINTR) {
             continue;
         }
-        if (w <= 0) {
+        if (done <= 0) {
             return false;
         }
-        c += w;
-        n -= static_cast<std::size_t>(w);
+        c += done;
+        n -= static_cast<std::size_t>(done);
     }
     return true;
 }
-
+bool write_all(int fd, void const* p, std::size_t n) {
+    return transfer_all(::write, fd, p, n);
+}
 bool read_all(int fd, void* p, std::size_t n) {
-    auto* c = static_cast<char*>(p);
-    while (n > 0) {
-        ssize_t got = ::read(fd, c, n);
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got <= 0) {
-            return false;
-        }
-        c += got;
-        n -= static_cast<std::size_t>(got);
-    }
-    return true;
+    return transfer_all(::read, fd, p, n);
 }
 
 // Every locality has exited: what is left in /dev/shm under this job's names was left by a
