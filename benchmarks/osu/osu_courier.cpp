@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: BSL-1.0
 // OSU-style latency, bandwidth and bidirectional bandwidth of Courier actions, as HPX measures
 // its parcelport: an action receiving a serialize_buffer<char> (reference mode on the sender:
-// the payload is a pointer chunk, read by the receiver with RMA above the eager threshold).
+// the payload is a pointer chunk, read by the receiver with RMA above the eager threshold), or
+// with --buffer=rma_vector an rma_vector<char> (the HPX paper's Figure 5: an rma chunk from the
+// registered pool, received into pool memory and adopted).
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
-//       [--tests=latency,bw,bibw] [--max-size=BYTES] [--quick]
+//       [--buffer=serialize_buffer|rma_vector] [--tests=latency,bw,bibw] [--max-size=BYTES]
+//       [--quick]
+// Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), or "courier-nocache"
+// (serialize_buffer with --courier:registration_cache=0: one registration per send).
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 
 #include <courier/courier.hpp>
 
 #include <chrono>
+#include <map>
 #include <vector>
 
 namespace {
 
 using buffer = courier::serialize_buffer<char>;
+using rma_buffer = courier::rma_vector<char>;
 using clock_type = std::chrono::steady_clock;
 
 /// latency: the buffer comes back (so `size` bytes travel each way, as in osu_latency).
@@ -22,22 +29,48 @@ buffer echo(buffer const& b) {
     return b;
 }
 COURIER_PLAIN_ACTION(echo, echo_action);
+rma_buffer echo_rma(rma_buffer const& b) {
+    return b;
+}
+COURIER_PLAIN_ACTION(echo_rma, echo_rma_action);
 
 /// bw: the receiver takes the message; its (empty) reply is the per-message completion.
 void sink(buffer const&) {}
 COURIER_PLAIN_ACTION(sink, sink_action);
+void sink_rma(rma_buffer const&) {}
+COURIER_PLAIN_ACTION(sink_rma, sink_rma_action);
 
 std::vector<char>& payload() {
     static std::vector<char> p;
     return p;
 }
 
-void run_window(courier::id_type const& to, std::size_t size) {
-    buffer b(payload().data(), size, buffer::reference);
+/// One rma_vector per size, allocated once from the registered pool (as an application keeps
+/// its registered arrays).
+rma_buffer const& rma_payload(std::size_t size) {
+    static courier::mutex m;
+    static std::map<std::size_t, rma_buffer> by_size;
+    std::lock_guard g(m);
+    auto it = by_size.find(size);
+    if (it == by_size.end()) {
+        it = by_size.emplace(size, rma_buffer(size, 'a')).first;
+    }
+    return it->second;
+}
+
+void run_window(courier::id_type const& to, std::size_t size, bool rma) {
     std::vector<courier::future<void>> fs;
     fs.reserve(osu::window);
-    for (int w = 0; w < osu::window; ++w) {
-        fs.push_back(courier::async<sink_action>(to, b));
+    if (rma) {
+        rma_buffer const& b = rma_payload(size);
+        for (int w = 0; w < osu::window; ++w) {
+            fs.push_back(courier::async<sink_rma_action>(to, b));
+        }
+    } else {
+        buffer b(payload().data(), size, buffer::reference);
+        for (int w = 0; w < osu::window; ++w) {
+            fs.push_back(courier::async<sink_action>(to, b));
+        }
     }
     courier::wait_all(fs);
     for (auto& f : fs) {
@@ -46,17 +79,31 @@ void run_window(courier::id_type const& to, std::size_t size) {
 }
 
 /// bibw: the peer runs its windows towards us while we run ours towards it.
-void windows_towards(std::uint32_t dest, std::size_t size, int loops) {
+void windows_towards(std::uint32_t dest, std::size_t size, int loops, bool rma) {
     payload().resize(std::max(payload().size(), size));
     auto to = courier::find_all_localities()[dest];
     for (int l = 0; l < loops; ++l) {
-        run_window(to, size);
+        run_window(to, size, rma);
     }
 }
 COURIER_PLAIN_ACTION(windows_towards, windows_towards_action);
 
 int courier_main(int argc, char** argv) {
-    auto plan = osu::parse(argc, argv);
+    std::vector<std::string> rest;
+    auto plan = osu::parse(argc, argv, &rest);
+    bool rma = false;
+    for (auto const& a : rest) {
+        if (a == "--buffer=rma_vector") {
+            rma = true;
+        } else if (a != "--buffer=serialize_buffer") {
+            std::fprintf(stderr, "osu_courier: unknown argument %s\n", a.c_str());
+            return courier::finalize(), 2;
+        }
+    }
+    char const* impl = rma ? "courier-rma"
+                       : courier::get_config_entry("registration_cache").value_or("") == "0"
+                           ? "courier-nocache"
+                           : "courier";
     auto all = courier::find_all_localities();
     if (all.size() != 2) {
         std::fprintf(stderr, "osu_courier needs exactly 2 localities (courier-run -n 2)\n");
@@ -71,16 +118,17 @@ int courier_main(int argc, char** argv) {
             double value = 0;
             if (test == "latency") {
                 buffer b(payload().data(), size, buffer::reference);
+                rma_buffer const* rb = rma ? &rma_payload(size) : nullptr;
                 int skip = plan.latency_skip(size), iters = plan.latency_iterations(size);
                 clock_type::time_point t0;
                 for (int i = 0; i < skip + iters; ++i) {
                     if (i == skip) {
                         t0 = clock_type::now();
                     }
-                    auto back = courier::async<echo_action>(peer, b).get();
-                    if (back.size() != size) {
-                        std::fprintf(stderr, "echo returned %zu bytes, sent %zu\n", back.size(),
-                                     size);
+                    std::size_t got = rma ? courier::async<echo_rma_action>(peer, *rb).get().size()
+                                          : courier::async<echo_action>(peer, b).get().size();
+                    if (got != size) {
+                        std::fprintf(stderr, "echo returned %zu bytes, sent %zu\n", got, size);
                         return courier::finalize(), 1;
                     }
                 }
@@ -90,15 +138,15 @@ int courier_main(int argc, char** argv) {
                 bool bi = test == "bibw";
                 int skip = plan.bw_skip(size), loops = plan.bw_loops(size);
                 for (int l = 0; l < skip; ++l) {
-                    run_window(peer, size);
+                    run_window(peer, size, rma);
                 }
                 auto t0 = clock_type::now();
                 courier::future<void> other;
                 if (bi) {
-                    other = courier::async<windows_towards_action>(peer, 0u, size, loops);
+                    other = courier::async<windows_towards_action>(peer, 0u, size, loops, rma);
                 }
                 for (int l = 0; l < loops; ++l) {
-                    run_window(peer, size);
+                    run_window(peer, size, rma);
                 }
                 if (bi) {
                     other.get();
@@ -109,7 +157,7 @@ int courier_main(int argc, char** argv) {
                 std::fprintf(stderr, "unknown test '%s'\n", test.c_str());
                 return courier::finalize(), 1;
             }
-            osu::report("courier", provider, threads, test, size, value);
+            osu::report(impl, provider, threads, test, size, value);
         }
     }
     return courier::finalize();

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
-// The umbrella header: everything Courier offers. Today: serialization and the local task
-// runtime; registered memory and the parcelport join as they land.
+// The umbrella header: everything Courier offers: serialization, registered memory and the
+// runtime (local tasks, remote actions, components, collectives).
 #pragma once
 
+#include <courier/rma.hpp>
 #include <courier/runtime.hpp>
 #include <courier/serialization.hpp>

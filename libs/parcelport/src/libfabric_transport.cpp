@@ -7,6 +7,8 @@
 #include "wire.hpp"
 
 #include <courier/parcelport/transport.hpp>
+#include <courier/rma/pool.hpp>
+#include <courier/rma/registration_cache.hpp>
 #include <courier/serialization/error.hpp>
 
 #include <rdma/fabric.h>
@@ -139,6 +141,7 @@ struct send_state {
     std::uint32_t dest = 0;
     serialization::message msg;
     std::vector<fid_mr*> mrs;
+    std::vector<rma::registration_cache::lease> leases; // released when the send completes
     transport::sent_handler on_sent;
     std::vector<std::byte> eager;
     send_op op{this};
@@ -178,7 +181,8 @@ struct counters {
     using c = std::atomic<std::uint64_t>;
     c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0},
         rendezvous_sends{0}, registrations{0}, eagain_retries{0}, bytes_copied_on_send{0},
-        receive_buffers_reused{0}, deferred_rendezvous{0};
+        receive_buffers_reused{0}, deferred_rendezvous{0}, pool_chunks_sent{0},
+        registration_cache_hits{0}, registration_cache_misses{0}, pool_receive_buffers{0};
     statistics snapshot() const {
         statistics s;
         s.messages_sent = messages_sent;
@@ -191,11 +195,36 @@ struct counters {
         s.bytes_copied_on_send = bytes_copied_on_send;
         s.receive_buffers_reused = receive_buffers_reused;
         s.deferred_rendezvous = deferred_rendezvous;
+        s.pool_chunks_sent = pool_chunks_sent;
+        s.registration_cache_hits = registration_cache_hits;
+        s.registration_cache_misses = registration_cache_misses;
+        s.pool_receive_buffers = pool_receive_buffers;
         return s;
     }
 };
 
+class libfabric_transport;
+
+/// The rma pool's and the registration cache's view of this transport's domain.
+class fabric_registrar final : public rma::memory_registrar {
+public:
+    explicit fabric_registrar(libfabric_transport& t) : t_(t) {}
+    rma::registration register_memory(void* base, std::size_t bytes) override;
+    void deregister_memory(rma::registration const& r) noexcept override {
+        fi_close(&static_cast<fid_mr*>(r.handle)->fid);
+    }
+    bool resolves_addresses_at_access() const noexcept override { return va_based_; }
+    char const* name() const noexcept override { return "libfabric"; }
+    void set_va_based(bool v) noexcept { va_based_ = v; }
+
+private:
+    libfabric_transport& t_;
+    bool va_based_ = false;
+};
+
 class libfabric_transport final : public transport {
+    friend class fabric_registrar;
+
 public:
     explicit libfabric_transport(transport_options const& o) : opts_(o) { open(); }
     ~libfabric_transport() override { close(); }
@@ -270,7 +299,17 @@ private:
     void finish_incoming(incoming* in);
     void send_done(std::uint32_t dest, std::uint64_t id);
     void complete_send(send_state* s, std::error_code ec);
-    fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access);
+    /// fi_mr_reg. `counted`: in statistics::registrations (the pool counts its own).
+    fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access,
+                            bool counted = true);
+    /// The remote address and key of [p, p + n) for a peer's fi_read: the rma pool's
+    /// registration when the memory is pool memory registered here (nothing to do), else one
+    /// from the registration cache (held by `s` until the send completes).
+    std::pair<std::uint64_t, std::uint64_t> remote_access(void const* p, std::size_t n,
+                                                          send_state& s);
+    /// A destination for an RMA-read chunk: rma chunks go to pool memory (which a received
+    /// rma_vector adopts), the rest to the receive buffer pool.
+    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
     void* desc_of(fid_mr* mr) const { return mr != nullptr ? fi_mr_desc(mr) : nullptr; }
     /// Retries `post` until it stops saying -FI_EAGAIN (progressing meanwhile), or queues it.
     /// (The callable is wrapped in a std::function, which allocates, only when deferred.)
@@ -311,7 +350,19 @@ private:
     std::deque<deferred_parcel> deferred_;     // waiting for the read budget (mutex_)
     counters counters_;                        // lock-free: the send and receive paths only add
     std::shared_ptr<buffer_pool> pool_ = std::make_shared<buffer_pool>(std::size_t{256} << 20);
+    fabric_registrar registrar_{*this};
+    std::unique_ptr<rma::registration_cache> cache_;
+    bool pool_attached_ = false;
 };
+
+rma::registration fabric_registrar::register_memory(void* base, std::size_t bytes) {
+    std::uint64_t access = FI_REMOTE_READ | FI_READ;
+    if (t_.mr_local_) {
+        access |= FI_SEND | FI_RECV;
+    }
+    fid_mr* mr = t_.register_memory(base, bytes, access, /*counted=*/false);
+    return {fi_mr_key(mr), fi_mr_desc(mr), mr};
+}
 
 void libfabric_transport::open() {
     fi_info* hints = fi_allocinfo();
@@ -378,6 +429,16 @@ void libfabric_transport::open() {
         check("fi_setname", fi_setname(&ep_->fid, name.data(), name.size() + 1));
     }
     check("fi_enable", fi_enable(ep_));
+    // Providers that read through virtual addresses when the access happens (no pinned pages):
+    // a cached registration of memory freed and mapped again still reads the new contents.
+    std::string_view core = info_->fabric_attr->prov_name;
+    core = core.substr(0, core.find(';'));
+    registrar_.set_va_based(core == "tcp" || core == "shm" || core == "sockets" || core == "udp");
+    cache_ = std::make_unique<rma::registration_cache>(registrar_, opts_.registration_cache_entries,
+                                                       opts_.registration_cache_bytes);
+    if (opts_.attach_rma_pool) {
+        pool_attached_ = rma::attach(registrar_);
+    }
     for (std::size_t i = 0; i < opts_.posted_receives; ++i) {
         auto r = std::make_unique<recv_op>();
         r->buf.reset(new std::byte[recv_size_]);
@@ -392,6 +453,15 @@ void libfabric_transport::open() {
 void libfabric_transport::close() noexcept {
     if (ep_ != nullptr) {
         fi_close(&ep_->fid);
+    }
+    for (auto& [id, s] : sends_) {
+        for (auto& l : s->leases) {
+            cache_->release(l);
+        }
+    }
+    cache_.reset();
+    if (pool_attached_) {
+        rma::detach(registrar_);
     }
     for (auto& r : recvs_) {
         if (r->mr != nullptr) {
@@ -425,14 +495,15 @@ void libfabric_transport::close() noexcept {
     }
 }
 
-fid_mr* libfabric_transport::register_memory(void const* p, std::size_t n, std::uint64_t access) {
+fid_mr* libfabric_transport::register_memory(void const* p, std::size_t n, std::uint64_t access,
+                                             bool counted) {
     fid_mr* mr = nullptr;
     std::uint64_t key = mr_prov_key_ ? 0 : next_key_.fetch_add(1);
     long rc = fi_mr_reg(domain_, p, n, access, 0, key, 0, &mr, nullptr);
     if (rc != 0) {
         throw std::runtime_error(fi_message("fi_mr_reg", rc));
     }
-    ++counters_.registrations;
+    counters_.registrations += counted;
     return mr;
 }
 
@@ -492,12 +563,9 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
             d.type = static_cast<std::uint8_t>(c.type);
             d.size = c.size;
             if (c.type != serialization::chunk_type::index && c.size != 0) {
-                // Pointer chunks (and, until registered memory lands, rma chunks) are
-                // registered on the fly; the receiver reads them in place: nothing is copied.
-                fid_mr* mr = register_memory(c.address, c.size, FI_REMOTE_READ);
-                s->mrs.push_back(mr);
-                d.address = mr_virt_ ? reinterpret_cast<std::uint64_t>(c.address) : 0;
-                d.key = fi_mr_key(mr);
+                // The receiver reads the chunk in place: nothing is copied. Pool memory is
+                // registered already; other memory through the registration cache.
+                std::tie(d.address, d.key) = remote_access(c.address, c.size, *s);
                 s->needs_done = true;
             }
             put(d);
@@ -506,16 +574,13 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
             wire::descriptor d{};
             d.type = wire::index_buffer_type;
             d.size = data.size();
-            fid_mr* mr = register_memory(data.data(), data.size(), FI_REMOTE_READ);
-            s->mrs.push_back(mr);
-            d.address = mr_virt_ ? reinterpret_cast<std::uint64_t>(data.data()) : 0;
-            d.key = fi_mr_key(mr);
+            std::tie(d.address, d.key) = remote_access(data.data(), data.size(), *s);
             put(d);
             s->needs_done = true;
         }
     } catch (...) {
-        for (auto* mr : s->mrs) {
-            fi_close(&mr->fid);
+        for (auto& l : s->leases) {
+            cache_->release(l);
         }
         throw;
     }
@@ -570,9 +635,46 @@ void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
     for (auto* mr : owned->mrs) {
         fi_close(&mr->fid);
     }
+    for (auto& l : owned->leases) {
+        cache_->release(l);
+    }
     if (owned->on_sent) {
         owned->on_sent(ec);
     }
+}
+
+std::pair<std::uint64_t, std::uint64_t>
+libfabric_transport::remote_access(void const* p, std::size_t n, send_state& s) {
+    auto at = reinterpret_cast<std::uint64_t>(p);
+    if (pool_attached_) {
+        if (auto r = rma::find(p, n); r && r->registrar == &registrar_) {
+            ++counters_.pool_chunks_sent;
+            return {mr_virt_ ? at : at - reinterpret_cast<std::uint64_t>(r->base), r->reg.key};
+        }
+    }
+    auto l = cache_->acquire(p, n);
+    ++(l.hit() ? counters_.registration_cache_hits : counters_.registration_cache_misses);
+    s.leases.push_back(l);
+    auto key = l.reg().key;
+    std::uint64_t offset = at - l.start();
+    return {mr_virt_ ? at : offset, key};
+}
+
+std::shared_ptr<std::byte[]> libfabric_transport::receive_buffer(std::size_t n, bool rma_chunk) {
+    if (rma_chunk) {
+        try {
+            auto b = rma::allocate_shared(n);
+            ++counters_.pool_receive_buffers;
+            return b;
+        } catch (rma::pool_exhausted const&) {
+            // Over the pool's limit: the bytes still arrive; a loader that needs pool memory
+            // then reports the limit itself.
+        }
+    }
+    bool reused = false;
+    auto b = pool_->get(n, reused);
+    counters_.receive_buffers_reused += reused;
+    return b;
 }
 
 void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
@@ -860,9 +962,8 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
             offset += d.size;
         } else if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::pointer) ||
                    d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma)) {
-            bool reused = false;
-            auto buf = pool_->get(d.size, reused);
-            counters_.receive_buffers_reused += reused;
+            auto buf = receive_buffer(
+                d.size, d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma));
             in->chunks.push_back(
                 {static_cast<serialization::chunk_type>(d.type), d.size, 0, buf.get(), 0});
             in->owners.push_back(std::move(buf));
@@ -907,12 +1008,18 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     if (!index_inline && !in->index.empty()) {
         add(in->index.data(), ds.back());
     }
-    std::vector<fid_mr*> local_mrs;
+    std::vector<void*> descs(pieces.size(), nullptr);
     if (mr_local_) {
-        for (auto& pc : pieces) {
-            local_mrs.push_back(register_memory(pc.local, pc.size, FI_READ));
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+            auto const& pc = pieces[i];
+            if (auto r = rma::find(pc.local, pc.size); r && r->registrar == &registrar_) {
+                descs[i] = r->reg.desc; // pool memory: registered already
+            } else {
+                fid_mr* mr = register_memory(pc.local, pc.size, FI_READ);
+                in->mrs.push_back(mr);
+                descs[i] = fi_mr_desc(mr);
+            }
         }
-        in->mrs = local_mrs;
     }
     incoming* raw = in.get();
     raw->outstanding = pieces.size();
@@ -933,7 +1040,7 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     fi_addr_t from = peers_[raw->source];
     for (std::size_t i = 0; i < pieces.size(); ++i) {
         auto pc = pieces[i];
-        void* desc = mr_local_ ? fi_mr_desc(local_mrs[i]) : nullptr;
+        void* desc = descs[i];
         read_op* rop = &raw->reads[i];
         post_or_defer(
             [this, pc, desc, from, rop] {

@@ -3,11 +3,15 @@
 // works here (tcp;ofi_rxm on loopback, shm): eager and rendezvous messages, payload integrity,
 // zero-copy accounting, large messages, a flood of sends, and the job token.
 #include <courier/parcelport/transport.hpp>
+#include <courier/rma.hpp>
 #include <courier/serialization.hpp>
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 namespace cs = courier::serialization;
@@ -20,12 +24,15 @@ struct pair_of_endpoints {
     std::vector<std::pair<std::uint32_t, cs::message>> got_a, got_b;
 
     explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42,
-                               std::size_t read_budget = pp::transport_options{}.read_budget) {
+                               std::size_t read_budget = pp::transport_options{}.read_budget,
+                               bool attach_pool_to_a = false) {
         pp::transport_options o;
         o.provider = provider;
         o.read_budget = read_budget;
         o.job_token = 42;
+        o.attach_rma_pool = attach_pool_to_a;
         a = pp::make_libfabric_transport(o);
+        o.attach_rma_pool = false;
         o.job_token = token_b;
         b = pp::make_libfabric_transport(o);
         std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
@@ -226,6 +233,97 @@ TEST_P(transport, a_message_with_the_wrong_job_token_is_dropped) {
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_TRUE(e.got_b.empty());
     EXPECT_NE(err.find("job token"), std::string::npos) << err;
+}
+
+// The rma pool is registered with `a`: an rma_vector leaves `a` without any registration and
+// arrives at `b` in pool memory, which the loaded rma_vector adopts (no copy on either side).
+TEST_P(transport, rma_vectors_travel_without_registration_or_copies) {
+    eps_.reset(); // the pool attaches to one transport per process: make `a` that one
+    pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, true);
+    ASSERT_EQ(courier::rma::attached_registrar() != nullptr, true);
+    courier::rma_vector<double> v(1 << 18); // 2 MiB
+    std::iota(v.begin(), v.end(), 1.0);
+    auto obj = courier::make_rma_object<std::array<int, 4096>>();
+    (*obj)[4095] = 7;
+    auto before_a = e.a->stats();
+    auto before_pool = courier::rma::get_pool_statistics();
+    bool sent = false;
+    e.a->send(1, cs::save(v, obj), [&](std::error_code ec) {
+        EXPECT_FALSE(ec);
+        sent = true;
+    });
+    ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
+    auto after_a = e.a->stats();
+    EXPECT_EQ(after_a.registrations, before_a.registrations) << "the sender registered memory";
+    EXPECT_EQ(after_a.pool_chunks_sent - before_a.pool_chunks_sent, 2u);
+    EXPECT_EQ(after_a.bytes_copied_on_send - before_a.bytes_copied_on_send,
+              e.got_b[0].second.index_size());
+    auto& m = e.got_b[0].second;
+    courier::rma_vector<double> w;
+    courier::rma_object<std::array<int, 4096>> obj2;
+    cs::load(m, w, obj2);
+    EXPECT_EQ(w, v);
+    EXPECT_EQ((*obj2)[4095], 7);
+    EXPECT_EQ(e.b->stats().pool_receive_buffers, 2u);
+    EXPECT_TRUE(courier::rma::contains(w.data(), w.size() * sizeof(double)));
+    EXPECT_EQ(reinterpret_cast<std::byte const*>(w.data()), m.chunks()[1].address)
+        << "the rma_vector adopted the receive buffer";
+    auto after_pool = courier::rma::get_pool_statistics();
+    EXPECT_EQ(after_pool.adopted_loads - before_pool.adopted_loads, 2u);
+    EXPECT_EQ(after_pool.copied_loads, before_pool.copied_loads);
+    // And back, from b (not attached: its registration comes from the cache) to a.
+    sent = false;
+    e.b->send(0, cs::save(w), [&](std::error_code ec) {
+        EXPECT_FALSE(ec);
+        sent = true;
+    });
+    ASSERT_TRUE(e.pump([&] { return sent && e.got_a.size() == 1; }));
+    courier::rma_vector<double> back;
+    cs::load(e.got_a[0].second, back);
+    EXPECT_EQ(back, v);
+    EXPECT_EQ(e.b->stats().registration_cache_misses, 1u);
+}
+
+// A registration is cached: sending the same buffer again registers nothing. And a cached
+// registration of memory that was unmapped and mapped again at the same address reads the new
+// contents (these providers resolve addresses when the read happens).
+TEST_P(transport, the_registration_cache_reuses_and_stays_correct_when_memory_is_reused) {
+    auto& e = *eps_;
+    constexpr std::size_t n = std::size_t{1} << 20;
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    auto send_and_check = [&](char fill) {
+        std::memset(p, fill, n);
+        cs::serialize_buffer<char> view(static_cast<char*>(p), n,
+                                        cs::serialize_buffer<char>::reference);
+        bool sent = false;
+        e.a->send(1, cs::save(view), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            sent = true;
+        });
+        std::size_t want = e.got_b.size() + 1;
+        ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == want; }));
+        cs::serialize_buffer<char> got;
+        cs::load(e.got_b.back().second, got);
+        ASSERT_EQ(got.size(), n);
+        EXPECT_EQ(got[0], fill);
+        EXPECT_EQ(got[n - 1], fill);
+    };
+    send_and_check('a');
+    auto s1 = e.a->stats();
+    EXPECT_EQ(s1.registration_cache_misses, 1u);
+    send_and_check('b');
+    auto s2 = e.a->stats();
+    EXPECT_EQ(s2.registrations, s1.registrations) << "the second send registered again";
+    EXPECT_EQ(s2.registration_cache_hits, 1u);
+    // Free the memory and map new memory at the same address.
+    ASSERT_EQ(::munmap(p, n), 0);
+    void* q = ::mmap(p, n, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    ASSERT_EQ(q, p) << "could not map at the same address";
+    send_and_check('c');
+    EXPECT_EQ(e.a->stats().registration_cache_hits, 2u) << "the reused address was a cache hit";
+    ::munmap(q, n);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, transport, ::testing::Values("tcp;ofi_rxm", "shm"),

@@ -6,6 +6,7 @@
 #include "scheduler.hpp"
 #include "topology.hpp"
 
+#include <courier/rma/pool.hpp>
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/init.hpp>
@@ -118,6 +119,19 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         auto zc = cfg.get_int("zero_copy_threshold", 0, 1ll << 40);
         serialization::set_default_options(
             {zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0});
+        rma::pool_options po;
+        po.block_size = static_cast<std::size_t>(cfg.get_int("rma_pool_block", 1, 1ll << 30));
+        po.limit = static_cast<std::size_t>(cfg.get_int("rma_pool_limit", 0, 1ll << 50));
+        std::string const& numa = cfg.get("rma_numa");
+        if (numa != "local" && numa != "none") {
+            throw config_error("--courier:rma_numa=" + numa + ": expected local or none");
+        }
+        po.numa_local = numa == "local";
+        try {
+            rma::configure(po);
+        } catch (std::invalid_argument const& e) {
+            throw config_error(e.what());
+        }
     } catch (config_error const& e) {
         std::fprintf(stderr, "courier: %s\n", e.what());
         return 1;

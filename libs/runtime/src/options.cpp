@@ -31,6 +31,15 @@ std::vector<option_spec> const& option_table() {
         {"peer_timeout", "5",
          "seconds courier-run lets the other localities run after one failed (their futures "
          "on it fail with network_error at once)"},
+        {"rma_pool_block", "4194304",
+         "bytes per registered block of the rma pool (a power of two, 64 KiB .. 1 GiB)"},
+        {"rma_pool_limit", "0",
+         "bytes of registered memory the rma pool may hold; over it allocation fails with "
+         "rma::pool_exhausted; 0 = half of the machine's memory"},
+        {"rma_numa", "local",
+         "'local': rma pool memory on the NUMA node of the allocating worker; 'none'"},
+        {"registration_cache", "1024",
+         "registrations of on-the-fly memory (pointer chunks) kept for reuse; 0 = none"},
         {"spmd", "0", "1: run courier_main on every locality (each calls finalize)"},
         {"help", "0", "print this list and exit"},
     };

@@ -27,12 +27,21 @@ struct statistics {
     std::uint64_t eager_bytes_sent = 0; ///< header + descriptors + inline index data
     std::uint64_t rma_bytes_read = 0;   ///< bytes this side pulled with RMA reads
     std::uint64_t rendezvous_sends = 0; ///< sends that needed RMA reads by the receiver
-    std::uint64_t registrations = 0;    ///< memory registrations performed
-    std::uint64_t eagain_retries = 0;   ///< operations deferred by -FI_EAGAIN
+    /// Memory registrations performed for sends and receives (the rma pool's registrations
+    /// of its own blocks are in rma::get_pool_statistics()).
+    std::uint64_t registrations = 0;
+    std::uint64_t eagain_retries = 0; ///< operations deferred by -FI_EAGAIN
     std::uint64_t bytes_copied_on_send =
         0; ///< index bytes copied into eager buffers (pointer-chunk payload never is)
     std::uint64_t receive_buffers_reused = 0; ///< RMA destinations taken from the buffer pool
     std::uint64_t deferred_rendezvous = 0;    ///< parcels that waited for the read budget
+    /// External chunks sent with the rma pool's registration (nothing registered on send).
+    std::uint64_t pool_chunks_sent = 0;
+    /// External chunks whose registration came from the registration cache / needed one.
+    std::uint64_t registration_cache_hits = 0;
+    std::uint64_t registration_cache_misses = 0;
+    /// rma chunks read into rma pool memory (a received rma_vector adopts it).
+    std::uint64_t pool_receive_buffers = 0;
 };
 
 struct transport_options {
@@ -47,6 +56,13 @@ struct transport_options {
     /// Bytes of rendezvous reads in flight at most (one parcel is always admitted, whatever
     /// its size): bounds the receiver's memory under a flood of large messages.
     std::size_t read_budget = std::size_t{16} << 20;
+    /// Register the process's rma pool with this transport (rma::attach): pool memory
+    /// (rma_vector, rma_object, rma_allocator) then travels without registration on send and
+    /// rma chunks are received into it. One transport per process can be attached.
+    bool attach_rma_pool = false;
+    /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
+    std::size_t registration_cache_entries = 1024;
+    std::size_t registration_cache_bytes = std::size_t{4} << 30;
 };
 
 class transport {
