@@ -3,12 +3,15 @@
 // its parcelport: an action receiving a serialize_buffer<char> (reference mode on the sender:
 // the payload is a pointer chunk, read by the receiver with RMA above the eager threshold), or
 // with --buffer=rma_vector an rma_vector<char> (the HPX paper's Figure 5: an rma chunk from the
-// registered pool, received into pool memory and adopted).
+// registered pool, received into pool memory and adopted), or with --buffer=std_vector a
+// std::vector<char> (a pointer chunk on send, one copy out of the receive buffer on receive).
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
-//       [--buffer=serialize_buffer|rma_vector] [--tests=latency,bw,bibw] [--max-size=BYTES]
+//       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw]
+//       [--max-size=BYTES]
 //       [--quick]
-// Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), or "courier-nocache"
-// (serialize_buffer with --courier:registration_cache=0: one registration per send).
+// Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
+// (std::vector), or "courier-nocache" (serialize_buffer with --courier:registration_cache=0:
+// one registration per send).
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 
@@ -39,6 +42,14 @@ void sink(buffer const&) {}
 COURIER_PLAIN_ACTION(sink, sink_action);
 void sink_rma(rma_buffer const&) {}
 COURIER_PLAIN_ACTION(sink_rma, sink_rma_action);
+std::vector<char> echo_vec(std::vector<char> const& b) {
+    return b;
+}
+COURIER_PLAIN_ACTION(echo_vec, echo_vec_action);
+void sink_vec(std::vector<char> const&) {}
+COURIER_PLAIN_ACTION(sink_vec, sink_vec_action);
+
+enum class kind { serialize_buffer, rma_vector, std_vector };
 
 std::vector<char>& payload() {
     static std::vector<char> p;
@@ -47,24 +58,33 @@ std::vector<char>& payload() {
 
 /// One rma_vector per size, allocated once from the registered pool (as an application keeps
 /// its registered arrays).
-rma_buffer const& rma_payload(std::size_t size) {
+template <class Buffer>
+Buffer const& payload_of_size(std::size_t size) {
     static courier::mutex m;
-    static std::map<std::size_t, rma_buffer> by_size;
+    static std::map<std::size_t, Buffer> by_size;
     std::lock_guard g(m);
     auto it = by_size.find(size);
     if (it == by_size.end()) {
-        it = by_size.emplace(size, rma_buffer(size, 'a')).first;
+        it = by_size.emplace(size, Buffer(size, 'a')).first;
     }
     return it->second;
 }
+rma_buffer const& rma_payload(std::size_t size) {
+    return payload_of_size<rma_buffer>(size);
+}
 
-void run_window(courier::id_type const& to, std::size_t size, bool rma) {
+void run_window(courier::id_type const& to, std::size_t size, kind k) {
     std::vector<courier::future<void>> fs;
     fs.reserve(osu::window);
-    if (rma) {
+    if (k == kind::rma_vector) {
         rma_buffer const& b = rma_payload(size);
         for (int w = 0; w < osu::window; ++w) {
             fs.push_back(courier::async<sink_rma_action>(to, b));
+        }
+    } else if (k == kind::std_vector) {
+        auto const& b = payload_of_size<std::vector<char>>(size);
+        for (int w = 0; w < osu::window; ++w) {
+            fs.push_back(courier::async<sink_vec_action>(to, b));
         }
     } else {
         buffer b(payload().data(), size, buffer::reference);
@@ -79,11 +99,11 @@ void run_window(courier::id_type const& to, std::size_t size, bool rma) {
 }
 
 /// bibw: the peer runs its windows towards us while we run ours towards it.
-void windows_towards(std::uint32_t dest, std::size_t size, int loops, bool rma) {
+void windows_towards(std::uint32_t dest, std::size_t size, int loops, kind k) {
     payload().resize(std::max(payload().size(), size));
     auto to = courier::find_all_localities()[dest];
     for (int l = 0; l < loops; ++l) {
-        run_window(to, size, rma);
+        run_window(to, size, k);
     }
 }
 COURIER_PLAIN_ACTION(windows_towards, windows_towards_action);
@@ -91,16 +111,19 @@ COURIER_PLAIN_ACTION(windows_towards, windows_towards_action);
 int courier_main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
-    bool rma = false;
+    kind k = kind::serialize_buffer;
     for (auto const& a : rest) {
         if (a == "--buffer=rma_vector") {
-            rma = true;
+            k = kind::rma_vector;
+        } else if (a == "--buffer=std_vector") {
+            k = kind::std_vector;
         } else if (a != "--buffer=serialize_buffer") {
             std::fprintf(stderr, "osu_courier: unknown argument %s\n", a.c_str());
             return courier::finalize(), 2;
         }
     }
-    char const* impl = rma ? "courier-rma"
+    char const* impl = k == kind::rma_vector   ? "courier-rma"
+                       : k == kind::std_vector ? "courier-vector"
                        : courier::get_config_entry("registration_cache").value_or("") == "0"
                            ? "courier-nocache"
                            : "courier";
@@ -118,15 +141,19 @@ int courier_main(int argc, char** argv) {
             double value = 0;
             if (test == "latency") {
                 buffer b(payload().data(), size, buffer::reference);
-                rma_buffer const* rb = rma ? &rma_payload(size) : nullptr;
+                rma_buffer const* rb = k == kind::rma_vector ? &rma_payload(size) : nullptr;
+                auto const* vb =
+                    k == kind::std_vector ? &payload_of_size<std::vector<char>>(size) : nullptr;
                 int skip = plan.latency_skip(size), iters = plan.latency_iterations(size);
                 clock_type::time_point t0;
                 for (int i = 0; i < skip + iters; ++i) {
                     if (i == skip) {
                         t0 = clock_type::now();
                     }
-                    std::size_t got = rma ? courier::async<echo_rma_action>(peer, *rb).get().size()
-                                          : courier::async<echo_action>(peer, b).get().size();
+                    std::size_t got =
+                        rb != nullptr   ? courier::async<echo_rma_action>(peer, *rb).get().size()
+                        : vb != nullptr ? courier::async<echo_vec_action>(peer, *vb).get().size()
+                                        : courier::async<echo_action>(peer, b).get().size();
                     if (got != size) {
                         std::fprintf(stderr, "echo returned %zu bytes, sent %zu\n", got, size);
                         return courier::finalize(), 1;
@@ -138,15 +165,15 @@ int courier_main(int argc, char** argv) {
                 bool bi = test == "bibw";
                 int skip = plan.bw_skip(size), loops = plan.bw_loops(size);
                 for (int l = 0; l < skip; ++l) {
-                    run_window(peer, size, rma);
+                    run_window(peer, size, k);
                 }
                 auto t0 = clock_type::now();
                 courier::future<void> other;
                 if (bi) {
-                    other = courier::async<windows_towards_action>(peer, 0u, size, loops, rma);
+                    other = courier::async<windows_towards_action>(peer, 0u, size, loops, k);
                 }
                 for (int l = 0; l < loops; ++l) {
-                    run_window(peer, size, rma);
+                    run_window(peer, size, k);
                 }
                 if (bi) {
                     other.get();
