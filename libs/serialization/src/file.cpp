@@ -86,24 +86,53 @@ private:
 
 } // namespace
 
-void write_message_file(std::filesystem::path const& path, message const& m) {
-    file_ptr f(std::fopen(path.c_str(), "wb"));
-    if (!f) {
-        io_error(path, "cannot open for writing");
+struct checkpoint_writer::impl {
+    std::filesystem::path path, tmp;
+    file_ptr f;
+    std::unique_ptr<segment_writer> w;
+    bool committed = false;
+};
+
+checkpoint_writer::checkpoint_writer(std::filesystem::path path) : impl_(std::make_unique<impl>()) {
+    impl_->path = std::move(path);
+    impl_->tmp = impl_->path;
+    impl_->tmp += ".tmp";
+    impl_->f.reset(std::fopen(impl_->tmp.c_str(), "wb"));
+    if (!impl_->f) {
+        io_error(impl_->tmp, "cannot open for writing");
     }
     std::byte header[file_header_size] = {};
-    if (std::fwrite(header, 1, sizeof header, f.get()) != sizeof header) {
-        io_error(path, "write failed");
+    if (std::fwrite(header, 1, sizeof header, impl_->f.get()) != sizeof header) {
+        io_error(impl_->tmp, "write failed");
     }
-    segment_writer w(f.get(), path);
-    auto data = m.data();
-    for (auto const& c : m.chunks()) {
-        if (c.type == chunk_type::index) {
-            w.segment(chunk_type::index, data.data() + c.offset, c.size);
-        } else {
-            w.segment(c.type, c.address, c.size);
-        }
+    impl_->w = std::make_unique<segment_writer>(impl_->f.get(), impl_->tmp);
+}
+
+checkpoint_writer::~checkpoint_writer() {
+    if (!impl_->committed) {
+        impl_->f.reset();
+        std::error_code ec;
+        std::filesystem::remove(impl_->tmp, ec);
     }
+}
+
+void checkpoint_writer::index_segment(std::byte const* p, std::size_t n) {
+    impl_->w->segment(chunk_type::index, p, n);
+}
+
+void checkpoint_writer::external_segment(chunk_type t, void const* p, std::size_t n) {
+    impl_->w->segment(t, p, n);
+}
+
+std::uint64_t checkpoint_writer::bytes_written() const noexcept {
+    return file_header_size + impl_->w->body_size();
+}
+
+void checkpoint_writer::commit() {
+    auto& w = *impl_->w;
+    std::FILE* f = impl_->f.get();
+    auto const& path = impl_->tmp;
+    std::byte header[file_header_size] = {};
     std::memcpy(header, file_magic, sizeof file_magic);
     put_le(header + 8, file_format_version, 4);
     header[12] =
@@ -111,13 +140,34 @@ void write_message_file(std::filesystem::path const& path, message const& m) {
     put_le(header + 16, w.body_size(), 8);
     put_le(header + 24, w.count(), 8);
     put_le(header + 32, w.crc(), 8);
-    if (std::fseek(f.get(), 0, SEEK_SET) != 0 ||
-        std::fwrite(header, 1, sizeof header, f.get()) != sizeof header) {
+    if (std::fseek(f, 0, SEEK_SET) != 0 ||
+        std::fwrite(header, 1, sizeof header, f) != sizeof header) {
         io_error(path, "cannot write header");
     }
-    if (std::fflush(f.get()) != 0) {
+    if (std::fflush(f) != 0) {
         io_error(path, "flush failed");
     }
+    impl_->f.reset();
+    std::error_code ec;
+    std::filesystem::rename(impl_->tmp, impl_->path, ec);
+    if (ec) {
+        throw serialization_error("checkpoint " + impl_->path.string() +
+                                  ": cannot rename the finished file into place: " + ec.message());
+    }
+    impl_->committed = true;
+}
+
+void write_message_file(std::filesystem::path const& path, message const& m) {
+    checkpoint_writer w(path);
+    auto data = m.data();
+    for (auto const& c : m.chunks()) {
+        if (c.type == chunk_type::index) {
+            w.index_segment(data.data() + c.offset, c.size);
+        } else {
+            w.external_segment(c.type, c.address, c.size);
+        }
+    }
+    w.commit();
 }
 
 message read_message_file(std::filesystem::path const& path) {

@@ -2,12 +2,133 @@
 #include <courier/serialization/detail/tracking.hpp>
 #include <courier/serialization/input_archive.hpp>
 
+#include <exception>
 #include <limits>
+#include <map>
+#include <vector>
 
 namespace courier::serialization {
 
+struct input_archive::deep_state {
+    struct allocation {
+        void* p;
+        void (*destroy)(void*);
+        std::size_t first_slot; // slots recorded from here on may lie inside it
+    };
+    struct slot {
+        void* at;
+        void (*reset)(void*);
+    };
+    std::vector<allocation> allocations;
+    std::map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> ranges; // start -> end, id
+    std::vector<slot> slots;
+    std::size_t count = 0, bytes = 0;
+};
+
+input_archive::deep_state& input_archive::deep() {
+    if (!deep_) {
+        deep_ = std::make_unique<deep_state>();
+    }
+    return *deep_;
+}
+
+void input_archive::count_deep_allocation(std::size_t bytes) {
+    auto& d = deep();
+    if (++d.count > limits_.max_deep_allocations) {
+        fail("deep copy: more than " + std::to_string(limits_.max_deep_allocations) +
+             " nodes and arrays in one load (load_limits::max_deep_allocations)");
+    }
+    if (bytes > limits_.max_deep_bytes - std::min(d.bytes, limits_.max_deep_bytes)) {
+        fail("deep copy: more than " + std::to_string(limits_.max_deep_bytes) +
+             " bytes allocated in one load (load_limits::max_deep_bytes)");
+    }
+    d.bytes += bytes;
+}
+
+std::size_t input_archive::register_allocation(void* p, std::size_t bytes, void (*destroy)(void*)) {
+    auto& d = deep();
+    std::size_t id = d.allocations.size();
+    d.allocations.push_back({p, destroy, d.slots.size()});
+    auto start = reinterpret_cast<std::uintptr_t>(p);
+    d.ranges[start] = {start + bytes, id};
+    return id;
+}
+
+void input_archive::release_allocation(std::size_t id) noexcept {
+    auto& d = *deep_;
+    auto& a = d.allocations[id];
+    auto start = reinterpret_cast<std::uintptr_t>(a.p);
+    auto it = d.ranges.find(start);
+    if (it != d.ranges.end()) {
+        auto end = it->second.first;
+        // Pointers recorded inside it now belong to its new owner too.
+        std::erase_if(d.slots, [&](deep_state::slot const& s) {
+            auto at = reinterpret_cast<std::uintptr_t>(s.at);
+            return at >= start && at < end;
+        });
+        d.ranges.erase(it);
+    }
+    a.destroy = nullptr;
+}
+
+bool input_archive::record_slot(void* slot, bool top_level, void (*reset)(void*)) {
+    auto at = reinterpret_cast<std::uintptr_t>(slot);
+    auto top = reinterpret_cast<std::uintptr_t>(top_level_);
+    bool keep = top_level || (top_level_ != nullptr && at >= top && at < top + top_level_size_);
+    auto& d = deep();
+    if (!keep) {
+        auto it = d.ranges.upper_bound(at);
+        keep = it != d.ranges.begin() && at < std::prev(it)->second.first;
+    }
+    if (keep) {
+        d.slots.push_back({slot, reset});
+    }
+    return keep;
+}
+
+void input_archive::defer_node(void* node, node_loader loader) {
+    deferred_.push_back({node, loader});
+    if (draining_) {
+        return;
+    }
+    draining_ = true;
+    try {
+        while (deferred_next_ < deferred_.size()) {
+            auto d = deferred_[deferred_next_++];
+            d.load(*this, d.node);
+        }
+    } catch (...) {
+        draining_ = false;
+        deferred_.clear();
+        deferred_next_ = 0;
+        throw;
+    }
+    draining_ = false;
+    deferred_.clear();
+    deferred_next_ = 0;
+}
+
+void input_archive::rollback() noexcept {
+    if (!deep_) {
+        return;
+    }
+    auto& d = *deep_;
+    for (auto it = d.slots.rbegin(); it != d.slots.rend(); ++it) {
+        it->reset(it->at);
+    }
+    d.slots.clear();
+    for (auto it = d.allocations.rbegin(); it != d.allocations.rend(); ++it) {
+        if (it->destroy != nullptr) {
+            it->destroy(it->p);
+        }
+    }
+    d.allocations.clear();
+    d.ranges.clear();
+}
+
 input_archive::input_archive(message const& m, load_limits const& limits)
     : msg_(m), limits_(limits) {
+    uncaught_ = std::uncaught_exceptions();
     auto checked = m.check();
     threshold_ = checked.threshold;
     external_remaining_ = checked.external_bytes;
@@ -16,7 +137,11 @@ input_archive::input_archive(message const& m, load_limits const& limits)
     end_ = begin_ + m.index_size();
 }
 
-input_archive::~input_archive() = default;
+input_archive::~input_archive() {
+    if (deep_ && std::uncaught_exceptions() > uncaught_) {
+        rollback();
+    }
+}
 
 void input_archive::fail(std::string const& what) const {
     throw serialization_error("courier::serialization: " + what + " (at index byte " +
@@ -49,6 +174,11 @@ std::uint64_t input_archive::load_size_slow() {
 
 std::size_t input_archive::load_count(std::size_t min_element_bytes) {
     std::uint64_t n = load_size();
+    check_count(n, min_element_bytes);
+    return static_cast<std::size_t>(n);
+}
+
+void input_archive::check_count(std::uint64_t n, std::size_t min_element_bytes) {
     std::size_t left = remaining();
     bool ok = min_element_bytes == 0 ? n <= left + limits_.max_empty_elements
                                      : n <= left / min_element_bytes;
@@ -59,7 +189,6 @@ std::size_t input_archive::load_count(std::size_t min_element_bytes) {
                   ? " and each element needs at least " + std::to_string(min_element_bytes)
                   : std::string()));
     }
-    return static_cast<std::size_t>(n);
 }
 
 std::size_t input_archive::next_external_chunk(std::size_t n) {

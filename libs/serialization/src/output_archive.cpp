@@ -20,14 +20,23 @@ output_archive::output_archive(message& m, options const& o) : msg_(m) {
     start(o);
 }
 
+output_archive::output_archive(message& m, options const& o, chunk_sink* sink)
+    : msg_(m), sink_(sink) {
+    if (sink_ != nullptr && msg_.capacity_ < streaming_buffer_size) {
+        msg_.grow_to(streaming_buffer_size);
+    }
+    start(o);
+}
+
 output_archive::~output_archive() {
-    if (!finished_) {
+    if (!finished_ && sink_ == nullptr) { // a streaming archive is finished by its owner
         finish();
     }
 }
 
 void output_archive::start(options const& o) {
     msg_.clear();
+    tracking_kind_ = o.tracking;
     threshold_ = o.zero_copy ? std::max<std::size_t>(o.zero_copy_threshold, 1)
                              : std::numeric_limits<std::size_t>::max();
     // Thresholds beyond 32 bits cannot be recorded: they mean "never" in practice.
@@ -56,7 +65,22 @@ void output_archive::start(options const& o) {
     chunk_start_ = 0;
 }
 
+void output_archive::flush_to_sink() {
+    std::size_t at = index_bytes();
+    if (at > 0) {
+        sink_->index_segment(begin_, at);
+    }
+    cur_ = begin_;
+    chunk_start_ = 0;
+}
+
 void output_archive::grow(std::size_t n) {
+    if (sink_ != nullptr) {
+        flush_to_sink();
+        if (n <= static_cast<std::size_t>(end_ - cur_)) {
+            return;
+        }
+    }
     std::size_t size = index_bytes();
     std::size_t want = std::max(msg_.capacity_ * 2, size + n);
     msg_.size_ = size; // only the written bytes are preserved (and counted) by growth
@@ -75,6 +99,11 @@ void output_archive::close_index_chunk() {
 }
 
 void output_archive::add_external(chunk_type t, void const* p, std::size_t n, std::uint64_t rkey) {
+    if (sink_ != nullptr) {
+        flush_to_sink();
+        sink_->external_segment(t, p, n);
+        return;
+    }
     close_index_chunk();
     msg_.chunks_.push_back({t, n, 0, static_cast<std::byte const*>(p), rkey});
 }
@@ -84,14 +113,45 @@ void output_archive::keep_alive(std::shared_ptr<void const> ref) {
 }
 
 void output_archive::finish() {
+    if (sink_ != nullptr) {
+        if (!finished_) {
+            flush_to_sink();
+        }
+        msg_.size_ = 0;
+        finished_ = true;
+        return;
+    }
     close_index_chunk();
     msg_.size_ = index_bytes();
     finished_ = true;
 }
 
+void output_archive::defer_node(void const* node, node_saver saver) {
+    deferred_.push_back({node, saver});
+    if (draining_) {
+        return;
+    }
+    draining_ = true;
+    try {
+        while (deferred_next_ < deferred_.size()) {
+            auto d = deferred_[deferred_next_++];
+            d.save(*this, d.node);
+        }
+    } catch (...) {
+        draining_ = false;
+        deferred_.clear();
+        deferred_next_ = 0;
+        throw;
+    }
+    draining_ = false;
+    deferred_.clear();
+    deferred_next_ = 0;
+}
+
 detail::save_tracking& output_archive::tracking() {
     if (!tracking_) {
-        tracking_ = std::make_unique<detail::save_tracking>();
+        tracking_ = std::make_unique<detail::save_tracking>(tracking_kind_ ==
+                                                            pointer_tracking::std_unordered_map);
     }
     return *tracking_;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
+#include <courier/serialization/deep_copy.hpp>
 #include <courier/serialization/error.hpp>
 #include <courier/serialization/file.hpp>
 #include <courier/serialization/input_archive.hpp>

@@ -174,8 +174,14 @@ struct plain_action {
 
     static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
         arguments args;
-        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
-        in.finish();
+        try {
+            in.set_top_level(&args, sizeof args); // deep-copy pointers in it are undone on failure
+            std::apply([&](auto&... a) { (in.load(a), ...); }, args);
+            in.finish();
+        } catch (...) {
+            in.rollback(); // before args go: their destructors must not see half-built graphs
+            throw;
+        }
         if constexpr (std::is_void_v<result_type>) {
             std::apply(F, args);
         } else {

@@ -29,9 +29,15 @@ struct serialization_chunk {
 /// becomes a pointer (or rma) chunk when `zero_copy` is on; otherwise it is copied into the
 /// index buffer. The threshold used is recorded in the message header, so the reader never
 /// has to be told.
+/// How the sender recognises objects it has written already (shared_ptr, shared()): MEL's
+/// pluggable map. pointer_map: open addressing specialized for pointers (the default);
+/// std_unordered_map: the standard node-based map (a baseline).
+enum class pointer_tracking : std::uint8_t { pointer_map, std_unordered_map };
+
 struct options {
     std::size_t zero_copy_threshold = 4096;
     bool zero_copy = true;
+    pointer_tracking tracking = pointer_tracking::pointer_map;
 };
 
 /// The process-wide default used by save() without explicit options. The runtime sets it from

@@ -13,9 +13,13 @@
 //   body: segments in stream order, each {u8 type (0 index, 1 pointer, 2 rma), 7 zero bytes,
 //         u64 size} followed by its bytes and zero padding to a multiple of 16, so that every
 //         payload starts 16-byte aligned (loaders can then adopt it in place).
-// The layout streams: a writer emits segments as it produces them and patches the header at
-// the end. Loading checks magic, version, byte order, size, checksum and segment structure
-// before any value is read; pointer segments are adopted by serialize_buffer without a copy.
+// The layout streams: save_to_file() emits segments as the archive produces them (index data
+// every streaming_buffer_size bytes, large blocks straight from where they lie) and patches the
+// header at the end, so a checkpoint never needs the whole archive in memory (MEL's point: a
+// structure larger than half of memory). It writes PATH.tmp and renames it over PATH when
+// complete: a failed save leaves any earlier checkpoint intact. Loading checks magic, version, byte
+// order, size, checksum and segment structure before any value is read; pointer segments are
+// adopted by serialize_buffer without a copy.
 #pragma once
 
 #include <courier/serialization/save_load.hpp>
@@ -37,9 +41,51 @@ message read_message_file(std::filesystem::path const& path);
 /// so pointer segments are referenced in place). Throws serialization_error.
 message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t size);
 
+/// Writes a checkpoint file segment by segment (a chunk_sink for a streaming output_archive).
+class checkpoint_writer final : public chunk_sink {
+public:
+    /// Opens PATH.tmp for writing. Throws serialization_error.
+    explicit checkpoint_writer(std::filesystem::path path);
+    /// Without commit(): removes PATH.tmp (the save failed).
+    ~checkpoint_writer() override;
+    checkpoint_writer(checkpoint_writer const&) = delete;
+    checkpoint_writer& operator=(checkpoint_writer const&) = delete;
+    void index_segment(std::byte const* p, std::size_t n) override;
+    void external_segment(chunk_type t, void const* p, std::size_t n) override;
+    /// Writes the header and renames PATH.tmp to PATH. Throws serialization_error.
+    void commit();
+    /// Bytes written so far (header included).
+    std::uint64_t bytes_written() const noexcept;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+/// What save_to_file did.
+struct checkpoint_statistics {
+    std::uint64_t file_bytes = 0;
+    std::size_t buffer_bytes = 0; ///< the index buffer it needed (independent of the data size)
+};
+
+/// Streams `values` into the checkpoint file `path` (replacing it when complete).
 template <class... Args>
-void save_to_file(std::filesystem::path const& path, Args const&... values) {
-    write_message_file(path, save(values...));
+checkpoint_statistics save_to_file(std::filesystem::path const& path, options const& o,
+                                   Args const&... values) {
+    checkpoint_writer w(path);
+    message scratch;
+    {
+        output_archive ar(scratch, o, &w);
+        (ar.save(values), ...);
+        ar.finish();
+    }
+    w.commit();
+    return {w.bytes_written(), scratch.capacity()};
+}
+
+template <class... Args>
+checkpoint_statistics save_to_file(std::filesystem::path const& path, Args const&... values) {
+    return save_to_file(path, default_options(), values...);
 }
 
 template <class... Args>

@@ -20,6 +20,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace courier::serialization {
 
@@ -32,6 +33,9 @@ struct load_limits {
     /// Element counts of types that may occupy zero bytes on the wire (empty structs,
     /// monostate) may exceed the bytes left by at most this much.
     std::size_t max_empty_elements = std::size_t{1} << 20;
+    /// Deep copy (deep_copy.hpp): nodes and arrays one load may allocate, and their bytes.
+    std::size_t max_deep_allocations = std::size_t{1} << 32;
+    std::size_t max_deep_bytes = std::size_t{1} << 40;
 };
 
 class input_archive {
@@ -85,6 +89,8 @@ public:
     }
     /// Reads an element count and checks that `count * min_element_bytes` fits in what remains.
     std::size_t load_count(std::size_t min_element_bytes);
+    /// Throws unless `n` elements of at least `min_element_bytes` each fit in what remains.
+    void check_count(std::uint64_t n, std::size_t min_element_bytes);
 
     /// A contiguous bitwise block of `n` bytes, copied to `p`.
     void load_block(void* p, std::size_t n);
@@ -116,7 +122,48 @@ public:
 
     detail::load_tracking& tracking();
 
+    // ---- deep copy support (deep_copy.hpp): undo a failed load ----
+    /// Marks [p, p + n) as memory that outlives this load (the values load() fills): pointers
+    /// assigned inside it are reset if the load fails. `p` itself counts as the top-level
+    /// target (a deep-copy wrapper passed directly to load()).
+    void set_top_level(void const* p, std::size_t n) noexcept {
+        top_level_ = p;
+        top_level_size_ = n;
+    }
+    bool is_top_level(void const* p) const noexcept { return p == top_level_; }
+    /// Counts one deep allocation of `bytes` against load_limits; throws past them.
+    void count_deep_allocation(std::size_t bytes);
+    /// An allocation this load made: `destroy(p)` frees it if the load fails. Returns its id.
+    std::size_t register_allocation(void* p, std::size_t bytes, void (*destroy)(void*));
+    /// The allocation now belongs to someone else (no longer freed on failure).
+    void release_allocation(std::size_t id) noexcept;
+    /// A pointer at `slot` was assigned. If it lies in memory that outlives the failure
+    /// (inside an allocation of this load, inside the top-level value, or `top_level`), it is
+    /// recorded: `reset(slot)` runs on failure before anything is freed. Returns whether it
+    /// was recorded.
+    bool record_slot(void* slot, bool top_level, void (*reset)(void*));
+    /// Undoes the load so far (resets recorded pointers, then frees the allocations). Runs by
+    /// itself if the archive is destroyed by an exception; idempotent.
+    void rollback() noexcept;
+    /// Deep copy: the reader's side of output_archive::defer_node (same order, same rule).
+    using node_loader = void (*)(input_archive&, void*);
+    void defer_node(void* node, node_loader load);
+
 private:
+    struct deferred_node {
+        void* node;
+        node_loader load;
+    };
+    std::vector<deferred_node> deferred_;
+    std::size_t deferred_next_ = 0;
+    bool draining_ = false;
+    struct deep_state;
+    deep_state& deep();
+    std::unique_ptr<deep_state> deep_;
+    void const* top_level_ = nullptr;
+    std::size_t top_level_size_ = 0;
+    int uncaught_ = 0;
+
     message const& msg_;
     std::byte const* begin_ = nullptr;
     std::byte const* cur_ = nullptr;

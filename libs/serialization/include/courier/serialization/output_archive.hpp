@@ -22,12 +22,27 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 namespace courier::serialization {
 
 namespace detail {
 class save_tracking;
 }
+
+/// Where a streaming archive sends the finished parts of its stream, in order, instead of
+/// keeping them in the message (checkpoints written while they are produced: file.hpp).
+class chunk_sink {
+public:
+    virtual ~chunk_sink() = default;
+    /// `n` bytes of index data (the stream's header first); the bytes are reused afterwards.
+    virtual void index_segment(std::byte const* p, std::size_t n) = 0;
+    /// A pointer or rma block, written from where it lies.
+    virtual void external_segment(chunk_type t, void const* p, std::size_t n) = 0;
+};
+
+/// A streaming archive's index buffer: flushed to the sink whenever it is full.
+inline constexpr std::size_t streaming_buffer_size = std::size_t{1} << 20;
 
 class output_archive {
 public:
@@ -37,6 +52,9 @@ public:
     /// Clears `m` (keeping its capacity) and starts writing into it with default_options().
     explicit output_archive(message& m);
     output_archive(message& m, options const& o);
+    /// Streams to `sink`: index data leaves every streaming_buffer_size bytes and external
+    /// blocks leave at once, so memory use does not grow with the stream. `m` is only scratch.
+    output_archive(message& m, options const& o, chunk_sink* sink);
     output_archive(output_archive const&) = delete;
     output_archive& operator=(output_archive const&) = delete;
     ~output_archive();
@@ -110,19 +128,36 @@ public:
 
     detail::save_tracking& tracking();
 
+    /// Deep copy: shared() nodes are written breadth first from a queue, not by recursion, so
+    /// a list or ring of a million nodes needs no deeper stack than one node (fibers have
+    /// 64 KiB). Inside a drain, defer_node() queues; outside, it writes the node and then
+    /// everything reached from it before returning. The reader mirrors it exactly.
+    using node_saver = void (*)(output_archive&, void const*);
+    void defer_node(void const* node, node_saver save);
+
 private:
+    struct deferred_node {
+        void const* node;
+        node_saver save;
+    };
+    std::vector<deferred_node> deferred_;
+    std::size_t deferred_next_ = 0;
+    bool draining_ = false;
     message& msg_;
     std::byte* begin_ = nullptr;
     std::byte* cur_ = nullptr;
     std::byte* end_ = nullptr;
     std::size_t threshold_ = std::numeric_limits<std::size_t>::max();
     std::size_t chunk_start_ = 0;
+    pointer_tracking tracking_kind_ = pointer_tracking::pointer_map;
     std::unique_ptr<detail::save_tracking> tracking_;
+    chunk_sink* sink_ = nullptr;
     bool finished_ = false;
 
     void start(options const& o);
     void grow(std::size_t n);
     void close_index_chunk();
+    void flush_to_sink(); // sink_: emit the open index bytes and reuse the buffer
     void add_external(chunk_type t, void const* p, std::size_t n, std::uint64_t rkey);
 };
 

@@ -36,11 +36,27 @@ message save(Args const&... values) {
     return save(default_options(), values...);
 }
 
+/// Loads `values` in order. On failure (serialization_error, or anything a loader throws),
+/// what deep-copy wrappers allocated is freed and their pointers reset (deep_copy.hpp).
+template <class... Args>
+void load_with_limits(message const& m, load_limits const& limits, Args&&... values);
+
 template <class... Args>
 void load(message const& m, Args&&... values) {
-    input_archive ar(m);
-    (ar.load(std::forward<Args>(values)), ...);
-    ar.finish();
+    load_with_limits(m, load_limits{}, std::forward<Args>(values)...);
+}
+
+/// load() with explicit limits against hostile input (input_archive.hpp, deep_copy.hpp).
+template <class... Args>
+void load_with_limits(message const& m, load_limits const& limits, Args&&... values) {
+    input_archive ar(m, limits);
+    try {
+        ((ar.set_top_level(&values, sizeof(values)), ar.load(std::forward<Args>(values))), ...);
+        ar.finish();
+    } catch (...) {
+        ar.rollback();
+        throw;
+    }
 }
 
 } // namespace courier::serialization

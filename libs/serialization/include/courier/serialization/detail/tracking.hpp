@@ -4,6 +4,8 @@
 // same order. Nothing but those numbers goes on the wire.
 #pragma once
 
+#include <courier/serialization/detail/pointer_map.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <typeinfo>
@@ -17,14 +19,20 @@ struct polymorphic_entry;
 
 class save_tracking {
 public:
+    explicit save_tracking(bool use_std_map = false) : use_std_(use_std_map) {}
     /// Returns the object's number and whether this is its first appearance.
     std::pair<std::uint64_t, bool> insert(void const* address) {
-        auto [it, inserted] = ids_.try_emplace(address, ids_.size());
+        if (!use_std_) [[likely]] {
+            return fast_.try_emplace(address, fast_.size());
+        }
+        auto [it, inserted] = std_.try_emplace(address, std_.size());
         return {it->second, inserted};
     }
 
 private:
-    std::unordered_map<void const*, std::uint64_t> ids_;
+    bool use_std_;
+    pointer_map fast_;
+    std::unordered_map<void const*, std::uint64_t> std_;
 };
 
 class load_tracking {
