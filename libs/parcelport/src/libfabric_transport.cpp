@@ -144,6 +144,7 @@ struct send_state {
     std::vector<rma::registration_cache::lease> leases; // released when the send completes
     transport::sent_handler on_sent;
     std::vector<std::byte> eager;
+    std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
     send_op op{this};
     bool needs_done = false;
     bool eager_done = false;
@@ -167,6 +168,10 @@ struct incoming {
     std::size_t outstanding = 0;
     std::size_t rma_bytes = 0; // counted against the read budget until finished
     bool failed = false;
+    // Phase one of a parcel whose descriptors are remote: reading the table.
+    bool table_phase = false;
+    wire::header h{};
+    std::vector<std::byte> table;
 };
 
 /// A rendezvous parcel waiting for the read budget: its eager message, copied.
@@ -296,6 +301,11 @@ private:
     void release_read_budget(std::size_t bytes);
     void start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
                      bool index_inline);
+    /// Sets up a rendezvous from its descriptors: destination buffers, then the reads.
+    void begin_reads(wire::header const& h, std::vector<wire::descriptor> const& ds,
+                     bool index_inline, std::byte const* inline_index, std::size_t rma_bytes);
+    /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
+    void continue_after_table(std::unique_ptr<incoming> in);
     void finish_incoming(incoming* in);
     void send_done(std::uint32_t dest, std::uint64_t id);
     void complete_send(send_state* s, std::error_code ec);
@@ -540,19 +550,26 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     auto chunks = s->msg.chunks();
     // Layout of the eager message: header, one descriptor per chunk (+ one for the index data
     // when it does not fit and is read remotely), then the index data when it fits.
+    if (chunks.size() > wire::max_chunks) {
+        throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
+                                " chunks is more than the protocol carries (" +
+                                std::to_string(wire::max_chunks) + ")");
+    }
     std::size_t fixed = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor);
+    bool remote_table = fixed + sizeof(wire::descriptor) > recv_size_;
+    if (remote_table) {
+        // Too many chunks to describe inline: the list goes in a table the receiver reads.
+        fixed = sizeof(wire::header) + sizeof(wire::descriptor);
+    }
     bool inline_index = fixed + data.size() <= recv_size_;
-    if (!inline_index) {
+    if (!inline_index && !remote_table) {
         fixed += sizeof(wire::descriptor);
-        if (fixed > recv_size_) {
-            throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
-                                    " chunks does not fit the eager buffer (" +
-                                    std::to_string(recv_size_) +
-                                    " bytes); raise --courier:eager_threshold");
-        }
     }
     s->eager.resize(fixed + (inline_index ? data.size() : 0));
-    std::byte* desc_out = s->eager.data() + sizeof(wire::header);
+    if (remote_table) {
+        s->table.resize((chunks.size() + (inline_index ? 0 : 1)) * sizeof(wire::descriptor));
+    }
+    std::byte* desc_out = remote_table ? s->table.data() : s->eager.data() + sizeof(wire::header);
     auto put = [&](wire::descriptor const& d) {
         std::memcpy(desc_out, &d, sizeof d);
         desc_out += sizeof d;
@@ -578,6 +595,14 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
             put(d);
             s->needs_done = true;
         }
+        if (remote_table) {
+            wire::descriptor d{};
+            d.type = wire::descriptor_table_type;
+            d.size = s->table.size();
+            std::tie(d.address, d.key) = remote_access(s->table.data(), s->table.size(), *s);
+            std::memcpy(s->eager.data() + sizeof(wire::header), &d, sizeof d);
+            s->needs_done = true;
+        }
     } catch (...) {
         for (auto& l : s->leases) {
             cache_->release(l);
@@ -588,7 +613,8 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     h.magic = wire::magic;
     h.version = wire::version;
     h.kind = wire::parcel;
-    h.flags = inline_index ? wire::index_inline : 0;
+    h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
+                                        (remote_table ? wire::descriptors_remote : 0));
     h.token = opts_.job_token;
     h.source = rank_;
     h.chunk_count = static_cast<std::uint32_t>(chunks.size());
@@ -833,6 +859,14 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
 /// Bytes a parcel's rendezvous will read (pointer/rma chunks and a non-inline index), from
 /// its descriptors; 0 if none or if the message is malformed (handle_parcel then rejects it).
 std::size_t rendezvous_bytes(wire::header const& h, std::byte const* p, std::size_t len) {
+    if ((h.flags & wire::descriptors_remote) != 0) {
+        if (len < sizeof h + sizeof(wire::descriptor)) {
+            return 0;
+        }
+        wire::descriptor d;
+        std::memcpy(&d, p + sizeof h, sizeof d);
+        return static_cast<std::size_t>(std::min<std::uint64_t>(d.size, SIZE_MAX / 4));
+    }
     bool index_inline = (h.flags & wire::index_inline) != 0;
     std::size_t n_desc = std::size_t{h.chunk_count} + (index_inline ? 0 : 1);
     if (n_desc > (len - sizeof h) / sizeof(wire::descriptor)) {
@@ -902,6 +936,37 @@ void libfabric_transport::release_read_budget(std::size_t bytes) {
 void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
                                         std::size_t rma_bytes) {
     bool index_inline = (h.flags & wire::index_inline) != 0;
+    if ((h.flags & wire::descriptors_remote) != 0) {
+        // Phase one: read the descriptor table, then continue in finish_incoming.
+        std::size_t fixed = sizeof h + sizeof(wire::descriptor);
+        wire::descriptor t;
+        if (fixed > len) {
+            throw serialization::serialization_error("eager message sizes are inconsistent");
+        }
+        std::memcpy(&t, p + sizeof h, sizeof t);
+        std::uint64_t want =
+            (std::uint64_t{h.chunk_count} + (index_inline ? 0 : 1)) * sizeof(wire::descriptor);
+        if (t.type != wire::descriptor_table_type || h.chunk_count > wire::max_chunks ||
+            t.size != want || (index_inline && h.index_size != len - fixed)) {
+            throw serialization::serialization_error("bad descriptor table for " +
+                                                     std::to_string(h.chunk_count) + " chunks");
+        }
+        auto in = std::make_unique<incoming>();
+        in->source = h.source;
+        in->send_id = h.send_id;
+        in->rma_bytes = rma_bytes;
+        in->table_phase = true;
+        in->h = h;
+        in->table.resize(static_cast<std::size_t>(t.size));
+        if (index_inline) {
+            in->index.assign(p + fixed, p + fixed + h.index_size);
+        }
+        std::vector<wire::descriptor> ds{t};
+        // The table is read like a non-inline index (start_reads reads in->index then).
+        in->index.swap(in->table);
+        start_reads(std::move(in), ds, /*index_inline=*/false);
+        return;
+    }
     std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
     std::size_t fixed = sizeof h + n_desc * sizeof(wire::descriptor);
     if (h.chunk_count > recv_size_ || fixed > len || (index_inline && h.index_size > len - fixed)) {
@@ -949,6 +1014,17 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
     for (std::size_t i = 0; i < n_desc; ++i) {
         ds[i] = descriptor(i);
     }
+    begin_reads(h, ds, index_inline, p + fixed, rma_bytes);
+}
+
+void libfabric_transport::begin_reads(wire::header const& h,
+                                      std::vector<wire::descriptor> const& ds, bool index_inline,
+                                      std::byte const* inline_index, std::size_t rma_bytes) {
+    if (ds.size() != std::size_t{h.chunk_count} + (index_inline ? 0 : 1) ||
+        (!index_inline &&
+         (ds.back().type != wire::index_buffer_type || ds.back().size != h.index_size))) {
+        throw serialization::serialization_error("descriptors do not match the header");
+    }
     auto in = std::make_unique<incoming>();
     in->source = h.source;
     in->send_id = h.send_id;
@@ -976,7 +1052,7 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
         throw serialization::serialization_error("index chunks do not add up to the index size");
     }
     if (index_inline) {
-        in->index.assign(p + fixed, p + fixed + h.index_size);
+        in->index.assign(inline_index, inline_index + h.index_size);
     } else {
         in->index.resize(h.index_size);
     }
@@ -1051,6 +1127,45 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     }
 }
 
+void libfabric_transport::continue_after_table(std::unique_ptr<incoming> in) {
+    for (auto* mr : in->mrs) {
+        fi_close(&mr->fid);
+    }
+    in->mrs.clear();
+    auto fail = [&](char const* why) {
+        std::fprintf(stderr, "courier: dropped a parcel from locality %u: %s\n", in->source, why);
+        send_done(in->source, in->send_id);
+        release_read_budget(in->rma_bytes);
+    };
+    if (in->failed) {
+        fail("reading its descriptor table failed");
+        return;
+    }
+    wire::header h = in->h;
+    bool index_inline = (h.flags & wire::index_inline) != 0;
+    std::vector<wire::descriptor> ds(in->index.size() / sizeof(wire::descriptor));
+    std::memcpy(ds.data(), in->index.data(), ds.size() * sizeof(wire::descriptor));
+    std::size_t payload = 0;
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+        if (i == h.chunk_count ||
+            ds[i].type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            payload += static_cast<std::size_t>(std::min<std::uint64_t>(ds[i].size, SIZE_MAX / 4));
+        }
+    }
+    {
+        std::lock_guard g(mutex_); // admitted already: its payload joins the reads in flight
+        reading_bytes_ += payload;
+    }
+    std::size_t budget = in->rma_bytes + payload;
+    std::vector<std::byte> inline_index = std::move(in->table);
+    try {
+        begin_reads(h, ds, index_inline, inline_index.data(), budget);
+    } catch (std::exception const& e) {
+        in->rma_bytes = budget;
+        fail(e.what());
+    }
+}
+
 void libfabric_transport::finish_incoming(incoming* raw) {
     std::unique_ptr<incoming> in;
     {
@@ -1063,6 +1178,10 @@ void libfabric_transport::finish_incoming(incoming* raw) {
     }
     if (!in) {
         return; // already finished (cannot happen: every rendezvous is registered once)
+    }
+    if (in->table_phase) {
+        continue_after_table(std::move(in));
+        return;
     }
     ++counters_.messages_received;
     for (auto* mr : in->mrs) {

@@ -3,7 +3,8 @@
 //   header      48 bytes (below)
 //   descriptors chunk_count x 32 bytes: {u8 type, 7 zero, u64 size, u64 remote address, u64 key}
 //               for every chunk of the message in stream order (index chunks: address/key 0),
-//               then, when the index data is not inline, one more for the index buffer
+//               then, when the index data is not inline, one more for the index buffer; or,
+//               with flag descriptors_remote, one descriptor of the table holding them
 //   index data  index_size bytes, if inline
 #pragma once
 
@@ -15,7 +16,7 @@ inline constexpr std::uint32_t magic = 0x4c505243; // "CRPL"
 inline constexpr std::uint16_t version = 1;
 
 enum kind : std::uint8_t { parcel = 1, done = 2 };
-enum flags : std::uint8_t { index_inline = 1 };
+enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2 };
 
 struct header {
     std::uint32_t magic;
@@ -41,5 +42,12 @@ struct descriptor {
 static_assert(sizeof(descriptor) == 32);
 
 inline constexpr std::uint8_t index_buffer_type = 3; // the extra descriptor of a non-inline index
+/// With flag descriptors_remote the eager message carries one descriptor of this type instead of
+/// the list: the receiver first reads the list (chunk_count descriptors, + 1 for a non-inline
+/// index) from the sender's memory, then proceeds as usual. For messages with more chunks than
+/// the eager buffer can describe (deep copies with thousands of arrays).
+inline constexpr std::uint8_t descriptor_table_type = 4;
+/// The most chunks one message may have (a 512 MiB descriptor table).
+inline constexpr std::uint32_t max_chunks = std::uint32_t{1} << 24;
 
 } // namespace courier::parcelport::wire

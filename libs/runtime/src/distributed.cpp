@@ -309,6 +309,9 @@ bool register_action(std::uint64_t id, char const* name, action_invoker invoke) 
     return true;
 }
 
+void send_parcel_checked(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
+                         std::function<void(std::error_code const&)> on_sent);
+
 void send_request(std::uint32_t dest, std::uint64_t action_id,
                   std::function<void(serialization::output_archive&)> const& write_args,
                   completion complete, std::function<void(std::error_code const&)> on_sent,
@@ -348,6 +351,27 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     if (!control) {
         g.sent.fetch_add(1, std::memory_order_acq_rel);
     }
+    // A send the transport refuses (say, a message it cannot describe) must not leave a
+    // request pending or a parcel counted: shutdown would wait for them forever.
+    auto undo = [&] {
+        if (wants_reply) {
+            std::lock_guard lk(g.pending_mutex);
+            g.pending.erase(rid);
+        }
+        if (!control) {
+            g.sent.fetch_sub(1, std::memory_order_acq_rel);
+        }
+    };
+    try {
+        send_parcel_checked(dest, std::move(m), rid, std::move(on_sent));
+    } catch (...) {
+        undo();
+        throw;
+    }
+}
+
+void send_parcel_checked(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
+                         std::function<void(std::error_code const&)> on_sent) {
     send_parcel(dest, std::move(m), [rid, cb = std::move(on_sent)](std::error_code const& ec) {
         if (cb) {
             cb(ec);

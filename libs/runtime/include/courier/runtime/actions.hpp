@@ -229,8 +229,14 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
                     in->finish();
                 } else {
                     R r{};
-                    in->load(r);
-                    in->finish();
+                    try {
+                        in->set_top_level(&r, sizeof r);
+                        in->load(r);
+                        in->finish();
+                    } catch (...) {
+                        in->rollback(); // before r goes: a half-built deep graph is undone
+                        throw;
+                    }
                     return r;
                 }
             });
