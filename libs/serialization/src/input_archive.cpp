@@ -2,9 +2,9 @@
 #include <courier/serialization/detail/tracking.hpp>
 #include <courier/serialization/input_archive.hpp>
 
+#include <algorithm>
 #include <exception>
 #include <limits>
-#include <map>
 #include <vector>
 
 namespace courier::serialization {
@@ -12,6 +12,7 @@ namespace courier::serialization {
 struct input_archive::deep_state {
     struct allocation {
         void* p;
+        std::size_t bytes;
         void (*destroy)(void*);
         std::size_t first_slot; // slots recorded from here on may lie inside it
     };
@@ -20,7 +21,6 @@ struct input_archive::deep_state {
         void (*reset)(void*);
     };
     std::vector<allocation> allocations;
-    std::map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> ranges; // start -> end, id
     std::vector<slot> slots;
     std::size_t count = 0, bytes = 0;
 };
@@ -48,9 +48,7 @@ void input_archive::count_deep_allocation(std::size_t bytes) {
 std::size_t input_archive::register_allocation(void* p, std::size_t bytes, void (*destroy)(void*)) {
     auto& d = deep();
     std::size_t id = d.allocations.size();
-    d.allocations.push_back({p, destroy, d.slots.size()});
-    auto start = reinterpret_cast<std::uintptr_t>(p);
-    d.ranges[start] = {start + bytes, id};
+    d.allocations.push_back({p, bytes, destroy, d.slots.size()});
     return id;
 }
 
@@ -58,16 +56,16 @@ void input_archive::release_allocation(std::size_t id) noexcept {
     auto& d = *deep_;
     auto& a = d.allocations[id];
     auto start = reinterpret_cast<std::uintptr_t>(a.p);
-    auto it = d.ranges.find(start);
-    if (it != d.ranges.end()) {
-        auto end = it->second.first;
-        // Pointers recorded inside it now belong to its new owner too.
-        std::erase_if(d.slots, [&](deep_state::slot const& s) {
-            auto at = reinterpret_cast<std::uintptr_t>(s.at);
-            return at >= start && at < end;
-        });
-        d.ranges.erase(it);
-    }
+    auto end = start + a.bytes;
+    // Pointers recorded inside it now belong to its new owner too.
+    auto first =
+        d.slots.begin() + static_cast<std::ptrdiff_t>(std::min(a.first_slot, d.slots.size()));
+    d.slots.erase(std::remove_if(first, d.slots.end(),
+                                 [&](deep_state::slot const& s) {
+                                     auto at = reinterpret_cast<std::uintptr_t>(s.at);
+                                     return at >= start && at < end;
+                                 }),
+                  d.slots.end());
     a.destroy = nullptr;
 }
 
@@ -75,19 +73,19 @@ bool input_archive::record_slot(void* slot, bool top_level, void (*reset)(void*)
     auto at = reinterpret_cast<std::uintptr_t>(slot);
     auto top = reinterpret_cast<std::uintptr_t>(top_level_);
     bool keep = top_level || (top_level_ != nullptr && at >= top && at < top + top_level_size_);
-    auto& d = deep();
-    if (!keep) {
-        auto it = d.ranges.upper_bound(at);
-        keep = it != d.ranges.begin() && at < std::prev(it)->second.first;
+    // Inside the node or array being loaded (allocations of this load: their addresses are
+    // stable), innermost first.
+    for (auto it = stable_.rbegin(); !keep && it != stable_.rend(); ++it) {
+        keep = at >= it->first && at < it->second;
     }
     if (keep) {
-        d.slots.push_back({slot, reset});
+        deep().slots.push_back({slot, reset});
     }
     return keep;
 }
 
-void input_archive::defer_node(void* node, node_loader loader) {
-    deferred_.push_back({node, loader});
+void input_archive::defer_node(void* node, std::size_t bytes, node_loader loader) {
+    deferred_.push_back({node, bytes, loader});
     if (draining_) {
         return;
     }
@@ -95,12 +93,16 @@ void input_archive::defer_node(void* node, node_loader loader) {
     try {
         while (deferred_next_ < deferred_.size()) {
             auto d = deferred_[deferred_next_++];
+            auto start = reinterpret_cast<std::uintptr_t>(d.node);
+            stable_.emplace_back(start, start + d.bytes);
             d.load(*this, d.node);
+            stable_.pop_back();
         }
     } catch (...) {
         draining_ = false;
         deferred_.clear();
         deferred_next_ = 0;
+        stable_.clear();
         throw;
     }
     draining_ = false;
@@ -123,7 +125,6 @@ void input_archive::rollback() noexcept {
         }
     }
     d.allocations.clear();
-    d.ranges.clear();
 }
 
 input_archive::input_archive(message const& m, load_limits const& limits)

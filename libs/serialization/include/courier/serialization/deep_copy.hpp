@@ -148,9 +148,16 @@ struct serializer<array_ref<T, Size>> {
         if constexpr (is_bitwise_serializable_v<T>) {
             ar.load_block(p, count * sizeof(T));
         } else {
-            for (std::size_t i = 0; i < count; ++i) {
-                ar.load(p[i]);
+            ar.begin_stable_range(p, count * sizeof(T));
+            try {
+                for (std::size_t i = 0; i < count; ++i) {
+                    ar.load(p[i]);
+                }
+            } catch (...) {
+                ar.end_stable_range();
+                throw;
             }
+            ar.end_stable_range();
         }
         a.ptr = p;
         a.len = static_cast<Size>(n);
@@ -191,7 +198,8 @@ struct serializer<shared_ref<T>> {
             objects.add({obj, &typeid(T), nullptr, nullptr}); // before its contents: cycles
             s.ptr = obj;
             ar.record_slot(&s.ptr, top, [](void* p) { *static_cast<T**>(p) = nullptr; });
-            ar.defer_node(obj, [](input_archive& a, void* p) { a.load(*static_cast<T*>(p)); });
+            ar.defer_node(obj, sizeof(T),
+                          [](input_archive& a, void* p) { a.load(*static_cast<T*>(p)); });
             return;
         }
         std::uint64_t number = tag - 2;

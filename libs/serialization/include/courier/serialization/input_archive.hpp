@@ -147,13 +147,23 @@ public:
     void rollback() noexcept;
     /// Deep copy: the reader's side of output_archive::defer_node (same order, same rule).
     using node_loader = void (*)(input_archive&, void*);
-    void defer_node(void* node, node_loader load);
+    void defer_node(void* node, std::size_t bytes, node_loader load);
+    /// Deep copy: [p, p + n) is an allocation of this load being filled in place (an array of
+    /// nodes): pointers assigned inside it are recorded (see record_slot). Pair with
+    /// end_stable_range().
+    void begin_stable_range(void const* p, std::size_t n) {
+        auto s = reinterpret_cast<std::uintptr_t>(p);
+        stable_.emplace_back(s, s + n);
+    }
+    void end_stable_range() noexcept { stable_.pop_back(); }
 
 private:
     struct deferred_node {
         void* node;
+        std::size_t bytes;
         node_loader load;
     };
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> stable_;
     std::vector<deferred_node> deferred_;
     std::size_t deferred_next_ = 0;
     bool draining_ = false;
