@@ -24,6 +24,9 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "4096",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off"},
+        {"deep_array_threshold", "0",
+         "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
+         "than packed; 0 = the zero-copy threshold"},
         {"provider", "tcp;ofi_rxm",
          "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'"},
         {"eager_threshold", "4096",

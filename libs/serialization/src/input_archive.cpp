@@ -219,6 +219,13 @@ void input_archive::load_block(void* p, std::size_t n) {
     }
 }
 
+void input_archive::load_external_block(void* p, std::size_t n) {
+    auto const& c = msg_.chunks()[next_external_chunk(n)];
+    if (n != 0) {
+        std::memcpy(p, c.address, n);
+    }
+}
+
 input_archive::block input_archive::take_block(std::size_t n) {
     if (n >= threshold_) {
         std::size_t i = next_external_chunk(n);

@@ -46,6 +46,9 @@ void output_archive::start(options const& o) {
     if (recorded == threshold_zero_copy_off) {
         threshold_ = std::numeric_limits<std::size_t>::max();
     }
+    deep_threshold_ = !o.zero_copy                  ? std::numeric_limits<std::size_t>::max()
+                      : o.deep_array_threshold != 0 ? o.deep_array_threshold
+                                                    : threshold_;
     if (msg_.capacity_ < initial_capacity) {
         msg_.grow_to(initial_capacity);
     }

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -346,7 +348,9 @@ TEST_P(deep_copy, through_a_checkpoint_file) {
     int counter = 0;
     tree_node* root = make_tree(7, 600, counter);
     graph_node* g = make_random(500, 4, 3);
-    auto path = std::filesystem::temp_directory_path() / "courier_deep_copy_test.ckpt";
+    auto path = std::filesystem::temp_directory_path() /
+                ("courier_deep_copy_test_" + std::to_string(static_cast<int>(GetParam())) + "_" +
+                 std::to_string(::getpid()) + ".ckpt");
     auto st = cs::save_to_file(path, opts(), shared(root), shared(g));
     EXPECT_GT(st.file_bytes, 127u * 600u * 8u);
     tree_node* root2 = nullptr;

@@ -38,6 +38,10 @@ struct options {
     std::size_t zero_copy_threshold = 4096;
     bool zero_copy = true;
     pointer_tracking tracking = pointer_tracking::pointer_map;
+    /// Deep copy's array() blocks: at or above this many bytes an array is its own pointer
+    /// chunk, below it is packed (0: the zero-copy threshold). Decided per array and recorded
+    /// in the stream, so readers need not know it. Ignored when zero_copy is off.
+    std::size_t deep_array_threshold = 0;
 };
 
 /// The process-wide default used by save() without explicit options. The runtime sets it from

@@ -94,6 +94,9 @@ public:
 
     /// A contiguous bitwise block of `n` bytes, copied to `p`.
     void load_block(void* p, std::size_t n);
+    /// The next pointer/rma chunk, which must be `n` bytes, copied to `p` (deep copy's arrays,
+    /// whose placement the stream records).
+    void load_external_block(void* p, std::size_t n);
 
     /// A zero-copy view of the next block of `n` bytes: either index bytes (consumed) or the
     /// whole next pointer/rma chunk (with its owner, if the message has one).

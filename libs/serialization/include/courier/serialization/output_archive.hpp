@@ -115,6 +115,12 @@ public:
             save_bytes(p, n);
         }
     }
+    /// Deep copy's arrays: whether a block of `n` bytes should be its own chunk
+    /// (options::deep_array_threshold), and writing one as a pointer chunk regardless.
+    bool is_deep_external(std::size_t n) const noexcept { return n >= deep_threshold_; }
+    void save_external_block(void const* p, std::size_t n) {
+        add_external(chunk_type::pointer, p, n, 0);
+    }
     /// Whether a block of `n` bytes would travel as its own chunk.
     bool is_zero_copy(std::size_t n) const noexcept { return n >= threshold_; }
     std::size_t threshold() const noexcept { return threshold_; }
@@ -149,6 +155,7 @@ private:
     std::byte* end_ = nullptr;
     std::size_t threshold_ = std::numeric_limits<std::size_t>::max();
     std::size_t chunk_start_ = 0;
+    std::size_t deep_threshold_ = std::numeric_limits<std::size_t>::max();
     pointer_tracking tracking_kind_ = pointer_tracking::pointer_map;
     std::unique_ptr<detail::save_tracking> tracking_;
     chunk_sink* sink_ = nullptr;
