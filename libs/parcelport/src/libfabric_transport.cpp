@@ -160,7 +160,8 @@ struct read_op : op {
 struct incoming {
     std::uint32_t source = 0;
     std::uint64_t send_id = 0;
-    std::vector<std::byte> index;
+    serialization::message msg;   // its index buffer is filled in place (copied or read)
+    std::vector<std::byte> index; // phase one of a remote descriptor table: the table
     std::vector<serialization::serialization_chunk> chunks;
     std::vector<std::shared_ptr<std::byte[]>> owners; // parallel to chunks (null for index)
     std::vector<fid_mr*> mrs;
@@ -1051,10 +1052,9 @@ void libfabric_transport::begin_reads(wire::header const& h,
     if (offset != h.index_size) {
         throw serialization::serialization_error("index chunks do not add up to the index size");
     }
-    if (index_inline) {
-        in->index.assign(inline_index, inline_index + h.index_size);
-    } else {
-        in->index.resize(h.index_size);
+    in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
+    if (index_inline && h.index_size != 0) {
+        std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
     }
     start_reads(std::move(in), ds, index_inline);
 }
@@ -1081,8 +1081,12 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
             add(const_cast<std::byte*>(c.address), ds[i]);
         }
     }
-    if (!index_inline && !in->index.empty()) {
-        add(in->index.data(), ds.back());
+    if (!index_inline) {
+        if (in->table_phase) {
+            add(in->index.data(), ds.back()); // the descriptor table
+        } else if (ds.back().size != 0) {
+            add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
+        }
     }
     std::vector<void*> descs(pieces.size(), nullptr);
     if (mr_local_) {
@@ -1198,7 +1202,8 @@ void libfabric_transport::finish_incoming(incoming* raw) {
     }
     serialization::message m;
     try {
-        m = serialization::message::from_parts(in->index, std::move(in->chunks));
+        in->msg.complete_parts(std::move(in->chunks));
+        m = std::move(in->msg);
     } catch (std::exception const& e) {
         std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
                      in->source, e.what());

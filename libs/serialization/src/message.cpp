@@ -117,6 +117,19 @@ message message::from_parts(std::span<std::byte const> data,
     return m;
 }
 
+message message::with_index_buffer(std::size_t index_size) {
+    message m;
+    m.grow_to(index_size == 0 ? 1 : index_size);
+    m.size_ = index_size;
+    return m;
+}
+
+void message::complete_parts(std::vector<serialization_chunk> chunks) {
+    chunks_ = std::move(chunks);
+    owners_.clear();
+    validate();
+}
+
 message message::from_bytes(std::span<std::byte const> data) {
     std::vector<serialization_chunk> chunks;
     if (!data.empty()) {

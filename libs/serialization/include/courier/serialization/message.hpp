@@ -68,6 +68,12 @@ public:
     /// chunk list as is. Throws serialization_error unless validate() passes.
     static message from_parts(std::span<std::byte const> data,
                               std::vector<serialization_chunk> chunks);
+    /// Receiver side, without the copy from_parts makes: a message with an uninitialized
+    /// index buffer of `index_size` bytes (header included) for the network to fill in place
+    /// (index_buffer()), then complete_parts() with the chunk list, which validates.
+    static message with_index_buffer(std::size_t index_size);
+    std::byte* index_buffer() noexcept { return buffer_; }
+    void complete_parts(std::vector<serialization_chunk> chunks);
     /// A message whose whole stream is `data` (a single index chunk). Validates like from_parts.
     static message from_bytes(std::span<std::byte const> data);
 
