@@ -12,15 +12,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot import size_label  # noqa: E402
+
 NAMES = {"courier": "serialize_buffer", "courier-rma": "rma_vector",
          "courier-vector": "std::vector", "courier-nocache": "serialize_buffer, no cache"}
-
-
-def size_label(n):
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
 
 
 def main(raw_path, csv_path, plot_dir):

@@ -6,33 +6,10 @@
 #   interleaved, then writes the medians to a CSV, prints the ratio tables and draws the plots.
 # usage: benchmarks/osu/run.sh [--quick] [--repeat=N] [--build=DIR] [--out=DIR]
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-build="$here/../../build"
-out="$here"
-repeat=3
-quick=()
-for a in "$@"; do
-    case "$a" in
-        --quick) quick=(--quick); repeat=1 ;;
-        --repeat=*) repeat=${a#--repeat=} ;;
-        --build=*) build=${a#--build=} ;;
-        --out=*) out=${a#--out=} ;;
-        *) echo "usage: $0 [--quick] [--repeat=N] [--build=DIR] [--out=DIR]" >&2; exit 2 ;;
-    esac
-done
-bin="$build/bin"
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+source "$(dirname "$0")/common.sh"
 mpi_root=()
 [ "$(id -u)" = 0 ] && mpi_root=(--allow-run-as-root)
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-cma}
-run() {
-    echo "+ $*" >&2
-    if ! timeout 900 "$@" | grep '^RESULT' >> "$raw"; then
-        echo "FAILED: $*" >&2
-        exit 1
-    fi
-}
 for r in $(seq 1 "$repeat"); do
     for prov in tcp shm; do
         run "$bin/osu_fabric" --provider=$prov "${quick[@]}"

@@ -8,30 +8,7 @@
 # plots/rma_{latency,bw,bibw}_{tcp,shm}.png, and prints the ratio tables.
 # usage: benchmarks/osu/run_rma.sh [--quick] [--repeat=N] [--build=DIR] [--out=DIR]
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-build="$here/../../build"
-out="$here"
-repeat=3
-quick=()
-for a in "$@"; do
-    case "$a" in
-        --quick) quick=(--quick); repeat=1 ;;
-        --repeat=*) repeat=${a#--repeat=} ;;
-        --build=*) build=${a#--build=} ;;
-        --out=*) out=${a#--out=} ;;
-        *) echo "usage: $0 [--quick] [--repeat=N] [--build=DIR] [--out=DIR]" >&2; exit 2 ;;
-    esac
-done
-bin="$build/bin"
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-run() {
-    echo "+ $*" >&2
-    if ! timeout 900 "$@" | grep '^RESULT' >> "$raw"; then
-        echo "FAILED: $*" >&2
-        exit 1
-    fi
-}
+source "$(dirname "$0")/common.sh"
 for r in $(seq 1 "$repeat"); do
     for prov in tcp shm; do
         for t in 1 2; do

@@ -160,8 +160,7 @@ struct read_op : op {
 struct incoming {
     std::uint32_t source = 0;
     std::uint64_t send_id = 0;
-    serialization::message msg;   // its index buffer is filled in place (copied or read)
-    std::vector<std::byte> index; // phase one of a remote descriptor table: the table
+    serialization::message msg; // its index buffer is filled in place (copied or read)
     std::vector<serialization::serialization_chunk> chunks;
     std::vector<std::shared_ptr<std::byte[]>> owners; // parallel to chunks (null for index)
     std::vector<fid_mr*> mrs;
@@ -172,7 +171,8 @@ struct incoming {
     // Phase one of a parcel whose descriptors are remote: reading the table.
     bool table_phase = false;
     wire::header h{};
-    std::vector<std::byte> table;
+    std::vector<std::byte> table;        // read from the sender
+    std::vector<std::byte> inline_index; // kept from the eager message for phase two
 };
 
 /// A rendezvous parcel waiting for the read budget: its eager message, copied.
@@ -857,6 +857,21 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
     post_recv(r);
 }
 
+/// Bytes the descriptors at `p` (n_desc of them; the one at `chunk_count`, if any, is the
+/// non-inline index) have the receiver read: pointer/rma chunks and a non-inline index.
+std::size_t bytes_to_read(std::byte const* p, std::size_t n_desc, std::uint32_t chunk_count) {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n_desc; ++i) {
+        wire::descriptor d;
+        std::memcpy(&d, p + i * sizeof d, sizeof d);
+        if (i == chunk_count ||
+            d.type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            total += static_cast<std::size_t>(std::min<std::uint64_t>(d.size, SIZE_MAX / 4));
+        }
+    }
+    return total;
+}
+
 /// Bytes a parcel's rendezvous will read (pointer/rma chunks and a non-inline index), from
 /// its descriptors; 0 if none or if the message is malformed (handle_parcel then rejects it).
 std::size_t rendezvous_bytes(wire::header const& h, std::byte const* p, std::size_t len) {
@@ -873,16 +888,7 @@ std::size_t rendezvous_bytes(wire::header const& h, std::byte const* p, std::siz
     if (n_desc > (len - sizeof h) / sizeof(wire::descriptor)) {
         return 0;
     }
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < n_desc; ++i) {
-        wire::descriptor d;
-        std::memcpy(&d, p + sizeof h + i * sizeof d, sizeof d);
-        if (i == h.chunk_count ||
-            d.type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
-            total += static_cast<std::size_t>(std::min<std::uint64_t>(d.size, SIZE_MAX / 4));
-        }
-    }
-    return total;
+    return bytes_to_read(p + sizeof h, n_desc, h.chunk_count);
 }
 
 void libfabric_transport::admit_parcel(wire::header const& h, std::byte const* p, std::size_t len) {
@@ -960,12 +966,10 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
         in->h = h;
         in->table.resize(static_cast<std::size_t>(t.size));
         if (index_inline) {
-            in->index.assign(p + fixed, p + fixed + h.index_size);
+            in->inline_index.assign(p + fixed, p + fixed + h.index_size);
         }
-        std::vector<wire::descriptor> ds{t};
-        // The table is read like a non-inline index (start_reads reads in->index then).
-        in->index.swap(in->table);
-        start_reads(std::move(in), ds, /*index_inline=*/false);
+        // The table is read where a non-inline index would be (start_reads knows the phase).
+        start_reads(std::move(in), {t}, /*index_inline=*/false);
         return;
     }
     std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
@@ -1083,7 +1087,7 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     }
     if (!index_inline) {
         if (in->table_phase) {
-            add(in->index.data(), ds.back()); // the descriptor table
+            add(in->table.data(), ds.back()); // the descriptor table
         } else if (ds.back().size != 0) {
             add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
         }
@@ -1147,23 +1151,16 @@ void libfabric_transport::continue_after_table(std::unique_ptr<incoming> in) {
     }
     wire::header h = in->h;
     bool index_inline = (h.flags & wire::index_inline) != 0;
-    std::vector<wire::descriptor> ds(in->index.size() / sizeof(wire::descriptor));
-    std::memcpy(ds.data(), in->index.data(), ds.size() * sizeof(wire::descriptor));
-    std::size_t payload = 0;
-    for (std::size_t i = 0; i < ds.size(); ++i) {
-        if (i == h.chunk_count ||
-            ds[i].type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
-            payload += static_cast<std::size_t>(std::min<std::uint64_t>(ds[i].size, SIZE_MAX / 4));
-        }
-    }
+    std::vector<wire::descriptor> ds(in->table.size() / sizeof(wire::descriptor));
+    std::memcpy(ds.data(), in->table.data(), ds.size() * sizeof(wire::descriptor));
+    std::size_t payload = bytes_to_read(in->table.data(), ds.size(), h.chunk_count);
     {
         std::lock_guard g(mutex_); // admitted already: its payload joins the reads in flight
         reading_bytes_ += payload;
     }
     std::size_t budget = in->rma_bytes + payload;
-    std::vector<std::byte> inline_index = std::move(in->table);
     try {
-        begin_reads(h, ds, index_inline, inline_index.data(), budget);
+        begin_reads(h, ds, index_inline, in->inline_index.data(), budget);
     } catch (std::exception const& e) {
         in->rma_bytes = budget;
         fail(e.what());

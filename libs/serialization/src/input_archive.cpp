@@ -85,29 +85,16 @@ bool input_archive::record_slot(void* slot, bool top_level, void (*reset)(void*)
 }
 
 void input_archive::defer_node(void* node, std::size_t bytes, node_loader loader) {
-    deferred_.push_back({node, bytes, loader});
-    if (draining_) {
-        return;
-    }
-    draining_ = true;
-    try {
-        while (deferred_next_ < deferred_.size()) {
-            auto d = deferred_[deferred_next_++];
-            auto start = reinterpret_cast<std::uintptr_t>(d.node);
-            stable_.emplace_back(start, start + d.bytes);
+    deferred_.push({node, bytes, loader}, [this](deferred_node const& d) {
+        begin_stable_range(d.node, d.bytes); // pointers assigned inside the node are recorded
+        try {
             d.load(*this, d.node);
-            stable_.pop_back();
+        } catch (...) {
+            end_stable_range();
+            throw;
         }
-    } catch (...) {
-        draining_ = false;
-        deferred_.clear();
-        deferred_next_ = 0;
-        stable_.clear();
-        throw;
-    }
-    draining_ = false;
-    deferred_.clear();
-    deferred_next_ = 0;
+        end_stable_range();
+    });
 }
 
 void input_archive::rollback() noexcept {

@@ -130,25 +130,7 @@ void output_archive::finish() {
 }
 
 void output_archive::defer_node(void const* node, node_saver saver) {
-    deferred_.push_back({node, saver});
-    if (draining_) {
-        return;
-    }
-    draining_ = true;
-    try {
-        while (deferred_next_ < deferred_.size()) {
-            auto d = deferred_[deferred_next_++];
-            d.save(*this, d.node);
-        }
-    } catch (...) {
-        draining_ = false;
-        deferred_.clear();
-        deferred_next_ = 0;
-        throw;
-    }
-    draining_ = false;
-    deferred_.clear();
-    deferred_next_ = 0;
+    deferred_.push({node, saver}, [this](deferred_node const& d) { d.save(*this, d.node); });
 }
 
 detail::save_tracking& output_archive::tracking() {

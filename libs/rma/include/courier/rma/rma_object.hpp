@@ -10,6 +10,7 @@
 // Thread safety: like a shared_ptr<T>. Errors: rma::pool_exhausted over the pool's limit.
 #pragma once
 
+#include <courier/rma/detail/pool_block.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/serialization/serializer.hpp>
 
@@ -74,28 +75,11 @@ struct serializer<rma_object<T>> {
         if (!o) {
             throw serialization_error("courier: cannot serialize an empty (moved-from) rma_object");
         }
-        if (ar.is_zero_copy(sizeof(T))) {
-            ar.keep_alive(o.shared());
-            auto r = rma::find(o.get(), sizeof(T));
-            ar.save_rma_block(o.get(), sizeof(T), r && r->registrar != nullptr ? r->reg.key : 0);
-        } else {
-            ar.save_bytes(o.get(), sizeof(T));
-        }
+        rma::detail::save_pool_block(ar, o.get(), sizeof(T), o.shared());
     }
     static void load(input_archive& ar, rma_object<T>& o) {
-        auto blk = ar.take_block(sizeof(T));
-        bool aligned = reinterpret_cast<std::uintptr_t>(blk.data) % alignof(T) == 0;
-        if (blk.owner != nullptr && *blk.owner && aligned && rma::contains(blk.data, sizeof(T))) {
-            o = rma_object<T>::adopt(*blk.owner, reinterpret_cast<T const*>(blk.data));
-            rma::detail::count_load(true, 0);
-            return;
-        }
-        rma_object<T> fresh;
-        std::memcpy(static_cast<void*>(fresh.get()), blk.data, sizeof(T));
-        if (blk.type != chunk_type::index) {
-            rma::detail::count_load(false, sizeof(T));
-        }
-        o = std::move(fresh);
+        auto memory = rma::detail::load_pool_block(ar, sizeof(T), alignof(T));
+        o = rma_object<T>::adopt(memory, reinterpret_cast<T const*>(memory.get()));
     }
 };
 

@@ -23,6 +23,7 @@
 // std::out_of_range.
 #pragma once
 
+#include <courier/rma/detail/pool_block.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/serialization/serializer.hpp>
 
@@ -283,36 +284,13 @@ namespace serialization {
 template <class T>
 struct serializer<rma_vector<T>> {
     static void save(output_archive& ar, rma_vector<T> const& v) {
-        std::size_t bytes = v.size() * sizeof(T);
         ar.save_size(v.size());
-        if (ar.is_zero_copy(bytes)) {
-            ar.keep_alive(v.memory());
-            auto r = rma::find(v.data(), bytes);
-            ar.save_rma_block(v.data(), bytes, r && r->registrar != nullptr ? r->reg.key : 0);
-        } else if (bytes != 0) {
-            ar.save_bytes(v.data(), bytes);
-        }
+        rma::detail::save_pool_block(ar, v.data(), v.size() * sizeof(T), v.memory());
     }
     static void load(input_archive& ar, rma_vector<T>& v) {
         std::size_t n = ar.load_count(sizeof(T));
-        std::size_t bytes = n * sizeof(T);
-        auto blk = ar.take_block(bytes);
-        bool aligned = reinterpret_cast<std::uintptr_t>(blk.data) % alignof(T) == 0;
-        if (blk.owner != nullptr && *blk.owner && aligned && bytes != 0 &&
-            rma::contains(blk.data, bytes)) {
-            v = rma_vector<T>::adopt(*blk.owner, reinterpret_cast<T const*>(blk.data), n);
-            rma::detail::count_load(true, 0);
-            return;
-        }
-        rma_vector<T> fresh;
-        if (n != 0) {
-            fresh.resize_for_overwrite(n);
-            std::memcpy(static_cast<void*>(fresh.data()), blk.data, bytes);
-        }
-        if (blk.type != chunk_type::index) {
-            rma::detail::count_load(false, bytes);
-        }
-        v = std::move(fresh);
+        auto memory = rma::detail::load_pool_block(ar, n * sizeof(T), alignof(T));
+        v = rma_vector<T>::adopt(memory, reinterpret_cast<T const*>(memory.get()), n);
     }
 };
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/node_queue.hpp>
 #include <courier/serialization/error.hpp>
 #include <courier/serialization/message.hpp>
 #include <courier/serialization/traits.hpp>
@@ -167,9 +168,7 @@ private:
         node_loader load;
     };
     std::vector<std::pair<std::uintptr_t, std::uintptr_t>> stable_;
-    std::vector<deferred_node> deferred_;
-    std::size_t deferred_next_ = 0;
-    bool draining_ = false;
+    detail::node_queue<deferred_node> deferred_;
     struct deep_state;
     deep_state& deep();
     std::unique_ptr<deep_state> deep_;

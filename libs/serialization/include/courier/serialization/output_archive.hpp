@@ -12,6 +12,7 @@
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/node_queue.hpp>
 #include <courier/serialization/detail/varint.hpp>
 #include <courier/serialization/message.hpp>
 #include <courier/serialization/traits.hpp>
@@ -146,9 +147,7 @@ private:
         void const* node;
         node_saver save;
     };
-    std::vector<deferred_node> deferred_;
-    std::size_t deferred_next_ = 0;
-    bool draining_ = false;
+    detail::node_queue<deferred_node> deferred_;
     message& msg_;
     std::byte* begin_ = nullptr;
     std::byte* cur_ = nullptr;
