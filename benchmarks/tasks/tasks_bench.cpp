@@ -6,7 +6,8 @@
 //   (d) wake-up latency of a sleeping vs a spinning worker;
 // baselines: a raw boost::context::fiber switch loop (the floor), Boost.Fiber (pooled stacks),
 // oneTBB task_group, std::async.
-//   tasks_bench [--quick]
+//   tasks_bench [--quick] [--pingpong]   (--pingpong: only the raw switch and the same-worker
+//                                         ping-pong, for callgrind and repeated runs)
 #include <courier/runtime.hpp>
 
 #include <boost/context/fiber.hpp>
@@ -415,11 +416,27 @@ void row(char const* name, stats s, char const* unit) {
 } // namespace
 
 int main(int argc, char** argv) {
+    bool pingpong_only = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--quick") {
             quick = true;
             reps = 3;
+        } else if (std::string(argv[i]) == "--pingpong") {
+            pingpong_only = true;
+        } else {
+            std::fprintf(stderr, "usage: tasks_bench [--quick] [--pingpong]\n");
+            return 2;
         }
+    }
+    if (pingpong_only) {
+        int const n = quick ? 20'000 : 100'000;
+        auto raw = X;
+        row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
+        auto p1 = courier_ping_pong(1, n, false);
+        row("courier ping-pong, same worker", p1, "ns/round trip");
+        std::printf("  ratio to the raw round trip (2 switches): median %.2fx, best %.2fx\n",
+                    p1.median / (2 * raw.median), p1.min / (2 * raw.min));
+        return 0;
     }
     int const n_spawn = quick ? 200'000 : 1'000'000;
     int const n_pp = quick ? 20'000 : 100'000;

@@ -24,25 +24,30 @@ namespace {
 // A Courier thread can resume on another OS thread, and the compiler may cache the address of
 // a thread_local across the context switch. Every access therefore goes through these opaque,
 // non-inlined accessors (the empty asm also keeps them from being treated as pure).
-thread_local worker* tl_worker_var = nullptr;
-thread_local fiber_ctx* tl_fiber_var = nullptr;
+struct thread_slots {
+    worker* w = nullptr;
+    fiber_ctx* f = nullptr;
+};
+thread_local thread_slots tl_slots_var;
 std::atomic<scheduler*> g_scheduler{nullptr};
 
-[[gnu::noinline]] worker* get_tl_worker() noexcept {
+/// The calling OS thread's slots. Hot paths call it once per side of a switch and read both
+/// fields from the result; it must be called again after any switch.
+[[gnu::noinline]] thread_slots* tl_slots() noexcept {
     asm volatile("" ::: "memory");
-    return tl_worker_var;
+    return &tl_slots_var;
 }
-[[gnu::noinline]] void set_tl_worker(worker* w) noexcept {
-    asm volatile("" ::: "memory");
-    tl_worker_var = w;
+worker* get_tl_worker() noexcept {
+    return tl_slots()->w;
 }
-[[gnu::noinline]] fiber_ctx* get_tl_fiber() noexcept {
-    asm volatile("" ::: "memory");
-    return tl_fiber_var;
+void set_tl_worker(worker* w) noexcept {
+    tl_slots()->w = w;
 }
-[[gnu::noinline]] void set_tl_fiber(fiber_ctx* f) noexcept {
-    asm volatile("" ::: "memory");
-    tl_fiber_var = f;
+fiber_ctx* get_tl_fiber() noexcept {
+    return tl_slots()->f;
+}
+void set_tl_fiber(fiber_ctx* f) noexcept {
+    tl_slots()->f = f;
 }
 
 constexpr std::uintptr_t fiber_tag = 1;
@@ -163,7 +168,7 @@ boost::context::fiber runner_main(boost::context::fiber&& from) {
 } // namespace
 
 bool in_guard_page_of_current_thread(std::uintptr_t addr) noexcept {
-    fiber_ctx const* f = tl_fiber_var; // async-signal-safe: a plain TLS read
+    fiber_ctx const* f = tl_slots_var.f; // async-signal-safe: a plain TLS read
     return f != nullptr && f->guard_lo <= addr && addr < f->guard_hi;
 }
 
@@ -709,8 +714,9 @@ fiber_ctx* current_fiber() noexcept {
 }
 
 void suspend(void (*after)(void*), void* arg) {
-    fiber_ctx* self = get_tl_fiber();
-    worker* w = get_tl_worker();
+    thread_slots* slots = tl_slots();
+    fiber_ctx* self = slots->f;
+    worker* w = slots->w;
     if (self == nullptr || w == nullptr) {
         throw std::logic_error("courier: suspend outside a Courier thread");
     }
@@ -743,11 +749,11 @@ void suspend(void (*after)(void*), void* arg) {
         });
     }
     sanitizer::finish_switch(self->asan_save);
-    w = get_tl_worker();
+    slots = tl_slots(); // possibly another OS thread now
     if (back) { // resumed by a worker's own context; after a direct hand-off it is still stored
-        w->sched_cont = std::move(back);
+        slots->w->sched_cont = std::move(back);
     }
-    enter(self);
+    slots->f = self;
 }
 
 void resume(fiber_ctx* f) noexcept {

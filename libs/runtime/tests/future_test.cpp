@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 using courier::testing::run_in_runtime;
 
@@ -118,4 +120,73 @@ TEST(future, os_thread_waits_on_a_value_produced_by_a_task) {
     });
     waiter.join();
     EXPECT_EQ(rc, 0);
+}
+
+TEST(future, every_kind_of_waiter_on_one_state_is_woken_exactly_once) {
+    // Parked tasks, OS threads and continuations register on one shared state while another
+    // task publishes it: each waiter runs exactly once whether it registered before or after
+    // the value arrived (the lock-free waiter stack's two races). Repeated to vary the timing.
+    constexpr int rounds = 200, tasks = 8, threads = 2, continuations = 8;
+    std::atomic<int> woken{0};
+    std::atomic<bool> go{false};
+    std::vector<courier::promise<int>> ps(rounds);
+    std::vector<courier::shared_future<int>> sf;
+    for (auto& p : ps) {
+        sf.push_back(p.get_future().share());
+    }
+    std::vector<std::thread> os;
+    for (int t = 0; t < threads; ++t) {
+        os.emplace_back([&] {
+            while (!go.load()) {
+                std::this_thread::yield();
+            }
+            for (int r = 0; r < rounds; ++r) {
+                if (sf[static_cast<std::size_t>(r)].get() == r) {
+                    woken.fetch_add(1);
+                }
+            }
+        });
+    }
+    int rc = run_in_runtime(2, [&] {
+        go.store(true);
+        for (int r = 0; r < rounds; ++r) {
+            auto s = sf[static_cast<std::size_t>(r)];
+            std::vector<courier::future<void>> fs;
+            for (int i = 0; i < tasks; ++i) {
+                fs.push_back(courier::async([s, r, &woken] {
+                    if (s.get() == r) {
+                        woken.fetch_add(1);
+                    }
+                }));
+            }
+            for (int i = 0; i < continuations; ++i) {
+                fs.push_back(s.then([r, &woken](courier::shared_future<int> x) {
+                    if (x.get() == r) {
+                        woken.fetch_add(1);
+                    }
+                }));
+            }
+            courier::post([&ps, r] { ps[static_cast<std::size_t>(r)].set_value(r); });
+            courier::wait_all(fs);
+        }
+    });
+    for (auto& t : os) {
+        t.join();
+    }
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(woken.load(), rounds * (tasks + threads + continuations));
+}
+
+TEST(future, waiters_are_notified_in_the_order_they_registered) {
+    // Outside the runtime, continuations run inline at publication: their order is the order
+    // of registration.
+    courier::promise<void> p;
+    auto s = p.get_future().share();
+    std::vector<int> order;
+    std::vector<courier::future<void>> fs;
+    for (int i = 0; i < 5; ++i) {
+        fs.push_back(s.then([i, &order](courier::shared_future<void>) { order.push_back(i); }));
+    }
+    p.set_value();
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
 }

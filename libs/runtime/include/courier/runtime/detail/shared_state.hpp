@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: BSL-1.0
 // The shared state behind future/promise: a value or an exception, a reference count, and a
-// list of waiters (parked threads and callbacks) guarded by a per-state spinlock. No global lock.
+// lock-free stack of waiters (parked threads and callbacks) in one atomic word. No lock.
 #pragma once
 
 #include <courier/runtime/detail/small_alloc.hpp>
-#include <courier/runtime/detail/spinlock.hpp>
 #include <courier/runtime/detail/waiter.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <future>
 #include <memory>
@@ -19,22 +19,22 @@ namespace courier::detail {
 
 class state_base : public pooled {
 public:
-    enum status : std::uint8_t { pending = 0, has_value = 1, has_exception = 2 };
-
     state_base() noexcept = default;
     state_base(state_base const&) = delete;
     state_base& operator=(state_base const&) = delete;
 
     void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
     void release() noexcept {
-        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // A sole owner needs no read-modify-write: nobody else can take a reference.
+        if (refs_.load(std::memory_order_acquire) == 1 ||
+            refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             destroy();
         }
     }
 
-    bool is_ready() const noexcept { return status_.load(std::memory_order_acquire) != pending; }
+    bool is_ready() const noexcept { return ready(word_.load(std::memory_order_acquire)); }
     bool holds_exception() const noexcept {
-        return status_.load(std::memory_order_acquire) == has_exception;
+        return word_.load(std::memory_order_acquire) == exception_ready;
     }
     std::exception_ptr const& exception() const noexcept { return exception_; }
 
@@ -43,67 +43,90 @@ public:
         if (is_ready()) {
             return;
         }
-        lock_.lock();
-        if (is_ready()) {
-            lock_.unlock();
+        if (fiber_ctx* self = current_fiber()) {
+            fiber_waiter w(self);
+            // Queued only once this thread is switched out, so a notification that comes at
+            // once cannot resume a thread that is still running; if the state became ready
+            // meanwhile, the thread makes itself runnable again.
+            auto enqueue = [this, &w] {
+                if (!push(&w)) {
+                    w.notify();
+                }
+            };
+            suspend_with(enqueue);
             return;
         }
-        parked_waiter w;
-        waiters_.push(&w);
-        w.park(lock_);
+        os_waiter w;
+        if (push(&w)) {
+            w.wait();
+        }
     }
 
     /// Notifies `w` when the state becomes ready (at once if it already is).
     void add_callback(waiter* w) {
-        lock_.lock();
-        if (is_ready()) {
-            lock_.unlock();
+        if (!push(w)) {
             w->notify();
-            return;
         }
-        waiters_.push(w);
-        lock_.unlock();
     }
 
     void set_exception(std::exception_ptr e) {
-        publishing_ref keep(this);
-        lock_.lock();
-        if (status_.load(std::memory_order_relaxed) != pending) {
-            lock_.unlock();
-            throw std::future_error(std::future_errc::promise_already_satisfied);
-        }
+        check_unset();
         exception_ = std::move(e);
-        publish(has_exception);
+        publish(exception_ready);
     }
 
-protected:
-    /// Held by a setter while it publishes: a waiter that sees the result early (lock-free
-    /// is_ready()) may drop the last other reference before publish() has unlocked.
-    struct publishing_ref {
-        state_base* s;
-        explicit publishing_ref(state_base* st) noexcept : s(st) { s->add_ref(); }
-        ~publishing_ref() { s->release(); }
-    };
-
-public:
 protected:
     virtual ~state_base() = default;
     virtual void destroy() noexcept { delete this; }
 
-    /// Called with lock_ held and the result stored: marks ready, unlocks, notifies.
-    void publish(status s) noexcept {
-        status_.store(s, std::memory_order_release);
-        waiter* chain = waiters_.take_all();
-        lock_.unlock();
-        waiter_list::notify_chain(chain);
+    // The state word: 0 (pending, nobody waits), a waiter* (pending: the newest waiter, a stack
+    // linked through waiter::next), or value_ready / exception_ready. Waiters are at least
+    // 8-aligned, so the low bits tell the cases apart. One read-modify-write per side: the
+    // setter's exchange, a waiter's compare-exchange.
+    static constexpr std::uintptr_t value_ready = 1;
+    static constexpr std::uintptr_t exception_ready = 2;
+    static bool ready(std::uintptr_t w) noexcept { return (w & 3) != 0; }
+
+    /// A state has one setter at a time (a promise is used by one thread; every internal setter
+    /// owns its state), so this plain check catches a second set before it touches the storage.
+    void check_unset() const {
+        if (ready(word_.load(std::memory_order_relaxed))) {
+            throw std::future_error(std::future_errc::promise_already_satisfied);
+        }
     }
 
-    spinlock lock_;
+    /// The result is stored: marks the state ready and notifies the waiters in the order they
+    /// came. Touches nothing of the state after the exchange: a waiter may destroy it at once.
+    void publish(std::uintptr_t how) noexcept {
+        auto old = word_.exchange(how, std::memory_order_acq_rel);
+        waiter* newest = reinterpret_cast<waiter*>(old);
+        waiter* oldest = nullptr;
+        while (newest != nullptr) { // reverse the stack: first come, first notified
+            waiter* next = newest->next;
+            newest->next = oldest;
+            oldest = newest;
+            newest = next;
+        }
+        waiter_list::notify_chain(oldest);
+    }
 
 private:
+    /// Pushes `w` unless the state is ready (then returns false).
+    bool push(waiter* w) noexcept {
+        auto cur = word_.load(std::memory_order_acquire);
+        do {
+            if (ready(cur)) {
+                return false;
+            }
+            w->next = reinterpret_cast<waiter*>(cur);
+        } while (!word_.compare_exchange_weak(cur, reinterpret_cast<std::uintptr_t>(w),
+                                              std::memory_order_acq_rel,
+                                              std::memory_order_acquire));
+        return true;
+    }
+
     std::atomic<int> refs_{1};
-    std::atomic<std::uint8_t> status_{pending};
-    waiter_list waiters_;
+    std::atomic<std::uintptr_t> word_{0};
     std::exception_ptr exception_;
 };
 
@@ -123,20 +146,10 @@ public:
 
     template <class... Args>
     void set_value(Args&&... args) {
-        publishing_ref keep(this);
-        lock_.lock();
-        if (is_ready()) {
-            lock_.unlock();
-            throw std::future_error(std::future_errc::promise_already_satisfied);
-        }
-        try {
-            std::construct_at(ptr(), std::forward<Args>(args)...);
-        } catch (...) {
-            lock_.unlock();
-            throw;
-        }
+        check_unset();
+        std::construct_at(ptr(), std::forward<Args>(args)...);
         has_stored_ = true;
-        publish(has_value);
+        publish(value_ready);
     }
 
     /// The value of a ready state; rethrows a stored exception.

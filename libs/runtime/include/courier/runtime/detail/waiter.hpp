@@ -64,6 +64,35 @@ private:
     std::optional<os_wait> os_; // only for waiters outside Courier threads
 };
 
+/// A Courier thread waiting (future states: the thread queues itself once switched out).
+class fiber_waiter final : public waiter {
+public:
+    explicit fiber_waiter(fiber_ctx* f) noexcept : fiber_(f) {}
+    void notify() noexcept override { resume(fiber_); }
+
+private:
+    fiber_ctx* fiber_;
+};
+
+/// An OS thread (outside Courier threads) waiting on a condition variable.
+class os_waiter final : public waiter {
+public:
+    void notify() noexcept override {
+        std::lock_guard g(mutex_); // notify under the lock: the waiter cannot leave early
+        ready_ = true;
+        cv_.notify_one();
+    }
+    void wait() {
+        std::unique_lock g(mutex_);
+        cv_.wait(g, [this] { return ready_; });
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool ready_ = false;
+};
+
 /// A FIFO list of waiters (not thread-safe: guarded by its owner's lock).
 class waiter_list {
 public:
