@@ -430,7 +430,7 @@ int main(int argc, char** argv) {
     }
     if (pingpong_only) {
         int const n = quick ? 20'000 : 100'000;
-        auto raw = X;
+        auto raw = raw_switch_ns(quick ? 2'000'000 : 10'000'000);
         row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
         auto p1 = courier_ping_pong(1, n, false);
         row("courier ping-pong, same worker", p1, "ns/round trip");
