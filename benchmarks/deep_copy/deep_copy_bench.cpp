@@ -11,6 +11,7 @@
 // (c) remote (under courier-run -n 2): send to locality 1, which deserializes, serializes the
 //     copy back, and the caller deserializes it. Freeing the copies is not timed.
 //   deep_copy_bench [--quick] [--max-log2=N] [--cases=memory,file,remote]
+//                   [--structures=tree,ring,random,complete,tree+512B,tree+8KiB]
 // Output: RESULT <case> <structure> <n> <implementation> <microseconds>, then ratio tables.
 #include <courier/courier.hpp>
 
@@ -341,6 +342,8 @@ struct options {
     bool quick = false;
     unsigned max_log2 = 16;
     std::vector<std::string> cases{"memory", "file", "remote"};
+    std::vector<std::string> structures{"tree",     "ring",      "random",
+                                        "complete", "tree+512B", "tree+8KiB"};
 };
 
 std::map<std::tuple<std::string, std::string, std::size_t, std::string>, double> results;
@@ -353,8 +356,7 @@ void report(std::string const& c, std::string const& s, std::size_t n, std::stri
 }
 
 int run(options const& o) {
-    std::vector<std::string> structures{"tree",     "ring",      "random",
-                                        "complete", "tree+512B", "tree+8KiB"};
+    auto const& structures = o.structures;
     auto path = std::filesystem::temp_directory_path() /
                 ("courier_deep_bench_" + std::to_string(::getpid()) + ".ckpt");
     int reps = o.quick ? 1 : 3;
@@ -518,12 +520,14 @@ options opts_from(int argc, char** argv) {
             o.max_log2 = 6;
         } else if (a.rfind("--max-log2=", 0) == 0) {
             o.max_log2 = static_cast<unsigned>(std::atoi(a.c_str() + 11));
-        } else if (a.rfind("--cases=", 0) == 0) {
-            o.cases.clear();
-            std::stringstream ss(a.substr(8));
+        } else if (a.rfind("--cases=", 0) == 0 || a.rfind("--structures=", 0) == 0) {
+            bool cases = a[2] == 'c';
+            auto& list = cases ? o.cases : o.structures;
+            list.clear();
+            std::stringstream ss(a.substr(a.find('=') + 1));
             std::string c;
             while (std::getline(ss, c, ',')) {
-                o.cases.push_back(c);
+                list.push_back(c);
             }
         }
     }
