@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <fstream>
 #include <random>
 
@@ -146,4 +149,34 @@ TEST_F(checkpoint, specific_damage_gets_specific_messages) {
 
 TEST_F(checkpoint, missing_file_is_a_clear_error) {
     EXPECT_NE(load_error().find("cannot open"), std::string::npos);
+}
+
+TEST_F(checkpoint, a_write_error_is_reported_and_keeps_the_previous_file) {
+    // The file size limit makes write(2) fail with EFBIG part way through a 1.6 MB save (a
+    // full disk behaves the same): the save throws naming the problem, PATH.tmp is removed and
+    // the earlier checkpoint still loads.
+    state before = sample();
+    before.title = "earlier";
+    cs::save_to_file(path, before);
+    rlimit old{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 256 * 1024;
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    state big = sample();
+    big.field.assign(200000, 1.5);
+    std::string error;
+    try {
+        cs::save_to_file(path, big);
+    } catch (cs::serialization_error const& e) {
+        error = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_NE(error.find("write failed"), std::string::npos) << error;
+    EXPECT_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+    state back;
+    cs::load_from_file(path, back);
+    EXPECT_EQ(back, before);
 }
