@@ -16,6 +16,7 @@
 #include <tbb/task_group.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -252,6 +253,37 @@ double raw_switch_once(int n) {
     return ns;
 }
 
+/// The raw switch plus the least synchronization a thread-safe future hand-off needs per hop:
+/// one atomic exchange (publishing a value) and one compare-exchange (registering a waiter).
+/// Not a target; it shows how much of the ping-pong is the cost of atomics on this machine.
+stats raw_switch_with_atomics_ns(int n) {
+    std::vector<double> ns;
+    for (int r = 0; r < reps; ++r) {
+        namespace ctx = boost::context;
+        static std::atomic<std::uintptr_t> word{0};
+        auto sync = [] {
+            word.exchange(1, std::memory_order_acq_rel);
+            std::uintptr_t e = 1;
+            word.compare_exchange_strong(e, 0, std::memory_order_acq_rel);
+        };
+        ctx::fiber f([&sync](ctx::fiber&& m) {
+            for (;;) {
+                sync();
+                m = std::move(m).resume();
+            }
+            return std::move(m);
+        });
+        auto t0 = clk::now();
+        for (int i = 0; i < n; ++i) {
+            sync();
+            f = std::move(f).resume();
+        }
+        ns.push_back(ns_since(t0) / (2.0 * n));
+        new ctx::fiber(std::move(f)); // abandoned suspended, as in raw_switch_once
+    }
+    return summarize(ns);
+}
+
 stats raw_switch_ns(int n) {
     std::vector<double> ns;
     for (int r = 0; r < reps; ++r) {
@@ -456,6 +488,8 @@ int main(int argc, char** argv) {
         int const n = quick ? 20'000 : 100'000;
         auto raw = raw_switch_ns(quick ? 2'000'000 : 10'000'000);
         row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
+        auto rawsync = raw_switch_with_atomics_ns(quick ? 2'000'000 : 10'000'000);
+        row("raw switch + exchange + compare-exchange", rawsync, "ns/switch");
         auto p1 = courier_ping_pong(1, n, false);
         row("courier ping-pong, same worker", p1, "ns/round trip");
         auto pr = paired_ping_pong_ratio(n, quick ? 2'000'000 : 10'000'000);
@@ -490,6 +524,8 @@ int main(int argc, char** argv) {
                 n_pp);
     auto raw = raw_switch_ns(quick ? 2'000'000 : 10'000'000);
     row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
+    auto rawsync = raw_switch_with_atomics_ns(quick ? 2'000'000 : 10'000'000);
+    row("raw switch + exchange + compare-exchange", rawsync, "ns/switch");
     auto p1 = courier_ping_pong(1, n_pp, false);
     row("courier, same worker", p1, "ns/round trip");
     auto pr = paired_ping_pong_ratio(n_pp, quick ? 2'000'000 : 10'000'000);
@@ -545,7 +581,7 @@ int main(int argc, char** argv) {
     auto os = os_condvar_wakeup_us(samples);
     row("OS thread on a condition_variable (floor)", os, "us");
 
-    std::printf("\ntargets (issue 3, on the best repetition):\n");
+    std::printf("\ntargets (issue 3; best repetition, the ping-pong on paired ratios):\n");
     target(c1.min <= 150,
            "spawn+run+join <= 150 ns/task on one worker: " + std::to_string(c1.min) + " ns");
     target(pr.median <= 10,
