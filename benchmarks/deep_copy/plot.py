@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 STYLE = {"courier-buffered": ("C0", "-"), "courier-non_buffered": ("C1", "-"),
          "courier-adaptive": ("C2", "-"), "courier": ("C2", "-"),
+         "courier-adaptive-in_place": ("C2", "-."),
          "hand-coded": ("k", "--"), "boost": ("C3", ":")}
 
 

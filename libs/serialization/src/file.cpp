@@ -138,7 +138,8 @@ private:
 } // namespace
 
 struct checkpoint_writer::impl {
-    std::filesystem::path path, tmp;
+    std::filesystem::path path, tmp; // tmp == path when writing in place
+    checkpoint_options how;
     int fd = -1;
     std::unique_ptr<segment_writer> w;
     bool committed = false;
@@ -149,10 +150,14 @@ struct checkpoint_writer::impl {
     }
 };
 
-checkpoint_writer::checkpoint_writer(std::filesystem::path path) : impl_(std::make_unique<impl>()) {
+checkpoint_writer::checkpoint_writer(std::filesystem::path path, checkpoint_options how)
+    : impl_(std::make_unique<impl>()) {
     impl_->path = std::move(path);
+    impl_->how = how;
     impl_->tmp = impl_->path;
-    impl_->tmp += ".tmp";
+    if (how.atomic) {
+        impl_->tmp += ".tmp";
+    }
     impl_->fd = ::open(impl_->tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (impl_->fd < 0) {
         io_error(impl_->tmp, "cannot open for writing");
@@ -170,8 +175,10 @@ checkpoint_writer::~checkpoint_writer() {
             ::close(impl_->fd);
             impl_->fd = -1;
         }
-        std::error_code ec;
-        std::filesystem::remove(impl_->tmp, ec);
+        if (impl_->how.atomic) {
+            std::error_code ec;
+            std::filesystem::remove(impl_->tmp, ec);
+        }
     }
 }
 
@@ -209,15 +216,32 @@ void checkpoint_writer::commit() {
         }
         io_error(path, "cannot write header");
     }
+    if (impl_->how.durable && ::fdatasync(impl_->fd) != 0) {
+        io_error(path, "fdatasync failed");
+    }
     int fd = std::exchange(impl_->fd, -1);
     if (::close(fd) != 0) {
         io_error(path, "close failed");
     }
-    std::error_code ec;
-    std::filesystem::rename(impl_->tmp, impl_->path, ec);
-    if (ec) {
-        throw serialization_error("checkpoint " + impl_->path.string() +
-                                  ": cannot rename the finished file into place: " + ec.message());
+    if (impl_->how.atomic) {
+        std::error_code ec;
+        std::filesystem::rename(impl_->tmp, impl_->path, ec);
+        if (ec) {
+            throw serialization_error(
+                "checkpoint " + impl_->path.string() +
+                ": cannot rename the finished file into place: " + ec.message());
+        }
+    }
+    if (impl_->how.durable) { // the directory entry too
+        auto dir = impl_->path.parent_path();
+        int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || ::fsync(dfd) != 0) {
+            if (dfd >= 0) {
+                ::close(dfd);
+            }
+            io_error(impl_->path, "cannot sync its directory");
+        }
+        ::close(dfd);
     }
     impl_->committed = true;
 }

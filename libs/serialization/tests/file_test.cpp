@@ -180,3 +180,35 @@ TEST_F(checkpoint, a_write_error_is_reported_and_keeps_the_previous_file) {
     cs::load_from_file(path, back);
     EXPECT_EQ(back, before);
 }
+
+TEST_F(checkpoint, in_place_and_durable_saves_round_trip) {
+    for (cs::checkpoint_options how :
+         {cs::checkpoint_options{false, false}, cs::checkpoint_options{true, true},
+          cs::checkpoint_options{false, true}}) {
+        state s = sample();
+        s.title = how.atomic ? "atomic" : "in place";
+        cs::save_to_file(path, how, cs::default_options(), s);
+        EXPECT_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+        state back;
+        cs::load_from_file(path, back);
+        EXPECT_EQ(back, s);
+    }
+}
+
+namespace {
+struct throws_on_save {
+    template <class A>
+    void serialize(A&, unsigned) {
+        throw std::runtime_error("disk on fire");
+    }
+};
+} // namespace
+
+TEST_F(checkpoint, a_failed_in_place_save_leaves_a_file_that_refuses_to_load) {
+    // In place there is no earlier checkpoint to keep; what is left must not load as data.
+    cs::save_to_file(path, sample());
+    EXPECT_THROW(cs::save_to_file(path, cs::checkpoint_options{false, false}, cs::default_options(),
+                                  sample(), throws_on_save{}),
+                 std::runtime_error);
+    EXPECT_NE(load_error().find("bad magic"), std::string::npos) << load_error();
+}

@@ -16,8 +16,9 @@
 // The layout streams: save_to_file() emits segments as the archive produces them (index data
 // every streaming_buffer_size bytes, large blocks straight from where they lie) and patches the
 // header at the end, so a checkpoint never needs the whole archive in memory (MEL's point: a
-// structure larger than half of memory). It writes PATH.tmp and renames it over PATH when
-// complete: a failed save leaves any earlier checkpoint intact. Loading checks magic, version, byte
+// structure larger than half of memory). By default it writes PATH.tmp and renames it over PATH
+// when complete: a failed save leaves any earlier checkpoint intact (checkpoint_options tell the
+// other policies: in place, and durable against power loss). Loading checks magic, version, byte
 // order, size, checksum and segment structure before any value is read; pointer segments are
 // adopted by serialize_buffer without a copy.
 #pragma once
@@ -41,12 +42,28 @@ message read_message_file(std::filesystem::path const& path);
 /// so pointer segments are referenced in place). Throws serialization_error.
 message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t size);
 
+/// How a checkpoint replaces the file at its path.
+struct checkpoint_options {
+    /// true: write PATH.tmp and rename it over PATH once complete, so a failed save (or a crash
+    /// of this process) leaves the earlier checkpoint intact and readers never see a partial
+    /// file. false: write PATH in place (truncating it), as a plain ofstream does; a failed
+    /// save leaves a file that fails to load with a clear error (its header is written last).
+    /// On ext4 the rename over an existing file makes the kernel allocate and start writing the
+    /// new file's blocks at once (auto_da_alloc): measured 3.0-3.4 ms for 2 MiB here, against
+    /// 1.9-2.0 ms for truncating in place.
+    bool atomic = true;
+    /// true: fdatasync the file before it takes PATH's name, and fsync the directory after,
+    /// so the checkpoint survives power loss once save_to_file returns.
+    bool durable = false;
+};
+
 /// Writes a checkpoint file segment by segment (a chunk_sink for a streaming output_archive).
 class checkpoint_writer final : public chunk_sink {
 public:
-    /// Opens PATH.tmp for writing. Throws serialization_error.
-    explicit checkpoint_writer(std::filesystem::path path);
-    /// Without commit(): removes PATH.tmp (the save failed).
+    /// Opens PATH.tmp (or PATH, when not atomic) for writing. Throws serialization_error.
+    explicit checkpoint_writer(std::filesystem::path path, checkpoint_options how = {});
+    /// Without commit(): removes PATH.tmp (the save failed; in place: leaves PATH, whose header
+    /// is still zero, so it fails to load).
     ~checkpoint_writer() override;
     checkpoint_writer(checkpoint_writer const&) = delete;
     checkpoint_writer& operator=(checkpoint_writer const&) = delete;
@@ -68,11 +85,11 @@ struct checkpoint_statistics {
     std::size_t buffer_bytes = 0; ///< the index buffer it needed (independent of the data size)
 };
 
-/// Streams `values` into the checkpoint file `path` (replacing it when complete).
+/// Streams `values` into the checkpoint file `path` (replacing it as `how` says).
 template <class... Args>
-checkpoint_statistics save_to_file(std::filesystem::path const& path, options const& o,
-                                   Args const&... values) {
-    checkpoint_writer w(path);
+checkpoint_statistics save_to_file(std::filesystem::path const& path, checkpoint_options how,
+                                   options const& o, Args const&... values) {
+    checkpoint_writer w(path, how);
     message scratch;
     {
         output_archive ar(scratch, o, &w);
@@ -81,6 +98,12 @@ checkpoint_statistics save_to_file(std::filesystem::path const& path, options co
     }
     w.commit();
     return {w.bytes_written(), scratch.capacity()};
+}
+
+template <class... Args>
+checkpoint_statistics save_to_file(std::filesystem::path const& path, options const& o,
+                                   Args const&... values) {
+    return save_to_file(path, checkpoint_options{}, o, values...);
 }
 
 template <class... Args>
