@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace courier::parcelport {
@@ -137,7 +138,8 @@ struct send_op : op {
 };
 
 struct send_state {
-    std::uint64_t id = 0;
+    std::uint64_t id = 0; // (generation << 32) | slot in the send table
+    bool live = false;    // in the table and not completed
     std::uint32_t dest = 0;
     serialization::message msg;
     std::vector<fid_mr*> mrs;
@@ -149,6 +151,74 @@ struct send_state {
     bool needs_done = false;
     bool eager_done = false;
     bool remote_done = false;
+};
+
+/// Sends in flight, by slot. An id is (generation << 32) | slot: a DONE for a send that has
+/// completed (or a forged one) finds another generation in the slot and is ignored. Slots keep
+/// their send_state, and with it the capacity of its vectors (the eager message above all), so
+/// a send allocates nothing here once the table is warm. Guarded by the transport's mutex_.
+class send_table {
+public:
+    /// A cleared state under a new id, marked live.
+    send_state* acquire() {
+        std::uint32_t slot;
+        if (!free_.empty()) {
+            slot = free_.back();
+            free_.pop_back();
+        } else {
+            slot = static_cast<std::uint32_t>(slots_.size());
+            slots_.push_back(std::make_unique<send_state>());
+        }
+        send_state* s = slots_[slot].get();
+        std::uint64_t generation = (s->id >> 32) + 1;
+        s->id = (generation << 32) | slot;
+        s->live = true;
+        ++live_;
+        return s;
+    }
+    /// The live send with this id, or nullptr.
+    send_state* find(std::uint64_t id) const noexcept {
+        auto slot = static_cast<std::uint32_t>(id);
+        if (slot >= slots_.size()) {
+            return nullptr;
+        }
+        send_state* s = slots_[slot].get();
+        return s->live && s->id == id ? s : nullptr;
+    }
+    /// Takes a live send out of the table (DONEs no longer find it); its slot stays taken
+    /// until recycle().
+    void retire(send_state* s) noexcept {
+        s->live = false;
+        --live_;
+    }
+    /// Gives back the slot of a retired send whose owner has cleared it.
+    void recycle(send_state* s) {
+        auto slot = static_cast<std::uint32_t>(s->id);
+        if (free_.size() < max_cached && s->eager.capacity() <= max_eager_cached) {
+            free_.push_back(slot);
+        } else { // keep the memory of a burst bounded: a fresh state next time
+            std::uint64_t id = s->id;
+            slots_[slot] = std::make_unique<send_state>();
+            slots_[slot]->id = id; // the generation carries on
+            free_.push_back(slot);
+        }
+    }
+    std::size_t size() const noexcept { return live_; }
+    template <class F>
+    void for_each_live(F&& f) {
+        for (auto& s : slots_) {
+            if (s->live) {
+                f(*s);
+            }
+        }
+    }
+
+private:
+    static constexpr std::size_t max_cached = 4096;
+    static constexpr std::size_t max_eager_cached = 64 * 1024;
+    std::vector<std::unique_ptr<send_state>> slots_;
+    std::vector<std::uint32_t> free_;
+    std::size_t live_ = 0;
 };
 
 struct incoming;
@@ -310,6 +380,9 @@ private:
     void finish_incoming(incoming* in);
     void send_done(std::uint32_t dest, std::uint64_t id);
     void complete_send(send_state* s, std::error_code ec);
+    /// Clears a retired send (or, with `live`, one that failed before it was posted: it is
+    /// retired here) and gives its slot back.
+    void recycle_send(send_state* s, bool live) noexcept;
     /// fi_mr_reg. `counted`: in statistics::registrations (the pool counts its own).
     fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access,
                             bool counted = true);
@@ -348,12 +421,11 @@ private:
     std::uint32_t rank_ = 0;
     receive_handler on_receive_;
     std::vector<std::unique_ptr<recv_op>> recvs_;
-    std::atomic<std::uint64_t> next_send_id_{1};
     std::atomic<std::uint64_t> next_key_{1};
 
     mutable std::mutex mutex_; // sends_, incoming_, backlog_, deferred_, reading_bytes_
     std::mutex poll_mutex_;    // the completion queue is polled by one thread at a time
-    std::unordered_map<std::uint64_t, std::unique_ptr<send_state>> sends_;
+    send_table sends_;
     std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
     std::deque<std::pair<std::function<long()>, char const*>> backlog_;
     std::atomic<std::size_t> backlog_size_{0}; // backlog_.size(), read without the lock
@@ -465,11 +537,11 @@ void libfabric_transport::close() noexcept {
     if (ep_ != nullptr) {
         fi_close(&ep_->fid);
     }
-    for (auto& [id, s] : sends_) {
-        for (auto& l : s->leases) {
+    sends_.for_each_live([this](send_state& s) {
+        for (auto& l : s.leases) {
             cache_->release(l);
         }
-    }
+    });
     cache_.reset();
     if (pool_attached_) {
         rma::detach(registrar_);
@@ -479,11 +551,11 @@ void libfabric_transport::close() noexcept {
             fi_close(&r->mr->fid);
         }
     }
-    for (auto& [id, s] : sends_) {
-        for (auto* mr : s->mrs) {
+    sends_.for_each_live([](send_state& s) {
+        for (auto* mr : s.mrs) {
             fi_close(&mr->fid);
         }
-    }
+    });
     for (auto& [p, in] : incoming_) {
         for (auto* mr : in->mrs) {
             fi_close(&mr->fid);
@@ -542,8 +614,21 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     if (dest >= peers_.size()) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
-    auto s = std::make_unique<send_state>();
-    s->id = next_send_id_.fetch_add(1);
+    send_state* s;
+    {
+        std::lock_guard g(mutex_);
+        s = sends_.acquire();
+    }
+    // Until the message is posted, a failure gives the slot back.
+    struct slot_guard {
+        libfabric_transport* t;
+        send_state* s;
+        ~slot_guard() {
+            if (s != nullptr) {
+                t->recycle_send(s, true);
+            }
+        }
+    } guard{this, s};
     s->dest = dest;
     s->msg = std::move(m);
     s->on_sent = std::move(on_sent);
@@ -630,11 +715,7 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     if (eager_mr != nullptr) {
         s->mrs.push_back(eager_mr);
     }
-    send_state* raw = s.get();
-    {
-        std::lock_guard g(mutex_);
-        sends_.emplace(raw->id, std::move(s));
-    }
+    send_state* raw = std::exchange(guard.s, nullptr);
     ++counters_.messages_sent;
     counters_.eager_bytes_sent += raw->eager.size();
     counters_.rendezvous_sends += raw->needs_done;
@@ -649,24 +730,43 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
 }
 
 void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
-    std::unique_ptr<send_state> owned;
     {
         std::lock_guard g(mutex_);
-        auto it = sends_.find(s->id);
-        if (it == sends_.end()) {
+        if (sends_.find(s->id) != s) {
             return;
         }
-        owned = std::move(it->second);
-        sends_.erase(it);
+        sends_.retire(s);
     }
-    for (auto* mr : owned->mrs) {
+    for (auto* mr : s->mrs) {
         fi_close(&mr->fid);
     }
-    for (auto& l : owned->leases) {
+    for (auto& l : s->leases) {
         cache_->release(l);
     }
-    if (owned->on_sent) {
-        owned->on_sent(ec);
+    if (s->on_sent) {
+        s->on_sent(ec);
+    }
+    recycle_send(s, false);
+}
+
+void libfabric_transport::recycle_send(send_state* s, bool live) noexcept {
+    // What the send held goes now (the message and the handler's captures), as when the
+    // state was destroyed; its vectors keep their capacity for the next send.
+    s->msg = serialization::message();
+    s->on_sent = nullptr;
+    s->mrs.clear();
+    s->leases.clear();
+    s->eager.clear();
+    s->table.clear();
+    s->needs_done = s->eager_done = s->remote_done = false;
+    std::lock_guard g(mutex_);
+    if (live) {
+        sends_.retire(s);
+    }
+    try {
+        sends_.recycle(s);
+    } catch (...) {
+        // No memory to give the slot back: it stays retired (unused) — nothing is lost.
     }
 }
 
@@ -836,9 +936,8 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
         bool done = false;
         {
             std::lock_guard g(mutex_);
-            auto it = sends_.find(h.send_id);
-            if (it != sends_.end()) {
-                s = it->second.get();
+            s = sends_.find(h.send_id);
+            if (s != nullptr) {
                 s->remote_done = true;
                 done = s->eager_done;
             }

@@ -217,6 +217,18 @@ TEST_P(transport, both_directions_and_many_messages_in_flight) {
         seen[static_cast<std::size_t>(i)] = true;
     }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), true), n);
+    // Every send left the send table (slots are reused), and a second wave through the
+    // recycled slots completes the same way.
+    EXPECT_NE(e.a->debug_state().find("sends in flight 0,"), std::string::npos)
+        << e.a->debug_state();
+    e.got_b.clear();
+    for (int i = 0; i < n; ++i) {
+        e.a->send(1, cs::save(i, payloads[static_cast<std::size_t>(i)]),
+                  [&](std::error_code ec) { sent += !ec; });
+    }
+    ASSERT_TRUE(e.pump([&] { return sent == 3 * n && e.got_b.size() == std::size_t{n}; }));
+    EXPECT_NE(e.a->debug_state().find("sends in flight 0,"), std::string::npos)
+        << e.a->debug_state();
 }
 
 TEST_P(transport, a_message_with_the_wrong_job_token_is_dropped) {
