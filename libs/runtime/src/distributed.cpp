@@ -107,10 +107,13 @@ void send_parcel(std::uint32_t dest, serialization::message&& m,
         return;
     }
     g.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    if (!on_sent) { // replies: a handler without captures, which std::function stores inline
+        g.tp->send(dest, std::move(m),
+                   [](std::error_code) { g.in_flight.fetch_sub(1, std::memory_order_acq_rel); });
+        return;
+    }
     g.tp->send(dest, std::move(m), [cb = std::move(on_sent)](std::error_code ec) {
-        if (cb) {
-            cb(ec);
-        }
+        cb(ec);
         g.in_flight.fetch_sub(1, std::memory_order_acq_rel);
     });
 }

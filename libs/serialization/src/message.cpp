@@ -17,7 +17,7 @@ message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
       chunks_(std::move(o.chunks_)), owners_(std::move(o.owners_)),
-      keep_alive_(std::move(o.keep_alive_)) {}
+      keep_first_(std::move(o.keep_first_)), keep_alive_(std::move(o.keep_alive_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -28,6 +28,7 @@ message& message::operator=(message&& o) noexcept {
         growth_copied_ = std::exchange(o.growth_copied_, 0);
         chunks_ = std::move(o.chunks_);
         owners_ = std::move(o.owners_);
+        keep_first_ = std::move(o.keep_first_);
         keep_alive_ = std::move(o.keep_alive_);
     }
     return *this;
@@ -60,6 +61,7 @@ void message::clear() noexcept {
     growth_copied_ = 0;
     chunks_.clear();
     owners_.clear();
+    keep_first_.reset();
     keep_alive_.clear();
 }
 
@@ -83,9 +85,14 @@ void message::grow_to(std::size_t min_capacity) {
 }
 
 void message::keep_alive(std::shared_ptr<void const> ref) {
-    if (ref) {
-        keep_alive_.push_back(std::move(ref));
+    if (!ref) {
+        return;
     }
+    if (!keep_first_) { // the usual single reference needs no vector storage
+        keep_first_ = std::move(ref);
+        return;
+    }
+    keep_alive_.push_back(std::move(ref));
 }
 
 void message::set_chunk_owner(std::size_t i, std::shared_ptr<void const> owner) {

@@ -93,8 +93,9 @@ private:
     std::size_t capacity_ = 0;
     std::size_t growth_copied_ = 0;
     std::vector<serialization_chunk> chunks_;
-    std::vector<std::shared_ptr<void const>> owners_; // empty, or parallel to chunks_
-    std::vector<std::shared_ptr<void const>> keep_alive_;
+    std::vector<std::shared_ptr<void const>> owners_;     // empty, or parallel to chunks_
+    std::shared_ptr<void const> keep_first_;              // the first keep_alive() reference
+    std::vector<std::shared_ptr<void const>> keep_alive_; // any further ones
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     struct check_result {
