@@ -235,6 +235,18 @@ struct incoming {
     std::vector<std::shared_ptr<std::byte[]>> owners; // parallel to chunks (null for index)
     std::vector<fid_mr*> mrs;
     std::deque<read_op> reads;
+    // The reads of the current phase, posted in order by post_reads() (one backlog entry for
+    // all that -FI_EAGAIN holds back, not one per read).
+    struct read_piece {
+        std::byte* local;
+        std::size_t size;
+        std::uint64_t remote;
+        std::uint64_t key;
+        void* desc;
+    };
+    std::vector<read_piece> pieces;
+    std::size_t next_piece = 0;
+    std::size_t read_base = 0; // reads[read_base + i] is the context of pieces[i]
     std::size_t outstanding = 0;
     std::size_t rma_bytes = 0; // counted against the read budget until finished
     bool failed = false;
@@ -370,6 +382,9 @@ private:
     /// large messages and keeps the pooled destination buffers few and cache-warm.
     void admit_parcel(wire::header const& h, std::byte const* p, std::size_t len);
     void release_read_budget(std::size_t bytes);
+    /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
+    /// (returning its code, -FI_EAGAIN when the provider's queue is full).
+    long post_reads(incoming* in);
     void start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
                      bool index_inline);
     /// Sets up a rendezvous from its descriptors: destination buffers, then the reads.
@@ -895,26 +910,32 @@ bool libfabric_transport::progress() {
     if (backlog_size_.load(std::memory_order_acquire) == 0) {
         return any;
     }
-    std::deque<std::pair<std::function<long()>, char const*>> retry;
-    {
-        std::lock_guard g(mutex_);
-        retry.swap(backlog_);
-        backlog_size_.store(0, std::memory_order_release);
-    }
-    while (!retry.empty()) {
-        long rc = retry.front().first();
+    // One entry at a time from the front; an entry the provider still refuses goes back to
+    // the front and the pass ends (taking the whole backlog out and putting the rest back
+    // cost a move per waiting entry on every pass: quadratic under a flood).
+    for (;;) {
+        std::pair<std::function<long()>, char const*> item;
+        {
+            std::lock_guard g(mutex_);
+            if (backlog_.empty()) {
+                break;
+            }
+            item = std::move(backlog_.front());
+            backlog_.pop_front();
+        }
+        long rc = item.first();
         if (rc == -FI_EAGAIN) {
             std::lock_guard g(mutex_);
-            for (auto it = retry.rbegin(); it != retry.rend(); ++it) {
-                backlog_.push_front(std::move(*it));
-            }
-            backlog_size_.store(backlog_.size(), std::memory_order_release);
+            backlog_.push_front(std::move(item));
             break;
         }
-        if (rc != 0) {
-            std::fprintf(stderr, "courier: %s\n", fi_message(retry.front().second, rc).c_str());
+        {
+            std::lock_guard g(mutex_);
+            backlog_size_.store(backlog_.size(), std::memory_order_release);
         }
-        retry.pop_front();
+        if (rc != 0) {
+            std::fprintf(stderr, "courier: %s\n", fi_message(item.second, rc).c_str());
+        }
         any = true;
     }
     return any;
@@ -1164,18 +1185,14 @@ void libfabric_transport::begin_reads(wire::header const& h,
 
 void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
                                       std::vector<wire::descriptor> const& ds, bool index_inline) {
-    struct piece {
-        std::byte* local;
-        std::size_t size;
-        std::uint64_t remote;
-        std::uint64_t key;
-    };
-    std::vector<piece> pieces;
+    auto& pieces = in->pieces;
+    pieces.clear();
+    in->next_piece = 0;
     auto add = [&](std::byte* local, wire::descriptor const& d) {
         for (std::uint64_t done = 0; done < d.size; done += max_read_) {
             std::size_t n =
                 static_cast<std::size_t>(std::min<std::uint64_t>(max_read_, d.size - done));
-            pieces.push_back({local + done, n, d.address + done, d.key});
+            pieces.push_back({local + done, n, d.address + done, d.key, nullptr});
         }
     };
     for (std::size_t i = 0; i < in->chunks.size(); ++i) {
@@ -1191,21 +1208,20 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
             add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
         }
     }
-    std::vector<void*> descs(pieces.size(), nullptr);
     if (mr_local_) {
-        for (std::size_t i = 0; i < pieces.size(); ++i) {
-            auto const& pc = pieces[i];
+        for (auto& pc : pieces) {
             if (auto r = rma::find(pc.local, pc.size); r && r->registrar == &registrar_) {
-                descs[i] = r->reg.desc; // pool memory: registered already
+                pc.desc = r->reg.desc; // pool memory: registered already
             } else {
                 fid_mr* mr = register_memory(pc.local, pc.size, FI_READ);
                 in->mrs.push_back(mr);
-                descs[i] = fi_mr_desc(mr);
+                pc.desc = fi_mr_desc(mr);
             }
         }
     }
     incoming* raw = in.get();
     raw->outstanding = pieces.size();
+    raw->read_base = raw->reads.size();
     for (std::size_t i = 0; i < pieces.size(); ++i) {
         raw->reads.emplace_back(raw);
     }
@@ -1220,18 +1236,28 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
         finish_incoming(raw);
         return;
     }
-    fi_addr_t from = peers_[raw->source];
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-        auto pc = pieces[i];
-        void* desc = descs[i];
-        read_op* rop = &raw->reads[i];
-        post_or_defer(
-            [this, pc, desc, from, rop] {
-                return static_cast<long>(
-                    fi_read(ep_, pc.local, pc.size, desc, from, pc.remote, pc.key, &rop->ctx));
-            },
-            "fi_read");
+    post_or_defer([this, raw] { return post_reads(raw); }, "fi_read");
+}
+
+long libfabric_transport::post_reads(incoming* in) {
+    // Once the last read is posted, `in` may complete and be freed by another thread at any
+    // moment: nothing of it is touched after that post.
+    fi_addr_t from = peers_[in->source];
+    std::size_t i = in->next_piece;
+    std::size_t const n = in->pieces.size();
+    std::size_t const base = in->read_base;
+    while (i < n) {
+        auto const& pc = in->pieces[i];
+        read_op* rop = &in->reads[base + i];
+        long rc = static_cast<long>(
+            fi_read(ep_, pc.local, pc.size, pc.desc, from, pc.remote, pc.key, &rop->ctx));
+        if (rc != 0) {
+            in->next_piece = i; // not posted: `in` is still waiting for it
+            return rc;
+        }
+        ++i;
     }
+    return 0;
 }
 
 void libfabric_transport::continue_after_table(std::unique_ptr<incoming> in) {
