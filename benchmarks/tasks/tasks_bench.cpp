@@ -469,6 +469,18 @@ void row(char const* name, stats s, char const* unit) {
     std::printf("  %-46s %12.1f %12.1f  %s\n", name, s.median, s.min, unit);
 }
 
+/// The rows of the same-worker ping-pong and its floors; returns the paired ratios.
+stats same_worker_ping_pong(int n) {
+    int const n_raw = quick ? 2'000'000 : 10'000'000;
+    row("raw boost::context::fiber switch (floor)", raw_switch_ns(n_raw), "ns/switch");
+    row("raw switch + exchange + compare-exchange", raw_switch_with_atomics_ns(n_raw), "ns/switch");
+    row("courier, same worker", courier_ping_pong(1, n, false), "ns/round trip");
+    auto pr = paired_ping_pong_ratio(n, n_raw);
+    std::printf("  %-46s %12.2f %12.2f  x\n", "courier same worker / raw round trip, paired",
+                pr.median, pr.min);
+    return pr;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -485,16 +497,7 @@ int main(int argc, char** argv) {
         }
     }
     if (pingpong_only) {
-        int const n = quick ? 20'000 : 100'000;
-        auto raw = raw_switch_ns(quick ? 2'000'000 : 10'000'000);
-        row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
-        auto rawsync = raw_switch_with_atomics_ns(quick ? 2'000'000 : 10'000'000);
-        row("raw switch + exchange + compare-exchange", rawsync, "ns/switch");
-        auto p1 = courier_ping_pong(1, n, false);
-        row("courier ping-pong, same worker", p1, "ns/round trip");
-        auto pr = paired_ping_pong_ratio(n, quick ? 2'000'000 : 10'000'000);
-        std::printf("  ping-pong / raw round trip (2 switches), paired: median %.2fx, best %.2fx\n",
-                    pr.median, pr.min);
+        same_worker_ping_pong(quick ? 20'000 : 100'000);
         return 0;
     }
     int const n_spawn = quick ? 200'000 : 1'000'000;
@@ -522,15 +525,7 @@ int main(int argc, char** argv) {
     std::printf("(b) promise/future ping-pong, %d round trips (preallocated pairs, chunks of "
                 "1000)\n",
                 n_pp);
-    auto raw = raw_switch_ns(quick ? 2'000'000 : 10'000'000);
-    row("raw boost::context::fiber switch (floor)", raw, "ns/switch");
-    auto rawsync = raw_switch_with_atomics_ns(quick ? 2'000'000 : 10'000'000);
-    row("raw switch + exchange + compare-exchange", rawsync, "ns/switch");
-    auto p1 = courier_ping_pong(1, n_pp, false);
-    row("courier, same worker", p1, "ns/round trip");
-    auto pr = paired_ping_pong_ratio(n_pp, quick ? 2'000'000 : 10'000'000);
-    std::printf("  %-46s %12.2f %12.2f  x\n", "courier same worker / raw round trip, paired",
-                pr.median, pr.min);
+    auto pr = same_worker_ping_pong(n_pp);
     auto p2 = courier_ping_pong(2, n_pp, false);
     row("courier, 2 workers", p2, "ns/round trip");
     auto bp = boost_fiber_ping_pong(n_pp, false);
