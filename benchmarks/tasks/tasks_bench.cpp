@@ -232,19 +232,21 @@ stats courier_wakeup_us(int spin_us, int samples) {
 
 // ---- baselines -----------------------------------------------------------------------------
 
-/// One timing of `n` resume-and-back round trips of a raw fiber: ns per switch.
-double raw_switch_once(int n) {
+/// One timing of `n` resume-and-back round trips of a raw fiber, each side calling `per_switch`
+/// before it switches: ns per switch.
+template <class F>
+double switch_loop_once(int n, F per_switch) {
     namespace ctx = boost::context;
-    int count = 0;
-    ctx::fiber f([&count](ctx::fiber&& m) {
+    ctx::fiber f([&per_switch](ctx::fiber&& m) {
         for (;;) {
-            ++count;
+            per_switch();
             m = std::move(m).resume();
         }
         return std::move(m);
     });
     auto t0 = clk::now();
     for (int i = 0; i < n; ++i) {
+        per_switch();
         f = std::move(f).resume();
     }
     double ns = ns_since(t0) / (2.0 * n); // two switches per resume-and-back
@@ -253,33 +255,23 @@ double raw_switch_once(int n) {
     return ns;
 }
 
+double raw_switch_once(int n) {
+    return switch_loop_once(n, [] {});
+}
+
 /// The raw switch plus the least synchronization a thread-safe future hand-off needs per hop:
 /// one atomic exchange (publishing a value) and one compare-exchange (registering a waiter).
 /// Not a target; it shows how much of the ping-pong is the cost of atomics on this machine.
 stats raw_switch_with_atomics_ns(int n) {
+    static std::atomic<std::uintptr_t> word{0};
+    auto sync = [] {
+        word.exchange(1, std::memory_order_acq_rel);
+        std::uintptr_t e = 1;
+        word.compare_exchange_strong(e, 0, std::memory_order_acq_rel);
+    };
     std::vector<double> ns;
     for (int r = 0; r < reps; ++r) {
-        namespace ctx = boost::context;
-        static std::atomic<std::uintptr_t> word{0};
-        auto sync = [] {
-            word.exchange(1, std::memory_order_acq_rel);
-            std::uintptr_t e = 1;
-            word.compare_exchange_strong(e, 0, std::memory_order_acq_rel);
-        };
-        ctx::fiber f([&sync](ctx::fiber&& m) {
-            for (;;) {
-                sync();
-                m = std::move(m).resume();
-            }
-            return std::move(m);
-        });
-        auto t0 = clk::now();
-        for (int i = 0; i < n; ++i) {
-            sync();
-            f = std::move(f).resume();
-        }
-        ns.push_back(ns_since(t0) / (2.0 * n));
-        new ctx::fiber(std::move(f)); // abandoned suspended, as in raw_switch_once
+        ns.push_back(switch_loop_once(n, sync));
     }
     return summarize(ns);
 }

@@ -194,14 +194,13 @@ public:
     /// Gives back the slot of a retired send whose owner has cleared it.
     void recycle(send_state* s) {
         auto slot = static_cast<std::uint32_t>(s->id);
-        if (free_.size() < max_cached && s->eager.capacity() <= max_eager_cached) {
-            free_.push_back(slot);
-        } else { // keep the memory of a burst bounded: a fresh state next time
+        if (free_.size() >= max_cached || s->eager.capacity() > max_eager_cached) {
+            // Keep the memory of a burst bounded: a fresh state (no buffers) in this slot.
             std::uint64_t id = s->id;
             slots_[slot] = std::make_unique<send_state>();
             slots_[slot]->id = id; // the generation carries on
-            free_.push_back(slot);
         }
+        free_.push_back(slot);
     }
     std::size_t size() const noexcept { return live_; }
     template <class F>
@@ -244,9 +243,8 @@ struct incoming {
         std::uint64_t key;
         void* desc;
     };
-    std::vector<read_piece> pieces;
+    std::vector<read_piece> pieces; // reads[i] is the context of pieces[i]
     std::size_t next_piece = 0;
-    std::size_t read_base = 0; // reads[read_base + i] is the context of pieces[i]
     std::size_t outstanding = 0;
     std::size_t rma_bytes = 0; // counted against the read budget until finished
     bool failed = false;
@@ -922,16 +920,14 @@ bool libfabric_transport::progress() {
             }
             item = std::move(backlog_.front());
             backlog_.pop_front();
+            backlog_size_.store(backlog_.size(), std::memory_order_release);
         }
         long rc = item.first();
         if (rc == -FI_EAGAIN) {
             std::lock_guard g(mutex_);
             backlog_.push_front(std::move(item));
-            break;
-        }
-        {
-            std::lock_guard g(mutex_);
             backlog_size_.store(backlog_.size(), std::memory_order_release);
+            break;
         }
         if (rc != 0) {
             std::fprintf(stderr, "courier: %s\n", fi_message(item.second, rc).c_str());
@@ -1221,7 +1217,7 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     }
     incoming* raw = in.get();
     raw->outstanding = pieces.size();
-    raw->read_base = raw->reads.size();
+    raw->reads.clear(); // a previous phase's reads have all completed
     for (std::size_t i = 0; i < pieces.size(); ++i) {
         raw->reads.emplace_back(raw);
     }
@@ -1245,10 +1241,9 @@ long libfabric_transport::post_reads(incoming* in) {
     fi_addr_t from = peers_[in->source];
     std::size_t i = in->next_piece;
     std::size_t const n = in->pieces.size();
-    std::size_t const base = in->read_base;
     while (i < n) {
         auto const& pc = in->pieces[i];
-        read_op* rop = &in->reads[base + i];
+        read_op* rop = &in->reads[i];
         long rc = static_cast<long>(
             fi_read(ep_, pc.local, pc.size, pc.desc, from, pc.remote, pc.key, &rop->ctx));
         if (rc != 0) {

@@ -170,15 +170,9 @@ checkpoint_writer::checkpoint_writer(std::filesystem::path path, checkpoint_opti
 }
 
 checkpoint_writer::~checkpoint_writer() {
-    if (!impl_->committed) {
-        if (impl_->fd >= 0) {
-            ::close(impl_->fd);
-            impl_->fd = -1;
-        }
-        if (impl_->how.atomic) {
-            std::error_code ec;
-            std::filesystem::remove(impl_->tmp, ec);
-        }
+    if (!impl_->committed && impl_->how.atomic) { // impl closes the descriptor
+        std::error_code ec;
+        std::filesystem::remove(impl_->tmp, ec);
     }
 }
 

@@ -156,12 +156,9 @@ struct serializer<array_ref<T, Size>> {
         ar.count_deep_allocation(count * sizeof(T));
         // Bitwise elements are overwritten whole by the load below (and a failed load frees the
         // array unread): no zero-filling pass. Other elements are value-initialized first.
-        T* p;
-        if constexpr (is_bitwise_serializable_v<T>) {
-            p = count == 0 ? new T[1]() : new T[count];
-        } else {
-            p = count == 0 ? new T[1]() : new T[count]();
-        }
+        T* p = count == 0                     ? new T[1]()
+               : is_bitwise_serializable_v<T> ? new T[count]
+                                              : new T[count]();
         auto id = ar.register_allocation(p, count * sizeof(T) + (count == 0 ? sizeof(T) : 0),
                                          [](void* q) { delete[] static_cast<T*>(q); });
         if constexpr (is_bitwise_serializable_v<T>) {

@@ -86,6 +86,12 @@ protected:
     static constexpr std::uintptr_t value_ready = 1;
     static constexpr std::uintptr_t exception_ready = 2;
     static bool ready(std::uintptr_t w) noexcept { return (w & 3) != 0; }
+    static_assert(alignof(waiter) >= 4, "the state word keeps its tags in a waiter*'s low bits");
+    /// Whether a value was stored (read by the state's last owner, after the value's
+    /// publication: relaxed suffices).
+    bool holds_value() const noexcept {
+        return word_.load(std::memory_order_relaxed) == value_ready;
+    }
 
     /// A state has one setter at a time (a promise is used by one thread; every internal setter
     /// owns its state), so this plain check catches a second set before it touches the storage.
@@ -139,7 +145,7 @@ public:
     using value_type = stored_t<T>;
 
     ~shared_state() override {
-        if (has_stored_) {
+        if (holds_value()) { // value_ready is published only after the value is constructed
             std::destroy_at(ptr());
         }
     }
@@ -148,7 +154,6 @@ public:
     void set_value(Args&&... args) {
         check_unset();
         std::construct_at(ptr(), std::forward<Args>(args)...);
-        has_stored_ = true;
         publish(value_ready);
     }
 
@@ -163,7 +168,6 @@ public:
 private:
     value_type* ptr() noexcept { return std::launder(reinterpret_cast<value_type*>(storage_)); }
     alignas(value_type) unsigned char storage_[sizeof(value_type)];
-    bool has_stored_ = false;
 };
 
 /// An intrusive owning pointer to a shared state.

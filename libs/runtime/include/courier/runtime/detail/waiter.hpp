@@ -21,63 +21,11 @@ protected:
     ~waiter() = default;
 };
 
-class parked_waiter final : public waiter {
+/// Blocks an OS thread (outside Courier threads) until notified.
+class os_signal {
 public:
-    parked_waiter() noexcept : fiber_(current_fiber()) {
-        if (fiber_ == nullptr) {
-            os_.emplace();
-        }
-    }
-
-    void notify() noexcept override {
-        if (fiber_ != nullptr) {
-            resume(fiber_);
-        } else {
-            std::lock_guard g(os_->mutex); // notify under the lock: the waiter cannot leave early
-            os_->ready = true;
-            os_->cv.notify_one();
-        }
-    }
-
-    /// Blocks until notify(). `lock` (held by the caller, who has just queued this node) is
-    /// released once the caller is parked, so a notification cannot be lost.
-    template <class Lock>
-    void park(Lock& lock) {
-        if (fiber_ != nullptr) {
-            auto release = [&lock] { lock.unlock(); };
-            suspend_with(release);
-        } else {
-            lock.unlock();
-            std::unique_lock g(os_->mutex);
-            os_->cv.wait(g, [this] { return os_->ready; });
-        }
-    }
-
-private:
-    struct os_wait {
-        os_wait() noexcept {} // user-provided: usable before the enclosing class is complete
-        std::mutex mutex;
-        std::condition_variable cv;
-        bool ready = false;
-    };
-    fiber_ctx* fiber_;
-    std::optional<os_wait> os_; // only for waiters outside Courier threads
-};
-
-/// A Courier thread waiting (future states: the thread queues itself once switched out).
-class fiber_waiter final : public waiter {
-public:
-    explicit fiber_waiter(fiber_ctx* f) noexcept : fiber_(f) {}
-    void notify() noexcept override { resume(fiber_); }
-
-private:
-    fiber_ctx* fiber_;
-};
-
-/// An OS thread (outside Courier threads) waiting on a condition variable.
-class os_waiter final : public waiter {
-public:
-    void notify() noexcept override {
+    os_signal() noexcept {} // user-provided: usable before an enclosing class is complete
+    void notify() noexcept {
         std::lock_guard g(mutex_); // notify under the lock: the waiter cannot leave early
         ready_ = true;
         cv_.notify_one();
@@ -91,6 +39,60 @@ private:
     std::mutex mutex_;
     std::condition_variable cv_;
     bool ready_ = false;
+};
+
+class parked_waiter final : public waiter {
+public:
+    parked_waiter() noexcept : fiber_(current_fiber()) {
+        if (fiber_ == nullptr) {
+            os_.emplace();
+        }
+    }
+
+    void notify() noexcept override {
+        if (fiber_ != nullptr) {
+            resume(fiber_);
+        } else {
+            os_->notify();
+        }
+    }
+
+    /// Blocks until notify(). `lock` (held by the caller, who has just queued this node) is
+    /// released once the caller is parked, so a notification cannot be lost.
+    template <class Lock>
+    void park(Lock& lock) {
+        if (fiber_ != nullptr) {
+            auto release = [&lock] { lock.unlock(); };
+            suspend_with(release);
+        } else {
+            lock.unlock();
+            os_->wait();
+        }
+    }
+
+private:
+    fiber_ctx* fiber_;
+    std::optional<os_signal> os_; // only for waiters outside Courier threads
+};
+
+/// A Courier thread waiting (future states: the thread queues itself once switched out).
+class fiber_waiter final : public waiter {
+public:
+    explicit fiber_waiter(fiber_ctx* f) noexcept : fiber_(f) {}
+    void notify() noexcept override { resume(fiber_); }
+
+private:
+    fiber_ctx* fiber_;
+};
+
+/// An OS thread (outside Courier threads) waiting (future states).
+class os_waiter final : public waiter {
+public:
+    void notify() noexcept override { signal_.notify(); }
+    void wait() { signal_.wait(); }
+
+private:
+    os_signal signal_;
 };
 
 /// A FIFO list of waiters (not thread-safe: guarded by its owner's lock).
