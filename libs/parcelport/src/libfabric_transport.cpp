@@ -312,7 +312,12 @@ class libfabric_transport final : public transport {
     friend class fabric_registrar;
 
 public:
-    explicit libfabric_transport(transport_options const& o) : opts_(o) { open(); }
+    explicit libfabric_transport(transport_options const& o) : opts_(o) {
+        open();
+        if (opts_.read_budget == 0) {
+            opts_.read_budget = default_read_budget(info_->fabric_attr->prov_name);
+        }
+    }
     ~libfabric_transport() override { close(); }
 
     std::vector<std::byte> address() const override {
@@ -1337,6 +1342,11 @@ void libfabric_transport::finish_incoming(incoming* raw) {
 }
 
 } // namespace
+
+std::size_t default_read_budget(std::string_view provider) noexcept {
+    return provider.substr(0, provider.find(';')) == "shm" ? std::size_t{1} << 20
+                                                           : std::size_t{4} << 20;
+}
 
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {
     return std::make_unique<libfabric_transport>(o);

@@ -143,26 +143,20 @@ TEST_P(transport, receive_buffers_are_reused_once_released) {
     EXPECT_EQ(e.b->stats().receive_buffers_reused, 2u);
 }
 
-TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_nothing) {
-    std::unique_ptr<pair_of_endpoints> small;
-    try {
-        small = std::make_unique<pair_of_endpoints>(GetParam(), 42, std::size_t{256} << 10);
-    } catch (std::exception const& e) {
-        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << e.what();
-    }
-    auto& e = *small;
-    constexpr int n = 40;
-    std::vector<std::vector<int>> payloads; // 100 KB each: 4 MB in all against a 256 KiB budget
+// Sends n parcels of `ints` ints at once; every one arrives once and intact, and some had to
+// wait for the read budget.
+void flood_of_large_messages(pair_of_endpoints& e, int n, std::size_t ints) {
+    std::vector<std::vector<int>> payloads;
     for (int i = 0; i < n; ++i) {
-        payloads.emplace_back(25000, i);
+        payloads.emplace_back(ints, i);
     }
     int sent = 0;
     for (int i = 0; i < n; ++i) {
         e.a->send(1, cs::save(i, payloads[static_cast<std::size_t>(i)]),
                   [&](std::error_code ec) { sent += !ec; });
     }
-    ASSERT_TRUE(e.pump([&] { return sent == n && e.got_b.size() == std::size_t{n}; }));
-    std::vector<bool> seen(n, false);
+    ASSERT_TRUE(e.pump([&] { return sent == n && e.got_b.size() == static_cast<std::size_t>(n); }));
+    std::vector<bool> seen(static_cast<std::size_t>(n), false);
     for (auto& [src, m] : e.got_b) {
         int i = -1;
         std::vector<int> v;
@@ -173,8 +167,26 @@ TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_
         seen[static_cast<std::size_t>(i)] = true;
         EXPECT_EQ(v, payloads[static_cast<std::size_t>(i)]);
     }
-    // At most two 100 KB parcels fit the budget at once: the others had to wait.
     EXPECT_GT(e.b->stats().deferred_rendezvous, 0u);
+}
+
+TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_nothing) {
+    std::unique_ptr<pair_of_endpoints> small;
+    try {
+        small = std::make_unique<pair_of_endpoints>(GetParam(), 42, std::size_t{256} << 10);
+    } catch (std::exception const& e) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << e.what();
+    }
+    // 40 parcels of 100 KB, 4 MB in all, against a 256 KiB budget: at most two fit at once.
+    flood_of_large_messages(*small, 40, 25000);
+}
+
+TEST_P(transport, the_default_read_budget_is_the_providers_and_bounds_a_flood) {
+    // read_budget 0 (the default) takes default_read_budget(provider): 1 MiB on shm, 4 MiB
+    // elsewhere. 40 parcels of 400 KB (16 MB) cannot all be read at once under either.
+    EXPECT_EQ(pp::transport_options{}.read_budget, 0u);
+    EXPECT_LT(pp::default_read_budget("shm"), pp::default_read_budget("tcp;ofi_rxm"));
+    flood_of_large_messages(*eps_, 40, 100000);
 }
 
 TEST_P(transport, index_data_too_big_for_the_eager_buffer_is_read_remotely) {

@@ -431,6 +431,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
         o.provider = "tcp;ofi_rxm"; // the tcp provider needs the rxm utility for FI_EP_RDM
     }
     o.eager_threshold = static_cast<std::size_t>(cfg.get_int("eager_threshold", 256, 1 << 24));
+    o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
         static_cast<std::size_t>(cfg.get_int("registration_cache", 0, 1 << 20));

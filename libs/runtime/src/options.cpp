@@ -31,6 +31,9 @@ std::vector<option_spec> const& option_table() {
          "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'"},
         {"eager_threshold", "4096",
          "bytes of index data sent inline in the eager message; more is read by RMA"},
+        {"read_budget", "0",
+         "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
+         "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, else 4 MiB)"},
         {"peer_timeout", "5",
          "seconds courier-run lets the other localities run after one failed (their futures "
          "on it fail with network_error at once)"},
