@@ -6,6 +6,7 @@
 // sender with a DONE message that it may release its registrations and run on_sent.
 #include "wire.hpp"
 
+#include <courier/parcelport/detail/slot_table.hpp>
 #include <courier/parcelport/transport.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/rma/registration_cache.hpp>
@@ -138,8 +139,7 @@ struct send_op : op {
 };
 
 struct send_state {
-    std::uint64_t id = 0; // (generation << 32) | slot in the send table
-    bool live = false;    // in the table and not completed
+    std::uint64_t id = 0; // its slot's id in the send table
     std::uint32_t dest = 0;
     serialization::message msg;
     std::vector<fid_mr*> mrs;
@@ -149,76 +149,19 @@ struct send_state {
     std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
     send_op op{this};
     bool needs_done = false;
+    // Set by the poller only (completions and DONEs are handled under poll_mutex_).
     bool eager_done = false;
     bool remote_done = false;
 };
 
-/// Sends in flight, by slot. An id is (generation << 32) | slot: a DONE for a send that has
-/// completed (or a forged one) finds another generation in the slot and is ignored. Slots keep
-/// their send_state, and with it the capacity of its vectors (the eager message above all), so
-/// a send allocates nothing here once the table is warm. Guarded by the transport's mutex_.
-class send_table {
-public:
-    /// A cleared state under a new id, marked live.
-    send_state* acquire() {
-        std::uint32_t slot;
-        if (!free_.empty()) {
-            slot = free_.back();
-            free_.pop_back();
-        } else {
-            slot = static_cast<std::uint32_t>(slots_.size());
-            slots_.push_back(std::make_unique<send_state>());
-        }
-        send_state* s = slots_[slot].get();
-        std::uint64_t generation = (s->id >> 32) + 1;
-        s->id = (generation << 32) | slot;
-        s->live = true;
-        ++live_;
-        return s;
-    }
-    /// The live send with this id, or nullptr.
-    send_state* find(std::uint64_t id) const noexcept {
-        auto slot = static_cast<std::uint32_t>(id);
-        if (slot >= slots_.size()) {
-            return nullptr;
-        }
-        send_state* s = slots_[slot].get();
-        return s->live && s->id == id ? s : nullptr;
-    }
-    /// Takes a live send out of the table (DONEs no longer find it); its slot stays taken
-    /// until recycle().
-    void retire(send_state* s) noexcept {
-        s->live = false;
-        --live_;
-    }
-    /// Gives back the slot of a retired send whose owner has cleared it.
-    void recycle(send_state* s) {
-        auto slot = static_cast<std::uint32_t>(s->id);
-        if (free_.size() >= max_cached || s->eager.capacity() > max_eager_cached) {
-            // Keep the memory of a burst bounded: a fresh state (no buffers) in this slot.
-            std::uint64_t id = s->id;
-            slots_[slot] = std::make_unique<send_state>();
-            slots_[slot]->id = id; // the generation carries on
-        }
-        free_.push_back(slot);
-    }
-    std::size_t size() const noexcept { return live_; }
-    template <class F>
-    void for_each_live(F&& f) {
-        for (auto& s : slots_) {
-            if (s->live) {
-                f(*s);
-            }
-        }
-    }
-
-private:
-    static constexpr std::size_t max_cached = 4096;
-    static constexpr std::size_t max_eager_cached = 64 * 1024;
-    std::vector<std::unique_ptr<send_state>> slots_;
-    std::vector<std::uint32_t> free_;
-    std::size_t live_ = 0;
-};
+/// Sends in flight (see slot_table: a DONE for a completed or forged id finds nothing). Slots
+/// keep their send_state, and with it the capacity of its vectors (the eager message above
+/// all), so a send allocates nothing here once the table is warm; beyond the first
+/// `kept_slots` slots, or past `kept_eager` bytes, a recycled state gives its buffers back
+/// (bounded memory after a burst).
+using send_table = detail::slot_table<send_state>;
+constexpr std::size_t kept_slots = 4096;
+constexpr std::size_t kept_eager = 64 * 1024;
 
 struct incoming;
 struct read_op : op {
@@ -360,12 +303,14 @@ public:
     statistics stats() const override { return counters_.snapshot(); }
     std::string provider_name() const override { return info_->fabric_attr->prov_name; }
     std::string debug_state() const override {
+        std::size_t sends = 0;
+        sends_.for_each_published([&](send_table::slot&, std::uint64_t) { ++sends; });
         std::lock_guard g(mutex_);
         std::size_t reads = 0;
         for (auto const& [p, in] : incoming_) {
             reads += in->outstanding;
         }
-        return "sends in flight " + std::to_string(sends_.size()) + ", incoming rendezvous " +
+        return "sends in flight " + std::to_string(sends) + ", incoming rendezvous " +
                std::to_string(incoming_.size()) + " (reads outstanding " + std::to_string(reads) +
                "), backlog " + std::to_string(backlog_.size()) + ", messages sent " +
                std::to_string(counters_.messages_sent) + ", received " +
@@ -398,9 +343,9 @@ private:
     void finish_incoming(incoming* in);
     void send_done(std::uint32_t dest, std::uint64_t id);
     void complete_send(send_state* s, std::error_code ec);
-    /// Clears a retired send (or, with `live`, one that failed before it was posted: it is
-    /// retired here) and gives its slot back.
-    void recycle_send(send_state* s, bool live) noexcept;
+    /// Clears a send whose slot the caller holds (claimed, or never published) and gives the
+    /// slot back.
+    void recycle_send(send_table::slot* slot) noexcept;
     /// fi_mr_reg. `counted`: in statistics::registrations (the pool counts its own).
     fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access,
                             bool counted = true);
@@ -441,9 +386,9 @@ private:
     std::vector<std::unique_ptr<recv_op>> recvs_;
     std::atomic<std::uint64_t> next_key_{1};
 
-    mutable std::mutex mutex_; // sends_, incoming_, backlog_, deferred_, reading_bytes_
+    mutable std::mutex mutex_; // incoming_, backlog_, deferred_, reading_bytes_
     std::mutex poll_mutex_;    // the completion queue is polled by one thread at a time
-    send_table sends_;
+    mutable send_table sends_; // lock-free
     std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
     std::deque<std::pair<std::function<long()>, char const*>> backlog_;
     std::atomic<std::size_t> backlog_size_{0}; // backlog_.size(), read without the lock
@@ -555,8 +500,8 @@ void libfabric_transport::close() noexcept {
     if (ep_ != nullptr) {
         fi_close(&ep_->fid);
     }
-    sends_.for_each_live([this](send_state& s) {
-        for (auto& l : s.leases) {
+    sends_.for_each_published([this](send_table::slot& slot, std::uint64_t) {
+        for (auto& l : slot.value.leases) {
             cache_->release(l);
         }
     });
@@ -569,8 +514,8 @@ void libfabric_transport::close() noexcept {
             fi_close(&r->mr->fid);
         }
     }
-    sends_.for_each_live([](send_state& s) {
-        for (auto* mr : s.mrs) {
+    sends_.for_each_published([](send_table::slot& slot, std::uint64_t) {
+        for (auto* mr : slot.value.mrs) {
             fi_close(&mr->fid);
         }
     });
@@ -632,21 +577,19 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     if (dest >= peers_.size()) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
-    send_state* s;
-    {
-        std::lock_guard g(mutex_);
-        s = sends_.acquire();
-    }
+    send_table::slot* slot = sends_.acquire();
     // Until the message is posted, a failure gives the slot back.
     struct slot_guard {
         libfabric_transport* t;
-        send_state* s;
+        send_table::slot* slot;
         ~slot_guard() {
-            if (s != nullptr) {
-                t->recycle_send(s, true);
+            if (slot != nullptr) {
+                t->recycle_send(slot);
             }
         }
-    } guard{this, s};
+    } guard{this, slot};
+    send_state* s = &slot->value;
+    s->id = slot->id();
     s->dest = dest;
     s->msg = std::move(m);
     s->on_sent = std::move(on_sent);
@@ -733,27 +676,39 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     if (eager_mr != nullptr) {
         s->mrs.push_back(eager_mr);
     }
-    send_state* raw = std::exchange(guard.s, nullptr);
+    sends_.publish(std::exchange(guard.slot, nullptr));
+    send_state* raw = s;
     ++counters_.messages_sent;
     counters_.eager_bytes_sent += raw->eager.size();
     counters_.rendezvous_sends += raw->needs_done;
     counters_.bytes_copied_on_send += inline_index ? data.size() : 0;
     fi_addr_t to = peers_[dest];
-    post_or_defer(
-        [this, raw, eager_mr, to] {
-            return static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
-                                             desc_of(eager_mr), to, &raw->op.ctx));
-        },
-        "fi_send");
+    try {
+        post_or_defer(
+            [this, raw, eager_mr, to] {
+                return static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
+                                                 desc_of(eager_mr), to, &raw->op.ctx));
+            },
+            "fi_send");
+    } catch (...) {
+        // Refused outright (not -FI_EAGAIN): nothing is in flight, the caller gets the error.
+        if (send_table::slot* failed = sends_.claim(raw->id); failed != nullptr) {
+            for (auto* mr : raw->mrs) {
+                fi_close(&mr->fid);
+            }
+            for (auto& l : raw->leases) {
+                cache_->release(l);
+            }
+            recycle_send(failed);
+        }
+        throw;
+    }
 }
 
 void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
-    {
-        std::lock_guard g(mutex_);
-        if (sends_.find(s->id) != s) {
-            return;
-        }
-        sends_.retire(s);
+    send_table::slot* slot = sends_.claim(s->id);
+    if (slot == nullptr) {
+        return; // completed already
     }
     for (auto* mr : s->mrs) {
         fi_close(&mr->fid);
@@ -764,28 +719,25 @@ void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
     if (s->on_sent) {
         s->on_sent(ec);
     }
-    recycle_send(s, false);
+    recycle_send(slot);
 }
 
-void libfabric_transport::recycle_send(send_state* s, bool live) noexcept {
+void libfabric_transport::recycle_send(send_table::slot* slot) noexcept {
     // What the send held goes now (the message and the handler's captures), as when the
     // state was destroyed; its vectors keep their capacity for the next send.
+    send_state* s = &slot->value;
     s->msg = serialization::message();
     s->on_sent = nullptr;
     s->mrs.clear();
     s->leases.clear();
     s->eager.clear();
     s->table.clear();
+    if (static_cast<std::uint32_t>(s->id) >= kept_slots || s->eager.capacity() > kept_eager) {
+        std::vector<std::byte>().swap(s->eager);
+        std::vector<std::byte>().swap(s->table);
+    }
     s->needs_done = s->eager_done = s->remote_done = false;
-    std::lock_guard g(mutex_);
-    if (live) {
-        sends_.retire(s);
-    }
-    try {
-        sends_.recycle(s);
-    } catch (...) {
-        // No memory to give the slot back: it stays retired (unused) — nothing is lost.
-    }
+    sends_.release(slot);
 }
 
 std::pair<std::uint64_t, std::uint64_t>
@@ -881,13 +833,8 @@ bool libfabric_transport::progress() {
             }
             case op::kind::send: {
                 auto* s = static_cast<send_op*>(o)->s;
-                bool done;
-                {
-                    std::lock_guard g(mutex_);
-                    s->eager_done = true;
-                    done = !s->needs_done || s->remote_done;
-                }
-                if (done) {
+                s->eager_done = true;
+                if (!s->needs_done || s->remote_done) {
                     complete_send(s, {});
                 }
                 break;
@@ -954,18 +901,12 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
     if (!ok) {
         std::fprintf(stderr, "courier: dropped a message with a bad header or job token\n");
     } else if (h.kind == wire::done) {
-        send_state* s = nullptr;
-        bool done = false;
-        {
-            std::lock_guard g(mutex_);
-            s = sends_.find(h.send_id);
-            if (s != nullptr) {
-                s->remote_done = true;
-                done = s->eager_done;
+        // Only the poller completes sends, so the slot stays as found until complete_send.
+        if (send_table::slot* slot = sends_.find(h.send_id); slot != nullptr) {
+            slot->value.remote_done = true;
+            if (slot->value.eager_done) {
+                complete_send(&slot->value, {});
             }
-        }
-        if (done) {
-            complete_send(s, {});
         }
     } else if (h.kind == wire::parcel) {
         try {

@@ -11,6 +11,7 @@
 #include "log.hpp"
 #include "scheduler.hpp"
 
+#include <courier/parcelport/detail/slot_table.hpp>
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/components.hpp>
@@ -73,14 +74,16 @@ struct distributed_state {
     std::uint32_t rank = 0;
     std::uint32_t size = 1;
     std::size_t hook = static_cast<std::size_t>(-1);
-    std::atomic<std::uint64_t> next_request{1};
-    std::mutex pending_mutex;
+    // Requests awaiting replies, by request id (= the slot's id): no lock on the request or
+    // reply path. `dest` and `control` are atomic because diagnosis, peer failure and the
+    // quiescence count read them in published slots; `done` belongs to whoever claims the id.
     struct pending_request {
         completion done;
-        bool control;
-        std::uint32_t dest;
+        std::atomic<bool> control{false};
+        std::atomic<std::uint32_t> dest{0};
     };
-    std::unordered_map<std::uint64_t, pending_request> pending;
+    using pending_table = parcelport::detail::slot_table<pending_request>;
+    pending_table pending;
     std::vector<std::atomic<bool>> dead; // by rank: reported failed by the launcher
     std::unique_ptr<bootstrap> boot;
     std::thread monitor;
@@ -199,6 +202,19 @@ void handle_request(std::uint32_t source, serialization::input_archive& in) {
     send_parcel(source, std::move(result), nullptr);
 }
 
+// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
+// answered, failed or never issued). Exactly one caller gets it.
+completion take_pending(std::uint64_t rid) {
+    auto* slot = g.pending.claim(rid);
+    if (slot == nullptr) {
+        return {};
+    }
+    completion done = std::move(slot->value.done);
+    slot->value.done = nullptr;
+    g.pending.release(slot);
+    return done;
+}
+
 void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     auto rid = in.load_value<std::uint64_t>();
     bool control = in.load_value<std::uint8_t>() != 0;
@@ -206,16 +222,10 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     if (!control) {
         g.received.fetch_add(1, std::memory_order_acq_rel);
     }
-    completion done;
-    {
-        std::lock_guard lk(g.pending_mutex);
-        auto it = g.pending.find(rid);
-        if (it == g.pending.end()) {
-            log(log_level::error, "reply from locality {} for unknown request {}", source, rid);
-            return;
-        }
-        done = std::move(it->second.done);
-        g.pending.erase(it);
+    completion done = take_pending(rid);
+    if (!done) {
+        log(log_level::error, "reply from locality {} for unknown request {}", source, rid);
+        return;
     }
     if (status == status_ok) {
         done(&in, nullptr);
@@ -252,15 +262,12 @@ void deliver(std::uint32_t source, serialization::message&& m) {
 void log_diagnosis() {
     std::size_t pending = 0, control = 0;
     std::string dests;
-    {
-        std::lock_guard lk(g.pending_mutex);
-        for (auto const& [id, p] : g.pending) {
-            ++(p.control ? control : pending);
-            if (dests.size() < 200) {
-                dests += fmt::format(" {}->{}", id, p.dest);
-            }
+    g.pending.for_each_published([&](auto& slot, std::uint64_t id) {
+        ++(slot.value.control.load(std::memory_order_relaxed) ? control : pending);
+        if (dests.size() < 200) {
+            dests += fmt::format(" {}->{}", id, slot.value.dest.load(std::memory_order_relaxed));
         }
-    }
+    });
     bool exiting = false;
     {
         std::lock_guard lk(g.exit_mutex);
@@ -284,17 +291,15 @@ void peer_failed(std::uint32_t rank) {
     }
     log(log_level::error, "locality {} has failed", rank);
     std::vector<completion> failed;
-    {
-        std::lock_guard lk(g.pending_mutex);
-        for (auto it = g.pending.begin(); it != g.pending.end();) {
-            if (it->second.dest == rank) {
-                failed.push_back(std::move(it->second.done));
-                it = g.pending.erase(it);
-            } else {
-                ++it;
+    g.pending.for_each_published([&](auto& slot, std::uint64_t id) {
+        // dest was read after the id: if the slot is claimed (and reused) meanwhile, the
+        // claim fails, so a dest of another request never takes this one.
+        if (slot.value.dest.load(std::memory_order_relaxed) == rank) {
+            if (completion done = take_pending(id)) {
+                failed.push_back(std::move(done));
             }
         }
-    }
+    });
     for (auto& done : failed) {
         done(nullptr, std::make_exception_ptr(network_error("courier: locality " +
                                                             std::to_string(rank) + " has failed")));
@@ -327,29 +332,49 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                                 std::to_string(g.size) + " localities)");
     }
     bool control = is_control(action_id);
-    std::uint64_t rid = wants_reply ? g.next_request.fetch_add(1) : 0;
+    auto dead = [&] { return dest < g.dead.size() && g.dead[dest].load(); };
+    auto fail_dead = [&](completion& done) {
+        if (done) {
+            done(nullptr, std::make_exception_ptr(network_error(
+                              "courier: locality " + std::to_string(dest) + " has failed")));
+        }
+        if (on_sent) {
+            on_sent(std::make_error_code(std::errc::host_unreachable));
+        }
+    };
+    if (dead()) {
+        fail_dead(complete);
+        return;
+    }
+    // The request's slot first: its id goes into the message. Until published, a failure
+    // gives it back.
+    distributed_state::pending_table::slot* slot = wants_reply ? g.pending.acquire() : nullptr;
+    std::uint64_t rid = slot != nullptr ? slot->id() : 0;
     serialization::message m;
-    {
+    try {
         serialization::output_archive ar(m);
         ar.save(static_cast<std::uint8_t>(request));
         ar.save(action_id);
         ar.save(rid);
         write_args(ar);
-    }
-    if (dest < g.dead.size() && g.dead[dest].load()) {
-        if (wants_reply) {
-            complete(nullptr, std::make_exception_ptr(network_error(
-                                  "courier: locality " + std::to_string(dest) + " has failed")));
+    } catch (...) {
+        if (slot != nullptr) {
+            g.pending.release(slot);
         }
-        if (on_sent) {
-            on_sent(std::make_error_code(std::errc::host_unreachable));
-        }
-        return;
+        throw;
     }
-    if (wants_reply) {
-        std::lock_guard lk(g.pending_mutex);
-        g.pending.emplace(rid,
-                          distributed_state::pending_request{std::move(complete), control, dest});
+    if (slot != nullptr) {
+        slot->value.done = std::move(complete);
+        slot->value.control.store(control, std::memory_order_relaxed);
+        slot->value.dest.store(dest, std::memory_order_relaxed);
+        g.pending.publish(slot);
+        if (dead()) {
+            // The peer failed after the first check and peer_failed() may have scanned the
+            // table before this request was in it: fail it here (unless that scan took it).
+            completion done = take_pending(rid);
+            fail_dead(done);
+            return;
+        }
     }
     if (!control) {
         g.sent.fetch_add(1, std::memory_order_acq_rel);
@@ -358,8 +383,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     // request pending or a parcel counted: shutdown would wait for them forever.
     auto undo = [&] {
         if (wants_reply) {
-            std::lock_guard lk(g.pending_mutex);
-            g.pending.erase(rid);
+            take_pending(rid);
         }
         if (!control) {
             g.sent.fetch_sub(1, std::memory_order_acq_rel);
@@ -380,18 +404,10 @@ void send_parcel_checked(std::uint32_t dest, serialization::message&& m, std::ui
             cb(ec);
         }
         if (ec && rid != 0) {
-            completion done;
-            {
-                std::lock_guard lk(g.pending_mutex);
-                auto it = g.pending.find(rid);
-                if (it == g.pending.end()) {
-                    return;
-                }
-                done = std::move(it->second.done);
-                g.pending.erase(it);
+            if (completion done = take_pending(rid)) {
+                done(nullptr, std::make_exception_ptr(network_error(
+                                  "courier: sending to a locality failed: " + ec.message())));
             }
-            done(nullptr, std::make_exception_ptr(network_error(
-                              "courier: sending to a locality failed: " + ec.message())));
         }
     });
 }
@@ -408,11 +424,10 @@ void exit_locality() {
 }
 
 std::size_t pending_requests() {
-    std::lock_guard lk(g.pending_mutex);
     std::size_t n = 0;
-    for (auto const& [id, p] : g.pending) {
-        n += !p.control;
-    }
+    g.pending.for_each_published([&](auto& slot, std::uint64_t) {
+        n += !slot.value.control.load(std::memory_order_relaxed);
+    });
     return n;
 }
 
