@@ -13,6 +13,50 @@
 
 namespace courier::serialization {
 
+namespace {
+/// Buffers of message::pooled_capacity freed on this thread, for the next message built here.
+/// Trivially destructible, so it can still be used (as "closed") by destructors that run
+/// after buffer_cache_drain at thread exit, such as those of static objects holding messages.
+struct buffer_cache {
+    static constexpr std::size_t slots = 16;
+    std::byte* items[slots];
+    std::size_t count;
+    bool armed;  // this thread's drain is registered
+    bool closed; // the thread is exiting: free, do not cache
+};
+thread_local buffer_cache tl_buffers{};
+
+/// Frees what the thread's cache holds when the thread exits (no leak for LSan).
+struct buffer_cache_drain {
+    bool armed = false;
+    buffer_cache_drain() = default;
+    buffer_cache_drain(buffer_cache_drain const&) = delete;
+    buffer_cache_drain& operator=(buffer_cache_drain const&) = delete;
+    ~buffer_cache_drain() {
+        tl_buffers.closed = true;
+        while (tl_buffers.count > 0) {
+            std::free(tl_buffers.items[--tl_buffers.count]);
+        }
+    }
+};
+thread_local buffer_cache_drain tl_drain;
+} // namespace
+
+void message::release_buffer() noexcept {
+    buffer_cache& c = tl_buffers;
+    if (buffer_ != nullptr && capacity_ == pooled_capacity && !c.closed &&
+        c.count < buffer_cache::slots) {
+        if (!c.armed) {
+            tl_drain.armed = c.armed = true; // constructs the drain: its destructor will run
+        }
+        c.items[c.count++] = buffer_;
+    } else {
+        std::free(buffer_);
+    }
+    buffer_ = nullptr;
+    capacity_ = 0;
+}
+
 message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
@@ -21,7 +65,7 @@ message::message(message&& o) noexcept
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
-        std::free(buffer_);
+        release_buffer();
         buffer_ = std::exchange(o.buffer_, nullptr);
         size_ = std::exchange(o.size_, 0);
         capacity_ = std::exchange(o.capacity_, 0);
@@ -35,7 +79,7 @@ message& message::operator=(message&& o) noexcept {
 }
 
 message::~message() {
-    std::free(buffer_);
+    release_buffer();
 }
 
 std::size_t message::total_size() const noexcept {
@@ -72,6 +116,11 @@ void message::reserve(std::size_t bytes) {
 }
 
 void message::grow_to(std::size_t min_capacity) {
+    if (buffer_ == nullptr && min_capacity == pooled_capacity && tl_buffers.count > 0) {
+        buffer_ = tl_buffers.items[--tl_buffers.count];
+        capacity_ = pooled_capacity;
+        return;
+    }
     // realloc: for large buffers glibc moves pages (mremap) instead of copying bytes.
     void* p = std::realloc(buffer_, min_capacity);
     if (p == nullptr) {
@@ -114,7 +163,7 @@ std::shared_ptr<void const> const& message::chunk_owner(std::size_t i) const noe
 message message::from_parts(std::span<std::byte const> data,
                             std::vector<serialization_chunk> chunks) {
     message m;
-    m.grow_to(data.size() == 0 ? 1 : data.size());
+    m.grow_to(data.size() <= pooled_capacity ? pooled_capacity : data.size()); // reuse if small
     if (!data.empty()) {
         std::memcpy(m.buffer_, data.data(), data.size());
     }
@@ -126,7 +175,7 @@ message message::from_parts(std::span<std::byte const> data,
 
 message message::with_index_buffer(std::size_t index_size) {
     message m;
-    m.grow_to(index_size == 0 ? 1 : index_size);
+    m.grow_to(index_size <= pooled_capacity ? pooled_capacity : index_size); // reuse if small
     m.size_ = index_size;
     return m;
 }

@@ -9,7 +9,7 @@ namespace courier::serialization {
 
 namespace {
 // One eager message's worth: most parcels never grow, and malloc serves it from its bins.
-constexpr std::size_t initial_capacity = 4096;
+constexpr std::size_t initial_capacity = message::pooled_capacity;
 } // namespace
 
 output_archive::output_archive(message& m) : msg_(m) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
 
 namespace cs = courier::serialization;
 
@@ -126,6 +127,35 @@ TEST(archive, reused_message_keeps_capacity_and_does_not_grow) {
     cs::save_into(m, cs::options{}, strings);
     EXPECT_EQ(m.capacity(), cap);
     EXPECT_EQ(m.growth_copied_bytes(), 0u);
+}
+
+TEST(archive, a_small_messages_buffer_is_reused_by_the_next_message_on_the_thread) {
+    std::byte const* first = nullptr;
+    {
+        auto m = cs::save(42, std::string("x"));
+        ASSERT_EQ(m.capacity(), cs::message::pooled_capacity);
+        first = m.data().data();
+    }
+    auto again = cs::save(7);
+    EXPECT_EQ(again.data().data(), first); // from the thread's cache, not from malloc
+    int v = 0;
+    cs::load(again, v);
+    EXPECT_EQ(v, 7);
+    // A message that grew past the pooled size is freed, not cached: the next message still
+    // gets a buffer of exactly the pooled size.
+    { auto m = cs::save(std::string(10000, 'b')); }
+    auto next = cs::save(1);
+    EXPECT_EQ(next.capacity(), cs::message::pooled_capacity);
+    // Threads that cache buffers and exit free them (LSan checks this in the ASan build).
+    std::thread t([] {
+        for (int i = 0; i < 40; ++i) {
+            std::vector<cs::message> ms(20);
+            for (auto& m : ms) {
+                m = cs::save(i);
+            }
+        }
+    });
+    t.join();
 }
 
 TEST(archive, growth_copies_only_index_bytes_never_pointer_chunks) {
