@@ -17,10 +17,10 @@
 #include <courier/runtime/components.hpp>
 #include <courier/runtime/init.hpp>
 
+#include <array>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
-#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -48,18 +48,87 @@ namespace {
 enum parcel_kind : std::uint8_t { request = 1, reply = 2 };
 enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
 
-struct action_entry {
-    char const* name;
-    action_invoker invoke;
+/// Registered actions by wire id: an insert-only open-addressing table. Every incoming request
+/// looks its action up here, from any worker, without a lock (a shared lock was two atomic
+/// read-modify-writes on one cache line that all workers share); registrations, at static
+/// initialization or later (a loaded plugin), take a mutex among themselves and publish an
+/// entry by storing its id last.
+class action_registry {
+public:
+    struct entry {
+        char const* name;
+        action_invoker invoke;
+    };
+    /// The action with this id, or {nullptr, nullptr}.
+    entry find(std::uint64_t id) const noexcept {
+        if (id == 0) {
+            return {};
+        }
+        for (std::size_t i = home(id);; i = (i + 1) & mask) {
+            std::uint64_t at = slots_[i].id.load(std::memory_order_acquire);
+            if (at == id) {
+                return {slots_[i].name, slots_[i].invoke};
+            }
+            if (at == 0) {
+                return {};
+            }
+        }
+    }
+    /// Adds an action; an id already taken by another name is fatal (rename one of them).
+    void add(std::uint64_t id, char const* name, action_invoker invoke) {
+        std::lock_guard lk(mutex_);
+        if (id == 0) {
+            std::fprintf(stderr, "courier: action '%s' hashes to the reserved id 0; rename it\n",
+                         name);
+            std::abort();
+        }
+        if (count_ + 1 > max_actions) {
+            std::fprintf(stderr, "courier: more than %zu actions registered (adding '%s')\n",
+                         max_actions, name);
+            std::abort();
+        }
+        std::size_t i = home(id);
+        for (;; i = (i + 1) & mask) {
+            std::uint64_t at = slots_[i].id.load(std::memory_order_relaxed);
+            if (at == id) {
+                if (std::string_view(slots_[i].name) != name) {
+                    std::fprintf(stderr,
+                                 "courier: action ids of '%s' and '%s' collide; rename one\n",
+                                 slots_[i].name, name);
+                    std::abort();
+                }
+                return; // the same action registered again (another translation unit)
+            }
+            if (at == 0) {
+                break;
+            }
+        }
+        slots_[i].name = name;
+        slots_[i].invoke = invoke;
+        slots_[i].id.store(id, std::memory_order_release);
+        ++count_;
+    }
+
+private:
+    static constexpr std::size_t capacity = 4096; // a power of two
+    static constexpr std::size_t mask = capacity - 1;
+    static constexpr std::size_t max_actions = capacity * 3 / 4; // keeps probes short
+    struct slot {
+        std::atomic<std::uint64_t> id{0};
+        char const* name = nullptr;
+        action_invoker invoke = nullptr;
+    };
+    static std::size_t home(std::uint64_t id) noexcept {
+        return static_cast<std::size_t>((id * 0x9e3779b97f4a7c15ull) >> 52) & mask;
+    }
+    std::array<slot, capacity> slots_{};
+    std::size_t count_ = 0;
+    std::mutex mutex_;
 };
 
-std::unordered_map<std::uint64_t, action_entry>& action_table() {
-    static std::unordered_map<std::uint64_t, action_entry> t;
-    return t;
-}
-std::shared_mutex& action_mutex() {
-    static std::shared_mutex m;
-    return m;
+action_registry& actions() {
+    static action_registry r;
+    return r;
 }
 
 bool is_control(std::uint64_t action_id) {
@@ -145,15 +214,9 @@ void handle_request(std::uint32_t source, serialization::input_archive& in) {
     if (!control) {
         g.received.fetch_add(1, std::memory_order_acq_rel);
     }
-    action_invoker invoke = nullptr;
-    char const* name = "?";
-    {
-        std::shared_lock lk(action_mutex());
-        auto it = action_table().find(action_id);
-        if (it != action_table().end()) {
-            invoke = it->second.invoke;
-            name = it->second.name;
-        }
+    auto [name, invoke] = actions().find(action_id);
+    if (name == nullptr) {
+        name = "?";
     }
     auto fail_reply = [&](std::string const& type, std::string const& what) {
         if (rid == 0) {
@@ -307,14 +370,12 @@ void peer_failed(std::uint32_t rank) {
 }
 
 bool register_action(std::uint64_t id, char const* name, action_invoker invoke) {
-    std::unique_lock lk(action_mutex());
-    auto [it, inserted] = action_table().emplace(id, action_entry{name, invoke});
-    if (!inserted && std::string_view(it->second.name) != name) {
-        std::fprintf(stderr, "courier: action ids of '%s' and '%s' collide; rename one\n",
-                     it->second.name, name);
-        std::abort();
-    }
+    actions().add(id, name, invoke);
     return true;
+}
+
+char const* registered_action_name(std::uint64_t id) noexcept {
+    return actions().find(id).name;
 }
 
 void send_parcel_checked(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,

@@ -142,6 +142,8 @@ struct function_traits<R (*)(A...) noexcept> : function_traits<R (*)(A...)> {};
 using action_invoker = void (*)(serialization::input_archive& args,
                                 serialization::output_archive& result);
 bool register_action(std::uint64_t id, char const* name, action_invoker invoke);
+/// The name an action was registered under, or nullptr (lock-free; incoming requests use it).
+char const* registered_action_name(std::uint64_t id) noexcept;
 
 /// Sends a request; `complete` later receives the reply's archive (positioned at the result)
 /// or an exception. `on_sent` (optional) runs when the arguments' memory may be reused.
