@@ -28,7 +28,8 @@ std::vector<option_spec> const& option_table() {
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
         {"provider", "tcp;ofi_rxm",
-         "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'"},
+         "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'; "
+         "courier-run, whose localities share one machine, makes 'shm' the default"},
         {"eager_threshold", "4096",
          "bytes of index data sent inline in the eager message; more is read by RMA"},
         {"read_budget", "0",

@@ -14,6 +14,9 @@
 // it runs out, every locality is asked to log what it is waiting for, then the job is stopped
 // and courier-run exits 124. Shared-memory endpoints are named courier-JOBID-RANK
 // (COURIER_JOB_ID); whatever a killed locality left in /dev/shm is removed at the end.
+// All localities run on this machine, so unless the provider was chosen (--courier:provider or
+// COURIER_PROVIDER), they talk over libfabric's shm provider (single-copy shared memory) rather
+// than the runtime's portable default, tcp on loopback.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -215,6 +218,7 @@ int main(int argc, char** argv) {
             // for SIGTERM, SIGSEGV, ... that write *.btr files and call exit(): a stopped
             // locality would then run static destructors instead of dying. As OpenMPI does,
             // turn that off unless the user asked for it.
+            ::setenv("COURIER_PROVIDER", "shm", 0); // --courier:provider still wins
             ::setenv("IPATH_NO_BACKTRACE", "1", 0);
             ::setenv("HFI_NO_BACKTRACE", "1", 0);
             std::vector<char*> args;
