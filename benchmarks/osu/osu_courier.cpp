@@ -6,7 +6,7 @@
 // registered pool, received into pool memory and adopted), or with --buffer=std_vector a
 // std::vector<char> (a pointer chunk on send, one copy out of the receive buffer on receive).
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
-//       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw]
+//       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,wake]
 //       [--max-size=BYTES]
 //       [--quick]
 // Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
@@ -17,6 +17,7 @@
 
 #include <courier/courier.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <vector>
@@ -137,6 +138,25 @@ int courier_main(int argc, char** argv) {
     int threads = static_cast<int>(courier::get_os_thread_count());
     payload().assign(plan.max_size(), 'a');
     for (auto const& test : plan.tests) {
+        if (test == "wake") {
+            // An 8-byte round trip to a locality that has been idle for `gap` (both sides
+            // sleep meanwhile): what an idle locality's wake-up costs (median of 25).
+            buffer b(payload().data(), 8, buffer::reference);
+            for (int gap_us : {100, 1000, 5000, 20000}) {
+                std::vector<double> rtt;
+                for (int i = 0; i < 25; ++i) {
+                    courier::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+                    auto t0 = clock_type::now();
+                    courier::async<echo_action>(peer, b).get();
+                    rtt.push_back(
+                        std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+                }
+                std::nth_element(rtt.begin(), rtt.begin() + 12, rtt.end());
+                osu::report(impl, provider, threads, "wake", static_cast<std::size_t>(gap_us),
+                            rtt[12]);
+            }
+            continue;
+        }
         for (std::size_t size : plan.sizes) {
             double value = 0;
             if (test == "latency") {

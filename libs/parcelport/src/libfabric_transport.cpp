@@ -4,6 +4,7 @@
 // descriptors and, when it fits, the index data; the receiver pulls pointer/rma chunks (and a
 // non-inline index) with fi_read into its own buffers, delivers the message, and tells the
 // sender with a DONE message that it may release its registrations and run on_sent.
+#include "doorbell.hpp"
 #include "wire.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
@@ -263,23 +264,49 @@ public:
     }
     ~libfabric_transport() override { close(); }
 
+    /// The provider's address, then the doorbell's name (empty without one), then the name's
+    /// length in two bytes.
     std::vector<std::byte> address() const override {
         std::vector<std::byte> a(256);
         std::size_t len = a.size();
         check("fi_getname", fi_getname(&ep_->fid, a.data(), &len));
         a.resize(len);
+        std::string bell = bell_ ? bell_->name() : std::string();
+        for (char c : bell) {
+            a.push_back(static_cast<std::byte>(c));
+        }
+        a.push_back(static_cast<std::byte>(bell.size() & 0xff));
+        a.push_back(static_cast<std::byte>(bell.size() >> 8));
         return a;
     }
 
     void set_peers(std::vector<std::vector<std::byte>> const& addrs, std::uint32_t rank) override {
         rank_ = rank;
         peers_.assign(addrs.size(), FI_ADDR_NOTAVAIL);
+        std::vector<std::string> bells(addrs.size());
         for (std::size_t i = 0; i < addrs.size(); ++i) {
-            int n = fi_av_insert(av_, addrs[i].data(), 1, &peers_[i], 0, nullptr);
+            auto const& a = addrs[i];
+            std::size_t bell_len = a.size() < 2
+                                       ? SIZE_MAX
+                                       : std::to_integer<std::size_t>(a[a.size() - 2]) |
+                                             std::to_integer<std::size_t>(a[a.size() - 1]) << 8;
+            if (bell_len > a.size() - 2) {
+                throw std::runtime_error("courier: malformed address of locality " +
+                                         std::to_string(i));
+            }
+            std::size_t fi_len = a.size() - 2 - bell_len;
+            for (std::size_t k = fi_len; k < fi_len + bell_len; ++k) {
+                bells[i].push_back(static_cast<char>(a[k]));
+            }
+            int n = fi_av_insert(av_, a.data(), 1, &peers_[i], 0, nullptr);
             if (n != 1) {
                 throw std::runtime_error("libfabric: fi_av_insert failed for locality " +
                                          std::to_string(i));
             }
+        }
+        if (bell_ && bell_->connect(bells) != 0) {
+            std::fprintf(stderr, "courier: could not open every peer's doorbell; idle "
+                                 "localities will answer some peers late\n");
         }
     }
 
@@ -288,8 +315,19 @@ public:
 
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool progress() override;
-    int wait_fd() const override { return wait_fd_; }
+    int wait_fd() const override { return bell_ ? bell_->fd() : wait_fd_; }
+    bool wait_fd_may_miss() const override { return bell_ != nullptr; }
     bool can_sleep() override {
+        if (bell_) {
+            // Raise the word, then look: a peer's post after this rings; one before it is
+            // found here.
+            bell_->arm();
+            if (progress()) {
+                bell_->disarm();
+                return false;
+            }
+            return true;
+        }
         if (wait_fd_ < 0) {
             return true; // no fd to wait on: the scheduler sleeps briefly and polls again
         }
@@ -399,6 +437,7 @@ private:
     fabric_registrar registrar_{*this};
     std::unique_ptr<rma::registration_cache> cache_;
     bool pool_attached_ = false;
+    std::unique_ptr<detail::doorbell> bell_; // shm only: wakes this process when a peer posts
 };
 
 rma::registration fabric_registrar::register_memory(void* base, std::size_t bytes) {
@@ -473,6 +512,13 @@ void libfabric_transport::open() {
                    std::to_string(std::random_device{}());
         }
         check("fi_setname", fi_setname(&ep_->fid, name.data(), name.size() + 1));
+        try {
+            if (opts_.doorbell) {
+                bell_ = std::make_unique<detail::doorbell>(name);
+            }
+        } catch (std::exception const& e) {
+            std::fprintf(stderr, "courier: %s; idle workers will poll instead\n", e.what());
+        }
     }
     check("fi_enable", fi_enable(ep_));
     // Providers that read through virtual addresses when the access happens (no pinned pages):
@@ -686,8 +732,13 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     try {
         post_or_defer(
             [this, raw, eager_mr, to] {
-                return static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
-                                                 desc_of(eager_mr), to, &raw->op.ctx));
+                long rc = static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
+                                                    desc_of(eager_mr), to, &raw->op.ctx));
+                if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
+                    bell_->ring(raw->dest); // -FI_EAGAIN: the peer must progress (shm's first
+                                            // contact, a full queue): wake it too
+                }
+                return rc;
             },
             "fi_send");
     } catch (...) {
@@ -783,8 +834,15 @@ void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
     h.source = rank_;
     h.send_id = id;
     fi_addr_t to = peers_[dest];
-    post_or_defer([this, h, to] { return static_cast<long>(fi_inject(ep_, &h, sizeof h, to)); },
-                  "fi_inject");
+    post_or_defer(
+        [this, h, to, dest] {
+            long rc = static_cast<long>(fi_inject(ep_, &h, sizeof h, to));
+            if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
+                bell_->ring(dest);
+            }
+            return rc;
+        },
+        "fi_inject");
 }
 
 bool libfabric_transport::progress() {
@@ -1184,7 +1242,8 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
 long libfabric_transport::post_reads(incoming* in) {
     // Once the last read is posted, `in` may complete and be freed by another thread at any
     // moment: nothing of it is touched after that post.
-    fi_addr_t from = peers_[in->source];
+    std::uint32_t const source = in->source;
+    fi_addr_t from = peers_[source];
     std::size_t i = in->next_piece;
     std::size_t const n = in->pieces.size();
     while (i < n) {
@@ -1194,9 +1253,15 @@ long libfabric_transport::post_reads(incoming* in) {
             fi_read(ep_, pc.local, pc.size, pc.desc, from, pc.remote, pc.key, &rop->ctx));
         if (rc != 0) {
             in->next_piece = i; // not posted: `in` is still waiting for it
+            if (rc == -FI_EAGAIN && bell_) {
+                bell_->ring(source);
+            }
             return rc;
         }
         ++i;
+    }
+    if (bell_) {
+        bell_->ring(source); // in case the provider needs the peer's progress to serve reads
     }
     return 0;
 }

@@ -214,10 +214,9 @@ void handle_request(std::uint32_t source, serialization::input_archive& in) {
     if (!control) {
         g.received.fetch_add(1, std::memory_order_acq_rel);
     }
-    auto [name, invoke] = actions().find(action_id);
-    if (name == nullptr) {
-        name = "?";
-    }
+    auto const found = actions().find(action_id); // (no structured binding: lambdas use it)
+    action_invoker invoke = found.invoke;
+    char const* name = found.name != nullptr ? found.name : "?";
     auto fail_reply = [&](std::string const& type, std::string const& what) {
         if (rid == 0) {
             log(log_level::error, "posted action {} from locality {} failed: {}: {}", name, source,
@@ -508,6 +507,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
     }
     o.eager_threshold = static_cast<std::size_t>(cfg.get_int("eager_threshold", 256, 1 << 24));
     o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
+    o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
         static_cast<std::size_t>(cfg.get_int("registration_cache", 0, 1 << 20));
@@ -524,7 +524,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
     g.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
     g.hook = s.register_hook([] { return g.tp->progress(); }, g.tp->wait_fd(),
-                             [] { return g.tp->can_sleep(); });
+                             [] { return g.tp->can_sleep(); }, g.tp->wait_fd_may_miss());
     g.boot = std::move(boot);
     g.monitor = std::thread([] {
         for (;;) {

@@ -35,6 +35,9 @@ std::vector<option_spec> const& option_table() {
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
          "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, else 4 MiB)"},
+        {"shm_doorbell", "1",
+         "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
+         "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},
         {"peer_timeout", "5",
          "seconds courier-run lets the other localities run after one failed (their futures "
          "on it fail with network_error at once)"},

@@ -339,9 +339,10 @@ bool worker_has_work(worker const& w) noexcept {
 void worker::idle() {
     auto spin = sched.options().idle_spin;
     if (blind_sleep_us == 0 && sched.has_blind_hook()) {
-        // Work was found since the last sleep, and a hook cannot wake us (shm): keep polling
-        // for up to 1 ms, so that a conversation in progress never waits for a sleep to end;
-        // only a locality idle for longer than that starts the bounded-backoff sleeps.
+        // Work was found since the last sleep, and a hook cannot wake us, or not reliably
+        // (shm: none, or its doorbell): keep polling for up to 1 ms, so that a conversation in
+        // progress never waits for a sleep to end (a doorbell wake-up through ppoll costs tens
+        // to hundreds of µs on this VM); only a locality idle for longer than that sleeps.
         spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
     }
     auto until = std::chrono::steady_clock::now() + spin;
@@ -375,7 +376,8 @@ void worker::idle() {
     pollfd fds[1 + scheduler::max_hooks];
     nfds_t nfds = 0;
     fds[nfds++] = {event_fd, POLLIN, 0};
-    bool blind = false; // a hook that nothing can wake us for (shm): sleep briefly, poll again
+    bool blind = false;    // a hook that nothing can wake us for: sleep briefly, poll again
+    bool may_miss = false; // a hook whose fd may miss events (shm's doorbell): a safety net
     for (auto& h : sched.hooks_) {
         if (!h.active.load(std::memory_order_acquire)) {
             continue;
@@ -383,11 +385,12 @@ void worker::idle() {
         int fd = h.fd.load(std::memory_order_acquire);
         if (fd >= 0) {
             fds[nfds++] = {fd, POLLIN, 0};
+            may_miss |= h.fd_may_miss.load(std::memory_order_acquire);
         } else {
             blind = true;
         }
     }
-    long long timeout_us = 100'000;
+    long long timeout_us = may_miss ? 10'000 : 100'000;
     if (blind) {
         // Bounded backoff: 50 us after the last work, doubling to 1 ms while nothing happens.
         // Wake-up latency of an idle locality is then at most 1 ms, at ~1000 wake-ups/s.
@@ -607,7 +610,7 @@ bool scheduler::all_idle() const noexcept {
 }
 
 std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
-                                     std::function<bool()> can_sleep) {
+                                     std::function<bool()> can_sleep, bool fd_may_miss) {
     std::lock_guard g(hooks_lock_);
     for (std::size_t i = 0; i < max_hooks; ++i) {
         auto& h = hooks_[i];
@@ -616,6 +619,7 @@ std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
             h.poll = std::move(poll);
             h.can_sleep = std::move(can_sleep);
             h.fd.store(fd, std::memory_order_release);
+            h.fd_may_miss.store(fd_may_miss, std::memory_order_release);
             h.active.store(true, std::memory_order_release);
             hook_count_.fetch_add(1, std::memory_order_acq_rel);
             notify_one();
@@ -645,7 +649,9 @@ void scheduler::unregister_hook(std::size_t id) {
 
 bool scheduler::has_blind_hook() const noexcept {
     for (auto const& h : hooks_) {
-        if (h.active.load(std::memory_order_acquire) && h.fd.load(std::memory_order_acquire) < 0) {
+        if (h.active.load(std::memory_order_acquire) &&
+            (h.fd.load(std::memory_order_acquire) < 0 ||
+             h.fd_may_miss.load(std::memory_order_acquire))) {
             return true;
         }
     }

@@ -110,6 +110,7 @@ struct progress_hook {
     std::function<bool()> poll;
     std::function<bool()> can_sleep;
     std::atomic<int> fd{-1}; // read by sleeping workers without the hook's running count
+    std::atomic<bool> fd_may_miss{false}; // sleep with a timeout even with the fd
     std::atomic<bool> active{false};
     std::atomic<int> running{0};
 };
@@ -134,10 +135,13 @@ public:
     /// True when every worker sleeps and nothing is queued or timed.
     bool all_idle() const noexcept;
 
+    /// `fd`: readable when poll() has work (-1: none); `fd_may_miss`: the fd may stay quiet
+    /// although there is work (a sleeper then wakes after at most 10 ms to poll anyway).
     std::size_t register_hook(std::function<bool()> poll, int fd,
-                              std::function<bool()> can_sleep = nullptr);
+                              std::function<bool()> can_sleep = nullptr, bool fd_may_miss = false);
     /// Asks every hook whether a worker may block now (false: keep polling).
-    /// An active progress hook without a wait fd (nothing wakes a sleeper for it).
+    /// An active progress hook without a wait fd (nothing wakes a sleeper for it), or with one
+    /// that may miss events (shm's doorbell).
     bool has_blind_hook() const noexcept;
     bool hooks_allow_sleep();
     void unregister_hook(std::size_t id);

@@ -71,6 +71,9 @@ struct transport_options {
     /// (rma_vector, rma_object, rma_allocator) then travels without registration on send and
     /// rma chunks are received into it. One transport per process can be attached.
     bool attach_rma_pool = false;
+    /// shm: a doorbell (src/doorbell.hpp) lets peers wake this process's sleeping workers at
+    /// once; without it an idle locality answers after its backoff sleep (up to 1 ms).
+    bool doorbell = true;
     /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
     std::size_t registration_cache_entries = 1024;
     std::size_t registration_cache_bytes = std::size_t{4} << 30;
@@ -97,11 +100,15 @@ public:
     /// One line on the transport's state (in-flight sends, pending reads, backlog), for the
     /// diagnosis courier-run asks for when a job overruns its time limit.
     virtual std::string debug_state() const = 0;
-    /// A file descriptor readable when progress() has work; -1 if the provider has none that
-    /// peers signal (shm): the caller may then sleep only briefly and must poll again.
+    /// A file descriptor readable when progress() has work (shm: the doorbell's socket); -1 if
+    /// there is none: the caller may then sleep only briefly and must poll again.
     virtual int wait_fd() const = 0;
-    /// Whether the caller may now sleep (libfabric: fi_trywait when there is a wait fd). False
-    /// means progress() has work: keep polling.
+    /// True when wait_fd() may stay quiet although progress() has work (shm's doorbell: a
+    /// peer that could not open it never rings): the caller then sleeps with a timeout.
+    virtual bool wait_fd_may_miss() const { return false; }
+    /// Whether the caller may now sleep (libfabric: fi_trywait when there is a wait fd; shm:
+    /// raises the doorbell, then looks for work). False means progress() has work: keep
+    /// polling.
     virtual bool can_sleep() = 0;
     virtual statistics stats() const = 0;
     virtual std::string provider_name() const = 0;
