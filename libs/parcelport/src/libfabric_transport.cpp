@@ -731,12 +731,14 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     fi_addr_t to = peers_[dest];
     try {
         post_or_defer(
-            [this, raw, eager_mr, to] {
+            [this, raw, eager_mr, to, dest] {
                 long rc = static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
                                                     desc_of(eager_mr), to, &raw->op.ctx));
+                // Once posted, `raw` may complete and be reused at any moment: only copies
+                // from here. -FI_EAGAIN: the peer must progress (shm's first contact, a full
+                // queue), so wake it too.
                 if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
-                    bell_->ring(raw->dest); // -FI_EAGAIN: the peer must progress (shm's first
-                                            // contact, a full queue): wake it too
+                    bell_->ring(dest);
                 }
                 return rc;
             },
