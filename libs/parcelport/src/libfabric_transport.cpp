@@ -367,7 +367,13 @@ private:
     /// up the budget (opts_.read_budget): that bounds the receiver's memory under a flood of
     /// large messages and keeps the pooled destination buffers few and cache-warm.
     void admit_parcel(wire::header const& h, std::byte const* p, std::size_t len);
+    /// Gives back read budget; parcels waiting for it are admitted by the next progress()
+    /// (admit_deferred), not here: by then the worker has run the tasks of the parcels just
+    /// delivered, their landing buffers went back to the pool, and the next read lands in one
+    /// that is still in cache.
     void release_read_budget(std::size_t bytes);
+    /// Admits the waiting parcels that the budget now allows; true if any.
+    bool admit_deferred();
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
     /// (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
@@ -432,6 +438,7 @@ private:
     std::atomic<std::size_t> backlog_size_{0}; // backlog_.size(), read without the lock
     std::size_t reading_bytes_ = 0;            // rendezvous bytes being read (mutex_)
     std::deque<deferred_parcel> deferred_;     // waiting for the read budget (mutex_)
+    std::atomic<bool> admit_pending_{false};   // budget was released with parcels waiting
     counters counters_;                        // lock-free: the send and receive paths only add
     std::shared_ptr<buffer_pool> pool_ = std::make_shared<buffer_pool>(std::size_t{256} << 20);
     fabric_registrar registrar_{*this};
@@ -855,6 +862,10 @@ bool libfabric_transport::progress() {
         return false;
     }
     bool any = false;
+    if (admit_pending_.load(std::memory_order_relaxed) &&
+        admit_pending_.exchange(false, std::memory_order_acq_rel)) {
+        any = admit_deferred();
+    }
     fi_cq_msg_entry entries[16];
     for (;;) {
         ssize_t n = fi_cq_read(cq_, entries, 16);
@@ -1036,28 +1047,36 @@ void libfabric_transport::release_read_budget(std::size_t bytes) {
     if (bytes == 0) {
         return;
     }
+    std::lock_guard g(mutex_);
+    reading_bytes_ -= bytes;
+    if (!deferred_.empty()) {
+        admit_pending_.store(true, std::memory_order_release);
+    }
+}
+
+bool libfabric_transport::admit_deferred() {
+    bool any = false;
     for (;;) {
         deferred_parcel next;
         {
             std::lock_guard g(mutex_);
-            reading_bytes_ -= bytes;
-            bytes = 0;
             if (deferred_.empty() ||
                 (reading_bytes_ != 0 &&
                  reading_bytes_ + deferred_.front().rma_bytes > opts_.read_budget)) {
-                return;
+                return any;
             }
             next = std::move(deferred_.front());
             deferred_.pop_front();
             reading_bytes_ += next.rma_bytes;
         }
+        any = true;
         try {
             handle_parcel(next.h, next.eager.data(), next.eager.size(), next.rma_bytes);
-            return; // its reads are in flight; their completion admits the next one
         } catch (std::exception const& e) {
             std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
                          next.h.source, e.what());
-            bytes = next.rma_bytes; // give it back and try the next one
+            std::lock_guard g(mutex_);
+            reading_bytes_ -= next.rma_bytes; // give it back and try the next one
         }
     }
 }
