@@ -338,21 +338,25 @@ bool worker_has_work(worker const& w) noexcept {
 
 void worker::idle() {
     auto spin = sched.options().idle_spin;
-    if (blind_sleep_us == 0 && sched.has_blind_hook()) {
-        // Work was found since the last sleep, and a hook cannot wake us, or not reliably
-        // (shm: none, or its doorbell): keep polling for up to 1 ms, so that a conversation in
-        // progress never waits for a sleep to end (a doorbell wake-up through ppoll costs tens
-        // to hundreds of µs on this VM); only a locality idle for longer than that sleeps.
+    if (worked_since_sleep && sched.has_hooks()) {
+        // Work was found since the last sleep and a network hook is registered: keep polling
+        // for up to 1 ms, so that a conversation in progress does not wait for a sleep to end.
+        // A wake-up through ppoll costs 100-300 µs on this VM, whether a wait fd (tcp) or
+        // the doorbell (shm) rings it; the bounded backoff of a hook without an fd, up to 1 ms.
+        // Measured on tcp, 1 worker, 5 interleaved pairs: 1 MiB latency 408-593 -> 322-436 µs,
+        // 256 KiB 116-157 -> 82-93 µs. Only a locality idle for longer than that sleeps.
         spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
     }
     auto until = std::chrono::steady_clock::now() + spin;
     do {
         if (sched.has_hooks() && sched.run_hooks()) {
             blind_sleep_us = 0;
+            worked_since_sleep = true;
             return;
         }
         if (worker_has_work(*this) || sched.stopping()) {
             blind_sleep_us = 0;
+            worked_since_sleep = true;
             return;
         }
         if (!timers.empty() && timers.top().first <= std::chrono::steady_clock::now()) {
@@ -407,6 +411,7 @@ void worker::idle() {
     timespec ts{static_cast<time_t>(timeout_us / 1'000'000),
                 static_cast<long>(timeout_us % 1'000'000 * 1000)};
     ::ppoll(fds, nfds, &ts, nullptr);
+    worked_since_sleep = false;
     std::uint64_t drained;
     ssize_t ignored = ::read(event_fd, &drained, sizeof drained);
     (void)ignored;
@@ -645,17 +650,6 @@ void scheduler::unregister_hook(std::size_t id) {
     h.can_sleep = nullptr;
     h.fd.store(-1, std::memory_order_release);
     hook_count_.fetch_sub(1, std::memory_order_acq_rel);
-}
-
-bool scheduler::has_blind_hook() const noexcept {
-    for (auto const& h : hooks_) {
-        if (h.active.load(std::memory_order_acquire) &&
-            (h.fd.load(std::memory_order_acquire) < 0 ||
-             h.fd_may_miss.load(std::memory_order_acquire))) {
-            return true;
-        }
-    }
-    return false;
 }
 
 bool scheduler::hooks_allow_sleep() {

@@ -86,6 +86,7 @@ public:
     std::uint32_t rng;
     std::uint32_t since_progress = 0;
     std::uint32_t blind_sleep_us = 0; // backoff of sleeps with a hook that has no wait fd
+    bool worked_since_sleep = true;   // found work since it last slept
     // Accounting (written by the owner, read by anyone).
     std::atomic<std::uint64_t> spawned{0};
     std::atomic<std::uint64_t> completed{0};
@@ -140,9 +141,6 @@ public:
     std::size_t register_hook(std::function<bool()> poll, int fd,
                               std::function<bool()> can_sleep = nullptr, bool fd_may_miss = false);
     /// Asks every hook whether a worker may block now (false: keep polling).
-    /// An active progress hook without a wait fd (nothing wakes a sleeper for it), or with one
-    /// that may miss events (shm's doorbell).
-    bool has_blind_hook() const noexcept;
     bool hooks_allow_sleep();
     void unregister_hook(std::size_t id);
     /// Runs the progress hooks; true if one reported work.
