@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: BSL-1.0
+// The libfabric transport's types (private to libs/parcelport): one FI_EP_RDM endpoint, one
+// completion queue, pre-posted receives. Protocol (libs/parcelport/README.md): an eager message
+// carries the header, the chunk descriptors and, when it fits, the index data; the receiver pulls
+// pointer/rma chunks (and a non-inline index) with fi_read into its own buffers, delivers the
+// message, and tells the sender with a DONE message that it may release its registrations and run
+// on_sent. The code is in libfabric_transport.cpp (endpoint, progress, receiving), send.cpp (the
+// send path and DONE) and rendezvous.cpp (the read budget and the RMA reads).
+#pragma once
+#include "doorbell.hpp"
+#include "wire.hpp"
+
+#include <courier/parcelport/detail/slot_table.hpp>
+#include <courier/parcelport/transport.hpp>
+#include <courier/rma/pool.hpp>
+#include <courier/rma/registration_cache.hpp>
+#include <courier/serialization/error.hpp>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace courier::parcelport::fabric {
+
+inline std::string fi_message(char const* what, long rc) {
+    return std::string("libfabric: ") + what + ": " + fi_strerror(static_cast<int>(-rc)) + " (" +
+           std::to_string(rc) + ")";
+}
+
+inline void check(char const* what, long rc) {
+    if (rc != 0) {
+        throw std::runtime_error(fi_message(what, rc));
+    }
+}
+
+/// Receive buffers for RMA-read chunks, reused by power-of-two size class (4 KiB ... 1 GiB).
+/// A fresh allocation of a large buffer costs a page fault per 4 KiB on first touch (and glibc
+/// returns large blocks to the kernel on free), which at 4 MiB costs more than the copy itself;
+/// a reused buffer is already mapped. The buffers go to the user inside the message (a
+/// serialize_buffer adopts them); their deleter returns them here, also after the transport is
+/// gone. At most `limit` bytes are kept.
+class buffer_pool : public std::enable_shared_from_this<buffer_pool> {
+public:
+    static constexpr unsigned min_shift = 12, max_shift = 30;
+    explicit buffer_pool(std::size_t limit) : limit_(limit) {}
+    ~buffer_pool() {
+        for (auto& list : free_) {
+            for (std::byte* p : list) {
+                delete[] p;
+            }
+        }
+    }
+    buffer_pool(buffer_pool const&) = delete;
+    buffer_pool& operator=(buffer_pool const&) = delete;
+
+    /// A buffer of at least `n` bytes; `reused` says whether it came from the pool.
+    std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused) {
+        reused = false;
+        unsigned shift = min_shift;
+        while (shift <= max_shift && (std::size_t{1} << shift) < n) {
+            ++shift;
+        }
+        if (n < (std::size_t{1} << min_shift) || shift > max_shift) {
+            return std::shared_ptr<std::byte[]>(new std::byte[n == 0 ? 1 : n]);
+        }
+        std::byte* p = nullptr;
+        {
+            std::lock_guard g(mutex_);
+            auto& list = free_[shift - min_shift];
+            if (!list.empty()) {
+                p = list.back();
+                list.pop_back();
+                cached_ -= std::size_t{1} << shift;
+                reused = true;
+            }
+        }
+        if (p == nullptr) {
+            p = new std::byte[std::size_t{1} << shift];
+        }
+        return std::shared_ptr<std::byte[]>(
+            p, [self = shared_from_this(), shift](std::byte* q) { self->put(q, shift); });
+    }
+
+private:
+    void put(std::byte* p, unsigned shift) noexcept {
+        {
+            std::lock_guard g(mutex_);
+            if (cached_ + (std::size_t{1} << shift) <= limit_) {
+                free_[shift - min_shift].push_back(p);
+                cached_ += std::size_t{1} << shift;
+                return;
+            }
+        }
+        delete[] p;
+    }
+
+    std::mutex mutex_;
+    std::size_t limit_;
+    std::size_t cached_ = 0;
+    std::array<std::vector<std::byte*>, max_shift - min_shift + 1> free_;
+};
+
+/// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it).
+struct op {
+    enum class kind : std::uint8_t { recv, send, read };
+    fi_context2 ctx;
+    kind k;
+    explicit op(kind kk) : ctx{}, k(kk) {}
+};
+
+struct recv_op : op {
+    std::unique_ptr<std::byte[]> buf;
+    fid_mr* mr = nullptr;
+    recv_op() : op(kind::recv) {}
+};
+
+struct send_state;
+struct send_op : op {
+    send_state* s;
+    explicit send_op(send_state* st) : op(kind::send), s(st) {}
+};
+
+struct send_state {
+    std::uint64_t id = 0; // its slot's id in the send table
+    std::uint32_t dest = 0;
+    serialization::message msg;
+    std::vector<fid_mr*> mrs;
+    std::vector<rma::registration_cache::lease> leases; // released when the send completes
+    transport::sent_handler on_sent;
+    std::vector<std::byte> eager;
+    std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
+    send_op op{this};
+    bool needs_done = false;
+    // Set by the poller only (completions and DONEs are handled under poll_mutex_).
+    bool eager_done = false;
+    bool remote_done = false;
+};
+
+/// Sends in flight (see slot_table: a DONE for a completed or forged id finds nothing). Slots
+/// keep their send_state, and with it the capacity of its vectors (the eager message above
+/// all), so a send allocates nothing here once the table is warm; beyond the first
+/// `kept_slots` slots, or past `kept_eager` bytes, a recycled state gives its buffers back
+/// (bounded memory after a burst).
+using send_table = detail::slot_table<send_state>;
+constexpr std::size_t kept_slots = 4096;
+constexpr std::size_t kept_eager = 64 * 1024;
+
+struct incoming;
+struct read_op : op {
+    incoming* in;
+    explicit read_op(incoming* i) : op(kind::read), in(i) {}
+};
+
+struct incoming {
+    std::uint32_t source = 0;
+    std::uint64_t send_id = 0;
+    serialization::message msg; // its index buffer is filled in place (copied or read)
+    std::vector<serialization::serialization_chunk> chunks;
+    std::vector<std::shared_ptr<std::byte[]>> owners; // parallel to chunks (null for index)
+    std::vector<fid_mr*> mrs;
+    std::deque<read_op> reads;
+    // The reads of the current phase, posted in order by post_reads() (one backlog entry for
+    // all that -FI_EAGAIN holds back, not one per read).
+    struct read_piece {
+        std::byte* local;
+        std::size_t size;
+        std::uint64_t remote;
+        std::uint64_t key;
+        void* desc;
+    };
+    std::vector<read_piece> pieces; // reads[i] is the context of pieces[i]
+    std::size_t next_piece = 0;
+    std::size_t outstanding = 0;
+    std::size_t rma_bytes = 0; // counted against the read budget until finished
+    bool failed = false;
+    // Phase one of a parcel whose descriptors are remote: reading the table.
+    bool table_phase = false;
+    wire::header h{};
+    std::vector<std::byte> table;        // read from the sender
+    std::vector<std::byte> inline_index; // kept from the eager message for phase two
+};
+
+/// A rendezvous parcel waiting for the read budget: its eager message, copied.
+struct deferred_parcel {
+    wire::header h;
+    std::vector<std::byte> eager;
+    std::size_t rma_bytes;
+};
+
+/// The transport's statistics, counted without a lock (read only as a snapshot).
+struct counters {
+    using c = std::atomic<std::uint64_t>;
+    c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0},
+        rendezvous_sends{0}, registrations{0}, eagain_retries{0}, bytes_copied_on_send{0},
+        receive_buffers_reused{0}, deferred_rendezvous{0}, pool_chunks_sent{0},
+        registration_cache_hits{0}, registration_cache_misses{0}, pool_receive_buffers{0};
+    statistics snapshot() const {
+        statistics s;
+        s.messages_sent = messages_sent;
+        s.messages_received = messages_received;
+        s.eager_bytes_sent = eager_bytes_sent;
+        s.rma_bytes_read = rma_bytes_read;
+        s.rendezvous_sends = rendezvous_sends;
+        s.registrations = registrations;
+        s.eagain_retries = eagain_retries;
+        s.bytes_copied_on_send = bytes_copied_on_send;
+        s.receive_buffers_reused = receive_buffers_reused;
+        s.deferred_rendezvous = deferred_rendezvous;
+        s.pool_chunks_sent = pool_chunks_sent;
+        s.registration_cache_hits = registration_cache_hits;
+        s.registration_cache_misses = registration_cache_misses;
+        s.pool_receive_buffers = pool_receive_buffers;
+        return s;
+    }
+};
+
+class libfabric_transport;
+
+/// The rma pool's and the registration cache's view of this transport's domain.
+class fabric_registrar final : public rma::memory_registrar {
+public:
+    explicit fabric_registrar(libfabric_transport& t) : t_(t) {}
+    rma::registration register_memory(void* base, std::size_t bytes) override;
+    void deregister_memory(rma::registration const& r) noexcept override {
+        fi_close(&static_cast<fid_mr*>(r.handle)->fid);
+    }
+    bool resolves_addresses_at_access() const noexcept override { return va_based_; }
+    char const* name() const noexcept override { return "libfabric"; }
+    void set_va_based(bool v) noexcept { va_based_ = v; }
+
+private:
+    libfabric_transport& t_;
+    bool va_based_ = false;
+};
+
+class libfabric_transport final : public transport {
+    friend class fabric_registrar;
+
+public:
+    explicit libfabric_transport(transport_options const& o) : opts_(o) {
+        open();
+        if (opts_.read_budget == 0) {
+            opts_.read_budget = default_read_budget(info_->fabric_attr->prov_name);
+        }
+    }
+    ~libfabric_transport() override { close(); }
+
+    /// The provider's address, then the doorbell's name (empty without one), then the name's
+    /// length in two bytes.
+    std::vector<std::byte> address() const override {
+        std::vector<std::byte> a(256);
+        std::size_t len = a.size();
+        check("fi_getname", fi_getname(&ep_->fid, a.data(), &len));
+        a.resize(len);
+        std::string bell = bell_ ? bell_->name() : std::string();
+        for (char c : bell) {
+            a.push_back(static_cast<std::byte>(c));
+        }
+        a.push_back(static_cast<std::byte>(bell.size() & 0xff));
+        a.push_back(static_cast<std::byte>(bell.size() >> 8));
+        return a;
+    }
+
+    void set_peers(std::vector<std::vector<std::byte>> const& addrs, std::uint32_t rank) override {
+        rank_ = rank;
+        peers_.assign(addrs.size(), FI_ADDR_NOTAVAIL);
+        std::vector<std::string> bells(addrs.size());
+        for (std::size_t i = 0; i < addrs.size(); ++i) {
+            auto const& a = addrs[i];
+            std::size_t bell_len = a.size() < 2
+                                       ? SIZE_MAX
+                                       : std::to_integer<std::size_t>(a[a.size() - 2]) |
+                                             std::to_integer<std::size_t>(a[a.size() - 1]) << 8;
+            if (bell_len > a.size() - 2) {
+                throw std::runtime_error("courier: malformed address of locality " +
+                                         std::to_string(i));
+            }
+            std::size_t fi_len = a.size() - 2 - bell_len;
+            for (std::size_t k = fi_len; k < fi_len + bell_len; ++k) {
+                bells[i].push_back(static_cast<char>(a[k]));
+            }
+            int n = fi_av_insert(av_, a.data(), 1, &peers_[i], 0, nullptr);
+            if (n != 1) {
+                throw std::runtime_error("libfabric: fi_av_insert failed for locality " +
+                                         std::to_string(i));
+            }
+        }
+        if (bell_ && bell_->connect(bells) != 0) {
+            std::fprintf(stderr, "courier: could not open every peer's doorbell; idle "
+                                 "localities will answer some peers late\n");
+        }
+    }
+
+    void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+    void set_job_token(std::uint64_t token) override { opts_.job_token = token; }
+
+    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
+    bool progress() override;
+    int wait_fd() const override { return bell_ ? bell_->fd() : wait_fd_; }
+    bool wait_fd_may_miss() const override { return bell_ != nullptr; }
+    bool can_sleep() override {
+        if (bell_) {
+            // Raise the word, then look: a peer's post after this rings; one before it is
+            // found here.
+            bell_->arm();
+            if (progress()) {
+                bell_->disarm();
+                return false;
+            }
+            return true;
+        }
+        if (wait_fd_ < 0) {
+            return true; // no fd to wait on: the scheduler sleeps briefly and polls again
+        }
+        std::unique_lock lk(poll_mutex_, std::try_to_lock);
+        if (!lk) {
+            return false; // someone is polling right now: stay awake
+        }
+        fid* f = &cq_->fid;
+        return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    }
+    statistics stats() const override { return counters_.snapshot(); }
+    std::string provider_name() const override { return info_->fabric_attr->prov_name; }
+    std::string debug_state() const override {
+        std::size_t sends = 0;
+        sends_.for_each_published([&](send_table::slot&, std::uint64_t) { ++sends; });
+        std::lock_guard g(mutex_);
+        std::size_t reads = 0;
+        for (auto const& [p, in] : incoming_) {
+            reads += in->outstanding;
+        }
+        return "sends in flight " + std::to_string(sends) + ", incoming rendezvous " +
+               std::to_string(incoming_.size()) + " (reads outstanding " + std::to_string(reads) +
+               "), backlog " + std::to_string(backlog_.size()) + ", messages sent " +
+               std::to_string(counters_.messages_sent) + ", received " +
+               std::to_string(counters_.messages_received) + ", EAGAIN retries " +
+               std::to_string(counters_.eagain_retries);
+    }
+
+private:
+    void open();
+    void close() noexcept;
+    void post_recv(recv_op* r);
+    void handle_recv(recv_op* r, std::size_t len);
+    void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
+                       std::size_t rma_bytes);
+    /// Runs handle_parcel now, or defers a rendezvous parcel while the reads in flight use
+    /// up the budget (opts_.read_budget): that bounds the receiver's memory under a flood of
+    /// large messages and keeps the pooled destination buffers few and cache-warm.
+    void admit_parcel(wire::header const& h, std::byte const* p, std::size_t len);
+    /// Gives back read budget; parcels waiting for it are admitted by the next progress()
+    /// (admit_deferred), not here: by then the worker has run the tasks of the parcels just
+    /// delivered, their landing buffers went back to the pool, and the next read lands in one
+    /// that is still in cache.
+    void release_read_budget(std::size_t bytes);
+    /// Admits the waiting parcels that the budget now allows; true if any.
+    bool admit_deferred();
+    /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
+    /// (returning its code, -FI_EAGAIN when the provider's queue is full).
+    long post_reads(incoming* in);
+    void start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
+                     bool index_inline);
+    /// Sets up a rendezvous from its descriptors: destination buffers, then the reads.
+    void begin_reads(wire::header const& h, std::vector<wire::descriptor> const& ds,
+                     bool index_inline, std::byte const* inline_index, std::size_t rma_bytes);
+    /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
+    void continue_after_table(std::unique_ptr<incoming> in);
+    void finish_incoming(incoming* in);
+    void send_done(std::uint32_t dest, std::uint64_t id);
+    void complete_send(send_state* s, std::error_code ec);
+    /// Clears a send whose slot the caller holds (claimed, or never published) and gives the
+    /// slot back.
+    void recycle_send(send_table::slot* slot) noexcept;
+    /// fi_mr_reg. `counted`: in statistics::registrations (the pool counts its own).
+    fid_mr* register_memory(void const* p, std::size_t n, std::uint64_t access,
+                            bool counted = true);
+    /// The remote address and key of [p, p + n) for a peer's fi_read: the rma pool's
+    /// registration when the memory is pool memory registered here (nothing to do), else one
+    /// from the registration cache (held by `s` until the send completes).
+    std::pair<std::uint64_t, std::uint64_t> remote_access(void const* p, std::size_t n,
+                                                          send_state& s);
+    /// A destination for an RMA-read chunk: rma chunks go to pool memory (which a received
+    /// rma_vector adopts), the rest to the receive buffer pool.
+    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
+    void* desc_of(fid_mr* mr) const { return mr != nullptr ? fi_mr_desc(mr) : nullptr; }
+    /// Retries `post` until it stops saying -FI_EAGAIN (progressing meanwhile), or queues it.
+    /// (The callable is wrapped in a std::function, which allocates, only when deferred.)
+    template <class Post>
+    void post_or_defer(Post&& post, char const* what) {
+        long rc = post();
+        if (rc != 0) {
+            defer(rc, std::function<long()>(std::forward<Post>(post)), what);
+        }
+    }
+    void defer(long rc, std::function<long()> post, char const* what);
+
+    transport_options opts_;
+    fi_info* info_ = nullptr;
+    fid_fabric* fabric_ = nullptr;
+    fid_domain* domain_ = nullptr;
+    fid_av* av_ = nullptr;
+    fid_cq* cq_ = nullptr;
+    fid_ep* ep_ = nullptr;
+    int wait_fd_ = -1;
+    bool mr_local_ = false, mr_virt_ = false, mr_prov_key_ = false;
+    std::size_t recv_size_ = 0;
+    std::size_t max_read_ = 0;
+    std::vector<fi_addr_t> peers_;
+    std::uint32_t rank_ = 0;
+    receive_handler on_receive_;
+    std::vector<std::unique_ptr<recv_op>> recvs_;
+    std::atomic<std::uint64_t> next_key_{1};
+
+    mutable std::mutex mutex_; // incoming_, backlog_, deferred_, reading_bytes_
+    std::mutex poll_mutex_;    // the completion queue is polled by one thread at a time
+    mutable send_table sends_; // lock-free
+    std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
+    std::deque<std::pair<std::function<long()>, char const*>> backlog_;
+    std::atomic<std::size_t> backlog_size_{0}; // backlog_.size(), read without the lock
+    std::size_t reading_bytes_ = 0;            // rendezvous bytes being read (mutex_)
+    std::deque<deferred_parcel> deferred_;     // waiting for the read budget (mutex_)
+    std::atomic<bool> admit_pending_{false};   // budget was released with parcels waiting
+    counters counters_;                        // lock-free: the send and receive paths only add
+    std::shared_ptr<buffer_pool> pool_ = std::make_shared<buffer_pool>(std::size_t{256} << 20);
+    fabric_registrar registrar_{*this};
+    std::unique_ptr<rma::registration_cache> cache_;
+    bool pool_attached_ = false;
+    std::unique_ptr<detail::doorbell> bell_; // shm only: wakes this process when a peer posts
+};
+
+} // namespace courier::parcelport::fabric

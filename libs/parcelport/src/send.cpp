@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: BSL-1.0
+// The send path: the eager message and its descriptors, completion, DONE.
+#include "libfabric_transport.hpp"
+
+namespace courier::parcelport::fabric {
+
+void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
+                               sent_handler on_sent) {
+    if (dest >= peers_.size()) {
+        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
+    }
+    send_table::slot* slot = sends_.acquire();
+    // Until the message is posted, a failure gives the slot back.
+    struct slot_guard {
+        libfabric_transport* t;
+        send_table::slot* slot;
+        ~slot_guard() {
+            if (slot != nullptr) {
+                t->recycle_send(slot);
+            }
+        }
+    } guard{this, slot};
+    send_state* s = &slot->value;
+    s->id = slot->id();
+    s->dest = dest;
+    s->msg = std::move(m);
+    s->on_sent = std::move(on_sent);
+    auto data = s->msg.data();
+    auto chunks = s->msg.chunks();
+    // Layout of the eager message: header, one descriptor per chunk (+ one for the index data
+    // when it does not fit and is read remotely), then the index data when it fits.
+    if (chunks.size() > wire::max_chunks) {
+        throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
+                                " chunks is more than the protocol carries (" +
+                                std::to_string(wire::max_chunks) + ")");
+    }
+    std::size_t fixed = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor);
+    bool remote_table = fixed + sizeof(wire::descriptor) > recv_size_;
+    if (remote_table) {
+        // Too many chunks to describe inline: the list goes in a table the receiver reads.
+        fixed = sizeof(wire::header) + sizeof(wire::descriptor);
+    }
+    bool inline_index = fixed + data.size() <= recv_size_;
+    if (!inline_index && !remote_table) {
+        fixed += sizeof(wire::descriptor);
+    }
+    s->eager.resize(fixed + (inline_index ? data.size() : 0));
+    if (remote_table) {
+        s->table.resize((chunks.size() + (inline_index ? 0 : 1)) * sizeof(wire::descriptor));
+    }
+    std::byte* desc_out = remote_table ? s->table.data() : s->eager.data() + sizeof(wire::header);
+    auto put = [&](wire::descriptor const& d) {
+        std::memcpy(desc_out, &d, sizeof d);
+        desc_out += sizeof d;
+    };
+    try {
+        for (auto const& c : chunks) {
+            wire::descriptor d{};
+            d.type = static_cast<std::uint8_t>(c.type);
+            d.size = c.size;
+            if (c.type != serialization::chunk_type::index && c.size != 0) {
+                // The receiver reads the chunk in place: nothing is copied. Pool memory is
+                // registered already; other memory through the registration cache.
+                std::tie(d.address, d.key) = remote_access(c.address, c.size, *s);
+                s->needs_done = true;
+            }
+            put(d);
+        }
+        if (!inline_index) {
+            wire::descriptor d{};
+            d.type = wire::index_buffer_type;
+            d.size = data.size();
+            std::tie(d.address, d.key) = remote_access(data.data(), data.size(), *s);
+            put(d);
+            s->needs_done = true;
+        }
+        if (remote_table) {
+            wire::descriptor d{};
+            d.type = wire::descriptor_table_type;
+            d.size = s->table.size();
+            std::tie(d.address, d.key) = remote_access(s->table.data(), s->table.size(), *s);
+            std::memcpy(s->eager.data() + sizeof(wire::header), &d, sizeof d);
+            s->needs_done = true;
+        }
+    } catch (...) {
+        for (auto& l : s->leases) {
+            cache_->release(l);
+        }
+        throw;
+    }
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = wire::parcel;
+    h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
+                                        (remote_table ? wire::descriptors_remote : 0));
+    h.token = opts_.job_token;
+    h.source = rank_;
+    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
+    h.send_id = s->id;
+    h.index_size = data.size();
+    std::memcpy(s->eager.data(), &h, sizeof h);
+    if (inline_index && !data.empty()) {
+        std::memcpy(s->eager.data() + fixed, data.data(), data.size());
+    }
+    fid_mr* eager_mr =
+        mr_local_ ? register_memory(s->eager.data(), s->eager.size(), FI_SEND) : nullptr;
+    if (eager_mr != nullptr) {
+        s->mrs.push_back(eager_mr);
+    }
+    sends_.publish(std::exchange(guard.slot, nullptr));
+    send_state* raw = s;
+    ++counters_.messages_sent;
+    counters_.eager_bytes_sent += raw->eager.size();
+    counters_.rendezvous_sends += raw->needs_done;
+    counters_.bytes_copied_on_send += inline_index ? data.size() : 0;
+    fi_addr_t to = peers_[dest];
+    try {
+        post_or_defer(
+            [this, raw, eager_mr, to, dest] {
+                long rc = static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
+                                                    desc_of(eager_mr), to, &raw->op.ctx));
+                // Once posted, `raw` may complete and be reused at any moment: only copies
+                // from here. -FI_EAGAIN: the peer must progress (shm's first contact, a full
+                // queue), so wake it too.
+                if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
+                    bell_->ring(dest);
+                }
+                return rc;
+            },
+            "fi_send");
+    } catch (...) {
+        // Refused outright (not -FI_EAGAIN): nothing is in flight, the caller gets the error.
+        if (send_table::slot* failed = sends_.claim(raw->id); failed != nullptr) {
+            for (auto* mr : raw->mrs) {
+                fi_close(&mr->fid);
+            }
+            for (auto& l : raw->leases) {
+                cache_->release(l);
+            }
+            recycle_send(failed);
+        }
+        throw;
+    }
+}
+
+void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
+    send_table::slot* slot = sends_.claim(s->id);
+    if (slot == nullptr) {
+        return; // completed already
+    }
+    for (auto* mr : s->mrs) {
+        fi_close(&mr->fid);
+    }
+    for (auto& l : s->leases) {
+        cache_->release(l);
+    }
+    if (s->on_sent) {
+        s->on_sent(ec);
+    }
+    recycle_send(slot);
+}
+
+void libfabric_transport::recycle_send(send_table::slot* slot) noexcept {
+    // What the send held goes now (the message and the handler's captures), as when the
+    // state was destroyed; its vectors keep their capacity for the next send.
+    send_state* s = &slot->value;
+    s->msg = serialization::message();
+    s->on_sent = nullptr;
+    s->mrs.clear();
+    s->leases.clear();
+    s->eager.clear();
+    s->table.clear();
+    if (static_cast<std::uint32_t>(s->id) >= kept_slots || s->eager.capacity() > kept_eager) {
+        std::vector<std::byte>().swap(s->eager);
+        std::vector<std::byte>().swap(s->table);
+    }
+    s->needs_done = s->eager_done = s->remote_done = false;
+    sends_.release(slot);
+}
+
+std::pair<std::uint64_t, std::uint64_t>
+libfabric_transport::remote_access(void const* p, std::size_t n, send_state& s) {
+    auto at = reinterpret_cast<std::uint64_t>(p);
+    if (pool_attached_) {
+        if (auto r = rma::find(p, n); r && r->registrar == &registrar_) {
+            ++counters_.pool_chunks_sent;
+            return {mr_virt_ ? at : at - reinterpret_cast<std::uint64_t>(r->base), r->reg.key};
+        }
+    }
+    auto l = cache_->acquire(p, n);
+    ++(l.hit() ? counters_.registration_cache_hits : counters_.registration_cache_misses);
+    s.leases.push_back(l);
+    auto key = l.reg().key;
+    std::uint64_t offset = at - l.start();
+    return {mr_virt_ ? at : offset, key};
+}
+
+void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = wire::done;
+    h.token = opts_.job_token;
+    h.source = rank_;
+    h.send_id = id;
+    fi_addr_t to = peers_[dest];
+    post_or_defer(
+        [this, h, to, dest] {
+            long rc = static_cast<long>(fi_inject(ep_, &h, sizeof h, to));
+            if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
+                bell_->ring(dest);
+            }
+            return rc;
+        },
+        "fi_inject");
+}
+
+} // namespace courier::parcelport::fabric
