@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -135,6 +136,22 @@ private:
     std::uint32_t crc_ = 0;
 };
 
+// Swaps the finished file with the checkpoint at `path` (renameat2 RENAME_EXCHANGE), when
+// `path` exists and is not a directory. Renaming over an existing file makes ext4 allocate and
+// start writing the new file's delayed blocks inside rename(2) (its auto_da_alloc heuristic for
+// replace-by-rename): 150-220 us for a 100 B checkpoint and 3.0-3.9 ms for 2 MiB on this
+// machine, against 15-18 us and 0.9-1.0 ms for exchange + unlink. Both are atomic for readers
+// and against a crash of this process; against power loss only `durable` is (POSIX promises no
+// more for either). Returns false where the exchange is not possible (no earlier file, a file
+// system or kernel without RENAME_EXCHANGE): the caller then renames.
+bool exchange_into_place(std::filesystem::path const& from, std::filesystem::path const& to) {
+    struct stat st {};
+    if (::lstat(to.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) {
+        return false;
+    }
+    return ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0;
+}
+
 } // namespace
 
 struct checkpoint_writer::impl {
@@ -217,13 +234,17 @@ void checkpoint_writer::commit() {
     if (::close(fd) != 0) {
         io_error(path, "close failed");
     }
+    bool exchanged = false;
     if (impl_->how.atomic) {
-        std::error_code ec;
-        std::filesystem::rename(impl_->tmp, impl_->path, ec);
-        if (ec) {
-            throw serialization_error(
-                "checkpoint " + impl_->path.string() +
-                ": cannot rename the finished file into place: " + ec.message());
+        exchanged = exchange_into_place(impl_->tmp, impl_->path);
+        if (!exchanged) {
+            std::error_code ec;
+            std::filesystem::rename(impl_->tmp, impl_->path, ec);
+            if (ec) {
+                throw serialization_error(
+                    "checkpoint " + impl_->path.string() +
+                    ": cannot rename the finished file into place: " + ec.message());
+            }
         }
     }
     if (impl_->how.durable) { // the directory entry too
@@ -238,6 +259,11 @@ void checkpoint_writer::commit() {
         ::close(dfd);
     }
     impl_->committed = true;
+    if (exchanged) {
+        // PATH.tmp now names the previous checkpoint. Unlinking it frees its blocks (anyone who
+        // still maps it keeps its bytes unchanged); if that fails, the next save truncates it.
+        ::unlink(impl_->tmp.c_str());
+    }
 }
 
 void write_message_file(std::filesystem::path const& path, message const& m) {

@@ -96,6 +96,45 @@ TEST_F(checkpoint, serialize_buffer_adopts_file_memory) {
     EXPECT_EQ(reinterpret_cast<std::byte const*>(out.data()), m.chunks()[1].address);
 }
 
+TEST_F(checkpoint, replacing_a_checkpoint_leaves_no_scratch_file_and_spares_adopted_memory) {
+    // A load adopts pointer segments from the mapped file. Later saves replace the file (swap +
+    // unlink, or rename): the adopted bytes must not change, and no PATH.tmp may stay behind.
+    cs::serialize_buffer<double> first(10000);
+    std::fill(first.begin(), first.end(), 1.0);
+    cs::save_to_file(path, first);
+    auto m = cs::read_message_file(path);
+    cs::serialize_buffer<double> adopted;
+    cs::load(m, adopted);
+    ASSERT_EQ(reinterpret_cast<std::byte const*>(adopted.data()), m.chunks()[1].address);
+    for (double v : {2.0, 3.0, 4.0}) {
+        cs::serialize_buffer<double> next(10000);
+        std::fill(next.begin(), next.end(), v);
+        cs::save_to_file(path, next);
+        EXPECT_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+        cs::serialize_buffer<double> back;
+        cs::load_from_file(path, back);
+        EXPECT_EQ(back, next);
+    }
+    EXPECT_EQ(adopted, first);
+}
+
+TEST_F(checkpoint, saving_over_a_directory_is_an_error_that_keeps_the_directory) {
+    fs::create_directory(path);
+    fs::path inside = path / "keep";
+    std::ofstream(inside) << "x";
+    std::string error;
+    try {
+        cs::save_to_file(path, sample());
+    } catch (cs::serialization_error const& e) {
+        error = e.what();
+    }
+    EXPECT_NE(error.find("cannot rename"), std::string::npos) << error;
+    EXPECT_TRUE(fs::is_directory(path));
+    EXPECT_TRUE(fs::exists(inside));
+    EXPECT_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+    fs::remove_all(path);
+}
+
 TEST_F(checkpoint, truncation_at_every_length_is_detected) {
     state small;
     small.title = "t";
