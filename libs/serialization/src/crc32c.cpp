@@ -58,16 +58,73 @@ std::uint32_t crc32c_portable(std::uint32_t crc, unsigned char const* p, std::si
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) std::uint32_t
-crc32c_sse42(std::uint32_t crc, unsigned char const* p, std::size_t n) noexcept {
-    std::uint64_t c = crc;
-    while (n >= 8) {
+// The crc32 instruction has a latency of 3 cycles and a throughput of 1 per cycle, so one chain
+// of them runs at a third of the instruction's rate (~7 GB/s here). Long inputs are therefore
+// cut into blocks of 3 x `lane` bytes whose thirds run as three independent chains; the chains
+// are then joined by the CRC's linearity: for register values, crc(c, A||B) equals
+// crc(crc(c, A), B), and crc(v, B) = crc(v, zeros(|B|)) ^ crc(0, B), where advancing a value
+// over `lane` zero bytes is a linear map on 32 bits, applied here through four 256-entry
+// tables built once from the map's 32 basis images.
+constexpr std::size_t lane = 4096;
+
+__attribute__((target("sse4.2"))) std::uint64_t chain(std::uint64_t c, unsigned char const* p,
+                                                      std::size_t n) noexcept {
+    for (; n >= 8; n -= 8, p += 8) {
         std::uint64_t v;
         std::memcpy(&v, p, 8);
         c = _mm_crc32_u64(c, v);
-        p += 8;
-        n -= 8;
     }
+    return c;
+}
+
+struct zero_shift {
+    std::array<std::array<std::uint32_t, 256>, 4> t{};
+    __attribute__((target("sse4.2"))) zero_shift() {
+        static unsigned char const zeros[lane] = {};
+        std::uint32_t basis[32];
+        for (int i = 0; i < 32; ++i) {
+            basis[i] = static_cast<std::uint32_t>(chain(std::uint64_t{1} << i, zeros, lane));
+        }
+        for (int j = 0; j < 4; ++j) {
+            for (unsigned b = 0; b < 256; ++b) {
+                std::uint32_t v = 0;
+                for (int k = 0; k < 8; ++k) {
+                    if ((b >> k) & 1u) {
+                        v ^= basis[8 * j + k];
+                    }
+                }
+                t[j][b] = v;
+            }
+        }
+    }
+    std::uint32_t operator()(std::uint32_t v) const noexcept {
+        return t[0][v & 0xff] ^ t[1][(v >> 8) & 0xff] ^ t[2][(v >> 16) & 0xff] ^ t[3][v >> 24];
+    }
+};
+
+__attribute__((target("sse4.2"))) std::uint32_t
+crc32c_sse42(std::uint32_t crc, unsigned char const* p, std::size_t n) noexcept {
+    std::uint64_t c = crc;
+    if (n >= 3 * lane) {
+        static zero_shift const shift;
+        for (; n >= 3 * lane; n -= 3 * lane, p += 3 * lane) {
+            std::uint64_t a = c, b = 0, d = 0;
+            for (std::size_t i = 0; i < lane; i += 8) {
+                std::uint64_t va, vb, vd;
+                std::memcpy(&va, p + i, 8);
+                std::memcpy(&vb, p + lane + i, 8);
+                std::memcpy(&vd, p + 2 * lane + i, 8);
+                a = _mm_crc32_u64(a, va);
+                b = _mm_crc32_u64(b, vb);
+                d = _mm_crc32_u64(d, vd);
+            }
+            auto ab = shift(static_cast<std::uint32_t>(a)) ^ static_cast<std::uint32_t>(b);
+            c = shift(ab) ^ static_cast<std::uint32_t>(d);
+        }
+    }
+    c = chain(c, p, n);
+    p += n & ~std::size_t{7};
+    n &= 7;
     auto c32 = static_cast<std::uint32_t>(c);
     while (n-- > 0) {
         c32 = _mm_crc32_u8(c32, *p++);
@@ -88,6 +145,10 @@ std::uint32_t crc32c(std::uint32_t crc, void const* data, std::size_t n) noexcep
     crc = crc32c_portable(crc, p, n);
 #endif
     return ~crc;
+}
+
+std::uint32_t crc32c_portable_only(std::uint32_t crc, void const* data, std::size_t n) noexcept {
+    return ~crc32c_portable(~crc, static_cast<unsigned char const*>(data), n);
 }
 
 } // namespace courier::serialization::detail

@@ -9,5 +9,8 @@
 namespace courier::serialization::detail {
 
 std::uint32_t crc32c(std::uint32_t crc, void const* data, std::size_t n) noexcept;
+/// The same, always through the portable tables (the reference the hardware path is tested
+/// against).
+std::uint32_t crc32c_portable_only(std::uint32_t crc, void const* data, std::size_t n) noexcept;
 
 } // namespace courier::serialization::detail
