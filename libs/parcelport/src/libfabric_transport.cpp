@@ -332,6 +332,11 @@ std::size_t default_read_budget(std::string_view provider) noexcept {
                                                            : std::size_t{4} << 20;
 }
 
+std::size_t default_read_piece(std::string_view provider) noexcept {
+    return provider.substr(0, provider.find(';')) == "shm" ? std::size_t{1} << 30
+                                                           : std::size_t{1} << 20;
+}
+
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {
     return std::make_unique<fabric::libfabric_transport>(o);
 }

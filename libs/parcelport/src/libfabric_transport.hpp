@@ -210,7 +210,7 @@ struct deferred_parcel {
 /// The transport's statistics, counted without a lock (read only as a snapshot).
 struct counters {
     using c = std::atomic<std::uint64_t>;
-    c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0},
+    c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0}, rma_reads{0},
         rendezvous_sends{0}, registrations{0}, eagain_retries{0}, bytes_copied_on_send{0},
         receive_buffers_reused{0}, deferred_rendezvous{0}, pool_chunks_sent{0},
         registration_cache_hits{0}, registration_cache_misses{0}, pool_receive_buffers{0};
@@ -220,6 +220,7 @@ struct counters {
         s.messages_received = messages_received;
         s.eager_bytes_sent = eager_bytes_sent;
         s.rma_bytes_read = rma_bytes_read;
+        s.rma_reads = rma_reads;
         s.rendezvous_sends = rendezvous_sends;
         s.registrations = registrations;
         s.eagain_retries = eagain_retries;
@@ -262,6 +263,10 @@ public:
         if (opts_.read_budget == 0) {
             opts_.read_budget = default_read_budget(info_->fabric_attr->prov_name);
         }
+        if (opts_.read_piece == 0) {
+            opts_.read_piece = default_read_piece(info_->fabric_attr->prov_name);
+        }
+        max_read_ = std::min(max_read_, std::max<std::size_t>(opts_.read_piece, 4096));
     }
     ~libfabric_transport() override { close(); }
 

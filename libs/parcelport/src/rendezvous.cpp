@@ -288,6 +288,7 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
     }
     for (auto const& pc : pieces) {
         counters_.rma_bytes_read += pc.size;
+        ++counters_.rma_reads;
     }
     if (pieces.empty()) { // only empty external chunks: nothing to read, but the sender waits
         finish_incoming(raw);

@@ -35,6 +35,9 @@ std::vector<option_spec> const& option_table() {
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
          "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, else 4 MiB)"},
+        {"read_piece", "0",
+         "largest single RMA read in bytes (>= 4096); larger chunks are read in pieces posted "
+         "together; 0 = the provider's default (shm 1 GiB, else 1 MiB)"},
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},
