@@ -122,10 +122,16 @@ private:
 
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it).
 struct op {
-    enum class kind : std::uint8_t { recv, send, read };
+    enum class kind : std::uint8_t { recv, send, read, raw };
     fi_context2 ctx;
     kind k;
     explicit op(kind kk) : ctx{}, k(kk) {}
+};
+
+/// A raw message of send_raw_for_testing: its bytes stay here until the transport closes.
+struct raw_op : op {
+    std::vector<std::byte> bytes;
+    raw_op() : op(kind::raw) {}
 };
 
 struct recv_op : op {
@@ -191,7 +197,8 @@ struct incoming {
     std::vector<read_piece> pieces; // reads[i] is the context of pieces[i]
     std::size_t next_piece = 0;
     std::size_t outstanding = 0;
-    std::size_t rma_bytes = 0; // counted against the read budget until finished
+    std::size_t rma_bytes = 0; // counted against the read budget until finished (or stalled)
+    std::chrono::steady_clock::time_point started; // when the current phase's reads began
     bool failed = false;
     // Phase one of a parcel whose descriptors are remote: reading the table.
     bool table_phase = false;
@@ -211,9 +218,10 @@ struct deferred_parcel {
 struct counters {
     using c = std::atomic<std::uint64_t>;
     c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0}, rma_reads{0},
-        rendezvous_sends{0}, registrations{0}, eagain_retries{0}, bytes_copied_on_send{0},
-        receive_buffers_reused{0}, deferred_rendezvous{0}, pool_chunks_sent{0},
-        registration_cache_hits{0}, registration_cache_misses{0}, pool_receive_buffers{0};
+        stalled_reads{0}, rendezvous_sends{0}, registrations{0}, eagain_retries{0},
+        bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
+        pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
+        pool_receive_buffers{0};
     statistics snapshot() const {
         statistics s;
         s.messages_sent = messages_sent;
@@ -221,6 +229,7 @@ struct counters {
         s.eager_bytes_sent = eager_bytes_sent;
         s.rma_bytes_read = rma_bytes_read;
         s.rma_reads = rma_reads;
+        s.stalled_reads = stalled_reads;
         s.rendezvous_sends = rendezvous_sends;
         s.registrations = registrations;
         s.eagain_retries = eagain_retries;
@@ -321,6 +330,12 @@ public:
 
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool progress() override;
+    /// Sends `n` bytes at `p` to `dest` as one raw message, exactly as given (no header of
+    /// ours): the tests forge malformed messages with it. The bytes are kept until the
+    /// transport closes. Returns false if the provider said -FI_EAGAIN (progress both sides
+    /// and call again: a first message waits for the connection); throws for an unknown
+    /// `dest` or another error. Not for concurrent use.
+    bool send_raw_for_testing(std::uint32_t dest, void const* p, std::size_t n);
     int wait_fd() const override { return bell_ ? bell_->fd() : wait_fd_; }
     bool wait_fd_may_miss() const override { return bell_ != nullptr; }
     bool can_sleep() override {
@@ -378,6 +393,11 @@ private:
     /// delivered, their landing buffers went back to the pool, and the next read lands in one
     /// that is still in cache.
     void release_read_budget(std::size_t bytes);
+    /// Returns the read budget of parcels whose reads have been outstanding for longer than
+    /// opts_.read_stall_timeout (checked every 256 progress passes). Their buffers stay until
+    /// the reads complete, if ever: nothing is freed under a read the provider may still do.
+    void release_stalled_reads();
+    std::uint64_t progress_calls_ = 0; // by the poller only
     /// Admits the waiting parcels that the budget now allows; true if any.
     bool admit_deferred();
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
@@ -431,6 +451,7 @@ private:
     std::size_t recv_size_ = 0;
     std::size_t max_read_ = 0;
     std::vector<fi_addr_t> peers_;
+    std::vector<std::unique_ptr<raw_op>> raw_ops_; // send_raw_for_testing's messages
     std::uint32_t rank_ = 0;
     receive_handler on_receive_;
     std::vector<std::unique_ptr<recv_op>> recvs_;

@@ -207,6 +207,16 @@ void libfabric_transport::begin_reads(wire::header const& h,
          (ds.back().type != wire::index_buffer_type || ds.back().size != h.index_size))) {
         throw serialization::serialization_error("descriptors do not match the header");
     }
+    for (auto const& d : ds) {
+        if (d.size > wire::max_chunk_bytes) {
+            throw serialization::serialization_error("a chunk of " + std::to_string(d.size) +
+                                                     " bytes is larger than any address space");
+        }
+    }
+    if (h.index_size > wire::max_chunk_bytes) {
+        throw serialization::serialization_error("an index of " + std::to_string(h.index_size) +
+                                                 " bytes is larger than any address space");
+    }
     auto in = std::make_unique<incoming>();
     in->source = h.source;
     in->send_id = h.send_id;
@@ -277,6 +287,7 @@ void libfabric_transport::start_reads(std::unique_ptr<incoming> in,
         }
     }
     incoming* raw = in.get();
+    raw->started = std::chrono::steady_clock::now();
     raw->outstanding = pieces.size();
     raw->reads.clear(); // a previous phase's reads have all completed
     for (std::size_t i = 0; i < pieces.size(); ++i) {

@@ -196,6 +196,27 @@ libfabric_transport::remote_access(void const* p, std::size_t n, send_state& s) 
     return {mr_virt_ ? at : offset, key};
 }
 
+bool libfabric_transport::send_raw_for_testing(std::uint32_t dest, void const* p, std::size_t n) {
+    if (dest >= peers_.size()) {
+        throw std::out_of_range("send_raw_for_testing: no locality " + std::to_string(dest));
+    }
+    auto raw = std::make_unique<raw_op>();
+    auto const* b = static_cast<std::byte const*>(p);
+    raw->bytes.assign(b, b + n);
+    auto rc = fi_send(ep_, raw->bytes.data(), n, nullptr, peers_[dest], &raw->ctx);
+    if (rc == -FI_EAGAIN) {
+        return false;
+    }
+    if (rc != 0) {
+        throw std::runtime_error(fi_message("fi_send", rc));
+    }
+    raw_ops_.push_back(std::move(raw));
+    if (bell_) {
+        bell_->ring(dest);
+    }
+    return true;
+}
+
 void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
     wire::header h{};
     h.magic = wire::magic;

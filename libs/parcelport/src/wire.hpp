@@ -47,6 +47,10 @@ inline constexpr std::uint8_t index_buffer_type = 3; // the extra descriptor of 
 /// index) from the sender's memory, then proceeds as usual. For messages with more chunks than
 /// the eager buffer can describe (deep copies with thousands of arrays).
 inline constexpr std::uint8_t descriptor_table_type = 4;
+/// The largest chunk or index a message may announce: 2^47 bytes, the user address space of
+/// x86-64 and AArch64 with 4-level page tables. A larger size cannot be real; it is rejected
+/// before anything is allocated for it.
+inline constexpr std::uint64_t max_chunk_bytes = std::uint64_t{1} << 47;
 /// The most chunks one message may have (a 512 MiB descriptor table).
 inline constexpr std::uint32_t max_chunks = std::uint32_t{1} << 24;
 

@@ -11,6 +11,7 @@
 
 #include <courier/serialization/message.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,9 @@ struct statistics {
     std::uint64_t eager_bytes_sent = 0; ///< header + descriptors + inline index data
     std::uint64_t rma_bytes_read = 0;   ///< bytes this side pulled with RMA reads
     std::uint64_t rma_reads = 0;        ///< RMA reads posted (a chunk may take several pieces)
+    /// Parcels whose reads outlived transport_options::read_stall_timeout (their read budget
+    /// was returned).
+    std::uint64_t stalled_reads = 0;
     std::uint64_t rendezvous_sends = 0; ///< sends that needed RMA reads by the receiver
     /// Memory registrations performed for sends and receives (the rma pool's registrations
     /// of its own blocks are in rma::get_pool_statistics()).
@@ -80,6 +84,11 @@ struct transport_options {
     /// Largest single RMA read, in bytes (at least 4096; the provider's max_msg_size caps it).
     /// 0: the provider's default, default_read_piece().
     std::size_t read_piece = 0;
+    /// A parcel whose RMA reads are still outstanding after this long gives its read budget
+    /// back, so that one stuck parcel cannot hold up every later one (a read the provider
+    /// failed without saying which — libfabric 1.20's shm does that for a bad remote address —
+    /// never completes). Its buffers stay until the reads complete. 0: never.
+    std::chrono::milliseconds read_stall_timeout{10000};
     /// Register the process's rma pool with this transport (rma::attach): pool memory
     /// (rma_vector, rma_object, rma_allocator) then travels without registration on send and
     /// rma chunks are received into it. One transport per process can be attached.
