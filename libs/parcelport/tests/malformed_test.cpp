@@ -6,6 +6,7 @@
 // a well-formed parcel, small and large. Forged messages are sent raw, exactly as written.
 #include "../src/libfabric_transport.hpp"
 #include "../src/wire.hpp"
+#include "pump.hpp"
 
 #include <courier/serialization.hpp>
 
@@ -42,15 +43,7 @@ struct endpoints {
     }
     template <class Pred>
     bool pump(Pred done, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
-        auto until = std::chrono::steady_clock::now() + limit;
-        while (!done()) {
-            a->progress();
-            b->progress();
-            if (std::chrono::steady_clock::now() > until) {
-                return false;
-            }
-        }
-        return true;
+        return pp::test::pump_both(*a, *b, done, limit);
     }
     void settle(std::chrono::milliseconds d = std::chrono::milliseconds(50)) {
         pump([] { return false; }, d);

@@ -6,6 +6,8 @@
 #include <courier/rma.hpp>
 #include <courier/serialization.hpp>
 
+#include "pump.hpp"
+
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -47,15 +49,7 @@ struct pair_of_endpoints {
     // Progresses both until `done` or a timeout.
     template <class Pred>
     bool pump(Pred done, std::chrono::seconds limit = std::chrono::seconds(30)) {
-        auto until = std::chrono::steady_clock::now() + limit;
-        while (!done()) {
-            a->progress();
-            b->progress();
-            if (std::chrono::steady_clock::now() > until) {
-                return false;
-            }
-        }
-        return true;
+        return pp::test::pump_both(*a, *b, done, limit);
     }
 };
 
