@@ -438,6 +438,15 @@ private:
         }
     }
     void defer(long rc, std::function<long()> post, char const* what);
+    /// After posting something for `rank` (rc 0), or when the provider refused it for now
+    /// (-FI_EAGAIN: the peer must progress, e.g. shm's first contact or a full queue): rings
+    /// the peer's doorbell, if there is one. Passes `rc` through.
+    long wake_peer(std::uint32_t rank, long rc) noexcept {
+        if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
+            bell_->ring(rank);
+        }
+        return rc;
+    }
 
     transport_options opts_;
     fi_info* info_ = nullptr;

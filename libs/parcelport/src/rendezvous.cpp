@@ -322,17 +322,11 @@ long libfabric_transport::post_reads(incoming* in) {
             fi_read(ep_, pc.local, pc.size, pc.desc, from, pc.remote, pc.key, &rop->ctx));
         if (rc != 0) {
             in->next_piece = i; // not posted: `in` is still waiting for it
-            if (rc == -FI_EAGAIN && bell_) {
-                bell_->ring(source);
-            }
-            return rc;
+            return wake_peer(source, rc);
         }
         ++i;
     }
-    if (bell_) {
-        bell_->ring(source); // in case the provider needs the peer's progress to serve reads
-    }
-    return 0;
+    return wake_peer(source, 0); // in case the provider needs the peer's progress for reads
 }
 
 void libfabric_transport::continue_after_table(std::unique_ptr<incoming> in) {

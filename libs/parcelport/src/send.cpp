@@ -118,15 +118,11 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     try {
         post_or_defer(
             [this, raw, eager_mr, to, dest] {
-                long rc = static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
-                                                    desc_of(eager_mr), to, &raw->op.ctx));
                 // Once posted, `raw` may complete and be reused at any moment: only copies
-                // from here. -FI_EAGAIN: the peer must progress (shm's first contact, a full
-                // queue), so wake it too.
-                if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
-                    bell_->ring(dest);
-                }
-                return rc;
+                // (`dest`) after the call.
+                return wake_peer(
+                    dest, static_cast<long>(fi_send(ep_, raw->eager.data(), raw->eager.size(),
+                                                    desc_of(eager_mr), to, &raw->op.ctx)));
             },
             "fi_send");
     } catch (...) {
@@ -203,7 +199,8 @@ bool libfabric_transport::send_raw_for_testing(std::uint32_t dest, void const* p
     auto raw = std::make_unique<raw_op>();
     auto const* b = static_cast<std::byte const*>(p);
     raw->bytes.assign(b, b + n);
-    auto rc = fi_send(ep_, raw->bytes.data(), n, nullptr, peers_[dest], &raw->ctx);
+    long rc = wake_peer(dest, static_cast<long>(fi_send(ep_, raw->bytes.data(), n, nullptr,
+                                                        peers_[dest], &raw->ctx)));
     if (rc == -FI_EAGAIN) {
         return false;
     }
@@ -211,9 +208,6 @@ bool libfabric_transport::send_raw_for_testing(std::uint32_t dest, void const* p
         throw std::runtime_error(fi_message("fi_send", rc));
     }
     raw_ops_.push_back(std::move(raw));
-    if (bell_) {
-        bell_->ring(dest);
-    }
     return true;
 }
 
@@ -228,11 +222,7 @@ void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
     fi_addr_t to = peers_[dest];
     post_or_defer(
         [this, h, to, dest] {
-            long rc = static_cast<long>(fi_inject(ep_, &h, sizeof h, to));
-            if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
-                bell_->ring(dest);
-            }
-            return rc;
+            return wake_peer(dest, static_cast<long>(fi_inject(ep_, &h, sizeof h, to)));
         },
         "fi_inject");
 }

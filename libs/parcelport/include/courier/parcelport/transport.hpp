@@ -63,8 +63,8 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 /// measured slightly slower at 4 MiB messages). Other providers: 1 MiB. On tcp one 4 MiB read
 /// per 4 MiB message gave medians of 1.2 / 2.5 / 3.4 GB/s in osu_courier bw, 1 MiB pieces
 /// 2.2 / 3.0 / 4.2 GB/s (three sets of interleaved runs; 2 MiB messages 2.8 / 3.3 / 3.8 against
-/// 3.4 / 3.5 / 4.6 GB/s), and on RDMA networks
-/// pieces of this order let the transfer of one chunk pipeline across the NIC's queues.
+/// 3.4 / 3.5 / 4.6 GB/s), and on RDMA networks pieces of this order let the transfer of one
+/// chunk pipeline across the NIC's queues.
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 struct transport_options {
