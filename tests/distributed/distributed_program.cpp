@@ -237,7 +237,7 @@ void scenario_chain() {
     CHECK(courier::async<relay_action_type_forward>(courier::find_here(), 3 * n).get() == 0);
 }
 
-void scenario_flood() {
+void flood(bool coalescing) {
     // Every locality but 0 is flooded with posts from many tasks; nothing may be lost.
     auto remote = courier::find_remote_localities();
     constexpr int per_task = 2000, tasks = 8;
@@ -262,6 +262,71 @@ void scenario_flood() {
         courier::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     CHECK(total == long{per_task} * tasks);
+    // Posts from tasks in tight loops go out coalesced, unless --courier:coalesce=0 turned it
+    // off (flood_not_coalesced); the checks above hold either way.
+    auto st = courier::get_parcelport_statistics();
+    std::printf("flood: %llu parcels sent, %llu of them in %llu coalesced messages\n",
+                static_cast<unsigned long long>(st.messages_sent),
+                static_cast<unsigned long long>(st.parcels_in_batches),
+                static_cast<unsigned long long>(st.batches_sent));
+    if (coalescing) {
+        CHECK(st.batches_sent > 0);
+        CHECK(st.parcels_in_batches > st.batches_sent);
+    } else {
+        CHECK(st.batches_sent == 0);
+    }
+}
+
+void scenario_flood() {
+    flood(true);
+}
+
+// A task that posts a burst and then computes for a long time without yielding: its coalesced
+// parcels must not wait for it. Another worker's progress pass (or its wake-up by the send's
+// completion, or its sleep's time limit) sends them. Needs two workers (the tests run with
+// COURIER_THREADS=2); with one, a batch waits until the task yields.
+std::atomic<long> last_stamp{0};
+void stamp(long i, std::int64_t ns) {
+    if (i == 199) {
+        last_stamp.store(ns == 0 ? 0 : std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+}
+COURIER_PLAIN_ACTION(stamp, stamp_action);
+std::int64_t read_stamp() {
+    return last_stamp.load();
+}
+COURIER_PLAIN_ACTION(read_stamp, read_stamp_action);
+
+void scenario_burst_then_compute() {
+    auto there = courier::find_all_localities()[1];
+    CHECK(courier::get_os_thread_count() >= 2);
+    CHECK(courier::async<read_stamp_action>(there).get() == 0); // connected (tcp connects lazily)
+    auto before = courier::get_parcelport_statistics();
+    std::int64_t end = 0;
+    courier::async([&] {
+        for (long i = 0; i < 200; ++i) {
+            courier::post<stamp_action>(there, i, std::int64_t{1});
+        }
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
+        while (std::chrono::steady_clock::now() < until) {
+            // computing: no yield, no progress on this worker
+        }
+        end = std::chrono::steady_clock::now().time_since_epoch().count();
+    }).get();
+    auto after = courier::get_parcelport_statistics();
+    std::int64_t arrived = courier::async<read_stamp_action>(there).get();
+    double early_ms = double(end - arrived) / 1e6;
+    std::printf(
+        "burst_then_compute: %llu parcels in %llu coalesced messages; the last arrived "
+        "%.1f ms before the computing task ended\n",
+        static_cast<unsigned long long>(after.parcels_in_batches - before.parcels_in_batches),
+        static_cast<unsigned long long>(after.batches_sent - before.batches_sent), early_ms);
+    CHECK(after.batches_sent > before.batches_sent); // else this tested nothing
+    CHECK(arrived != 0);
+    CHECK(early_ms > 200); // steady_clock is the machine's CLOCK_MONOTONIC: comparable here
+}
+void scenario_flood_not_coalesced() {
+    flood(false);
 }
 
 // Collectives from tasks that locality 0 starts on every locality (non-SPMD use).
@@ -903,6 +968,8 @@ int courier_main(int argc, char** argv) {
         {"basic", scenario_basic},
         {"chain", scenario_chain},
         {"flood", scenario_flood},
+        {"flood_not_coalesced", scenario_flood_not_coalesced},
+        {"burst_then_compute", scenario_burst_then_compute},
         {"killed", scenario_killed},
         {"huge", scenario_huge},
         {"idle", scenario_idle},

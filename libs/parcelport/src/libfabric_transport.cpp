@@ -209,15 +209,19 @@ bool libfabric_transport::progress() {
             fi_cq_err_entry err{};
             fi_cq_readerr(cq_, &err, 0);
             auto* o = static_cast<op*>(err.op_context);
-            // libfabric 1.20's shm reports a failed fi_read without its context: such an
+            // libfabric 1.17's shm reports a failed fi_read without its context: such an
             // error cannot be tied to a parcel, whose reads then never complete. The stall
             // timeout below returns their read budget.
             std::fprintf(stderr, "courier: libfabric completion error: %s%s\n",
                          fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0),
                          o == nullptr ? " (the provider did not say which operation)" : "");
             if (o != nullptr && o->k == op::kind::send) {
-                complete_send(static_cast<send_op*>(o)->s,
-                              std::make_error_code(std::errc::connection_reset));
+                auto* s = static_cast<send_op*>(o)->s;
+                out_[s->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
+                complete_send(s, std::make_error_code(std::errc::connection_reset));
+            } else if (o != nullptr && o->k == op::kind::batch) {
+                complete_batch(static_cast<batch_op*>(o),
+                               std::make_error_code(std::errc::connection_reset));
             } else if (o != nullptr && o->k == op::kind::read) {
                 auto* in = static_cast<read_op*>(o)->in;
                 in->failed = true;
@@ -241,6 +245,7 @@ bool libfabric_transport::progress() {
             }
             case op::kind::send: {
                 auto* s = static_cast<send_op*>(o)->s;
+                out_[s->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
                 s->eager_done = true;
                 if (!s->needs_done || s->remote_done) {
                     complete_send(s, {});
@@ -254,6 +259,9 @@ bool libfabric_transport::progress() {
                 }
                 break;
             }
+            case op::kind::batch:
+                complete_batch(static_cast<batch_op*>(o), {});
+                break;
             case op::kind::raw:
                 break; // send_raw_for_testing: its bytes stay until close
             }
@@ -267,6 +275,12 @@ bool libfabric_transport::progress() {
     }
     if ((++progress_calls_ & 255) == 0) {
         release_stalled_reads();
+    }
+    // Coalesced parcels wait at most until here (the message before them has had the time
+    // this pass took to complete; if it has not, the batch follows it anyway).
+    if (open_batches_.load(std::memory_order_acquire) != 0) {
+        flush_batches();
+        any = true;
     }
     // Retry what -FI_EAGAIN deferred, in order (the idle loop calls this constantly: the
     // empty case costs one atomic load, no lock, no allocation).
@@ -336,8 +350,7 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
     bool ok = len >= sizeof h;
     if (ok) {
         std::memcpy(&h, p, sizeof h);
-        ok = h.magic == wire::magic && h.version == wire::version && h.token == opts_.job_token &&
-             h.source < peers_.size();
+        ok = header_ok(h);
     }
     if (!ok) {
         std::fprintf(stderr, "courier: dropped a message with a bad header or job token\n");
@@ -350,14 +363,70 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
             }
         }
     } else if (h.kind == wire::parcel) {
-        try {
-            admit_parcel(h, p, len);
-        } catch (std::exception const& e) {
-            std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n",
-                         h.source, e.what());
-        }
+        admit_or_drop(h, p, len);
+    } else if (h.kind == wire::batch) {
+        handle_batch(h, p, len);
+    } else {
+        std::fprintf(stderr, "courier: dropped a message of unknown kind %u from locality %u\n",
+                     static_cast<unsigned>(h.kind), h.source);
     }
     post_recv(r);
+}
+
+void libfabric_transport::admit_or_drop(wire::header const& h, std::byte const* p,
+                                        std::size_t len) {
+    try {
+        admit_parcel(h, p, len);
+    } catch (std::exception const& e) {
+        std::fprintf(stderr, "courier: dropped a malformed parcel from locality %u: %s\n", h.source,
+                     e.what());
+    }
+}
+
+void libfabric_transport::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
+    if (h.index_size != len - sizeof h) {
+        std::fprintf(stderr,
+                     "courier: dropped a coalesced message from locality %u: it announces %llu "
+                     "bytes of parcels and carries %zu\n",
+                     h.source, static_cast<unsigned long long>(h.index_size), len - sizeof h);
+        return;
+    }
+    std::size_t at = sizeof h;
+    std::uint32_t n = 0;
+    while (at < len) {
+        std::uint32_t rl = 0, zero = 0;
+        if (len - at < wire::record_prefix) {
+            break;
+        }
+        std::memcpy(&rl, p + at, sizeof rl);
+        std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
+        at += wire::record_prefix;
+        if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
+            std::fprintf(stderr,
+                         "courier: dropped the rest of a coalesced message from locality %u: a "
+                         "record of %u bytes where %zu remain\n",
+                         h.source, rl, len - at);
+            return;
+        }
+        wire::header ih;
+        std::memcpy(&ih, p + at, sizeof ih);
+        if (!header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+            std::fprintf(stderr,
+                         "courier: dropped parcel %u of a coalesced message from locality %u: "
+                         "bad header\n",
+                         n, h.source);
+        } else {
+            admit_or_drop(ih, p + at, rl);
+        }
+        at += (std::size_t{rl} + 7) & ~std::size_t{7};
+        ++n;
+    }
+    if (n != h.chunk_count || at != len) {
+        std::fprintf(stderr,
+                     "courier: a coalesced message from locality %u announced %u parcels and "
+                     "held %u\n",
+                     h.source, h.chunk_count, n);
+    }
 }
 
 } // namespace courier::parcelport::fabric
@@ -366,7 +435,12 @@ namespace courier::parcelport {
 
 std::size_t default_read_budget(std::string_view provider) noexcept {
     return provider.substr(0, provider.find(';')) == "shm" ? std::size_t{1} << 20
-                                                           : std::size_t{4} << 20;
+                                                           : std::size_t{16} << 20;
+}
+
+std::size_t default_eager_threshold(std::string_view provider) noexcept {
+    return provider.substr(0, provider.find(';')) == "tcp" ? std::size_t{16} << 10
+                                                           : std::size_t{4} << 10;
 }
 
 std::size_t default_read_piece(std::string_view provider) noexcept {

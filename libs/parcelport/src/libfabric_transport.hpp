@@ -122,7 +122,7 @@ private:
 
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it).
 struct op {
-    enum class kind : std::uint8_t { recv, send, read, raw };
+    enum class kind : std::uint8_t { recv, send, read, raw, batch };
     fi_context2 ctx;
     kind k;
     explicit op(kind kk) : ctx{}, k(kk) {}
@@ -170,6 +170,29 @@ struct send_state {
 using send_table = detail::slot_table<send_state>;
 constexpr std::size_t kept_slots = 4096;
 constexpr std::size_t kept_eager = 64 * 1024;
+
+/// A coalesced message (wire::batch) being filled or in flight: the eager messages of
+/// several parcels to one destination, each still a send_state in the send table (completed
+/// when the batch's send completes and, for a rendezvous, its DONE came).
+struct batch_op : op {
+    std::uint32_t dest = 0;
+    std::vector<std::byte> buf; // the header's room, then the records
+    std::vector<send_state*> members;
+    batch_op() : op(kind::batch) {}
+};
+
+/// send_coalesced() holds a parcel back only while this many messages to its destination are
+/// in flight (posted, completion not yet seen), or a batch is open: one message in flight is
+/// the common case of a request/reply exchange, whose latency coalescing must not touch.
+constexpr std::uint32_t coalesce_in_flight = 2;
+
+/// Per destination: eager messages (and batches) posted and not completed yet, and the batch
+/// being filled, if any (under `m`).
+struct peer_out {
+    std::mutex m;
+    std::atomic<std::uint32_t> in_flight{0};
+    std::atomic<batch_op*> open{nullptr}; // changed under m; read without it for a first look
+};
 
 struct incoming;
 struct read_op : op {
@@ -221,7 +244,7 @@ struct counters {
         stalled_reads{0}, rendezvous_sends{0}, registrations{0}, eagain_retries{0},
         bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
         pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
-        pool_receive_buffers{0};
+        pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0};
     statistics snapshot() const {
         statistics s;
         s.messages_sent = messages_sent;
@@ -240,6 +263,8 @@ struct counters {
         s.registration_cache_hits = registration_cache_hits;
         s.registration_cache_misses = registration_cache_misses;
         s.pool_receive_buffers = pool_receive_buffers;
+        s.batches_sent = batches_sent;
+        s.parcels_in_batches = parcels_in_batches;
         return s;
     }
 };
@@ -298,6 +323,7 @@ public:
     void set_peers(std::vector<std::vector<std::byte>> const& addrs, std::uint32_t rank) override {
         rank_ = rank;
         peers_.assign(addrs.size(), FI_ADDR_NOTAVAIL);
+        out_ = std::make_unique<peer_out[]>(addrs.size());
         std::vector<std::string> bells(addrs.size());
         for (std::size_t i = 0; i < addrs.size(); ++i) {
             auto const& a = addrs[i];
@@ -328,7 +354,13 @@ public:
     void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
     void set_job_token(std::uint64_t token) override { opts_.job_token = token; }
 
-    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
+    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override {
+        send_impl(dest, std::move(m), std::move(on_sent), false);
+    }
+    bool send_coalesced(std::uint32_t dest, serialization::message&& m,
+                        sent_handler on_sent) override {
+        return send_impl(dest, std::move(m), std::move(on_sent), opts_.coalescing);
+    }
     bool progress() override;
     /// Sends `n` bytes at `p` to `dest` as one raw message, exactly as given (no header of
     /// ours): the tests forge malformed messages with it. The bytes are kept until the
@@ -348,6 +380,9 @@ public:
                 return false;
             }
             return true;
+        }
+        if (open_batches_.load(std::memory_order_acquire) != 0) {
+            return false; // a coalesced message waits for progress()
         }
         if (wait_fd_ < 0) {
             return true; // no fd to wait on: the scheduler sleeps briefly and polls again
@@ -382,6 +417,30 @@ private:
     void close() noexcept;
     void post_recv(recv_op* r);
     void handle_recv(recv_op* r, std::size_t len);
+    /// Magic, version, job token and a known source: a message of this job (any kind).
+    bool header_ok(wire::header const& h) const noexcept {
+        return h.magic == wire::magic && h.version == wire::version && h.token == opts_.job_token &&
+               h.source < peers_.size();
+    }
+    /// admit_parcel(), logging and dropping a malformed parcel.
+    void admit_or_drop(wire::header const& h, std::byte const* p, std::size_t len);
+    /// Admits every parcel of a coalesced message (wire::batch); a malformed record ends it.
+    void handle_batch(wire::header const& h, std::byte const* p, std::size_t len);
+    /// True if the parcel went into a batch.
+    bool send_impl(std::uint32_t dest, serialization::message&& m, sent_handler on_sent,
+                   bool coalesce);
+    /// Appends the published send `s` (its eager message built, no FI_MR_LOCAL) to the batch
+    /// of its destination if a message to it is in flight or a batch is open; false: the
+    /// caller posts it itself.
+    bool try_coalesce(send_state* s);
+    /// Posts the open batches (progress() does, at the end of each pass).
+    void flush_batches();
+    /// Posts `b`, detached from its peer_out; if the provider refuses it outright, its
+    /// parcels complete with an error.
+    void post_batch(batch_op* b);
+    /// The batch's send completed (or failed: `ec`): its parcels' eager parts are delivered.
+    void complete_batch(batch_op* b, std::error_code ec);
+    batch_op* take_batch(std::uint32_t dest);
     void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
                        std::size_t rma_bytes);
     /// Runs handle_parcel now, or defers a rendezvous parcel while the reads in flight use
@@ -428,6 +487,16 @@ private:
     /// rma_vector adopts), the rest to the receive buffer pool.
     std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
     void* desc_of(fid_mr* mr) const { return mr != nullptr ? fi_mr_desc(mr) : nullptr; }
+    /// A header of `kind` from this locality, with the job token; the rest zero.
+    wire::header header_of(wire::kind kind) const {
+        wire::header h{};
+        h.magic = wire::magic;
+        h.version = wire::version;
+        h.kind = kind;
+        h.token = opts_.job_token;
+        h.source = rank_;
+        return h;
+    }
     /// Retries `post` until it stops saying -FI_EAGAIN (progressing meanwhile), or queues it.
     /// (The callable is wrapped in a std::function, which allocates, only when deferred.)
     template <class Post>
@@ -481,6 +550,16 @@ private:
     std::unique_ptr<rma::registration_cache> cache_;
     bool pool_attached_ = false;
     std::unique_ptr<detail::doorbell> bell_; // shm only: wakes this process when a peer posts
+    // Coalescing (send_coalesced): per destination, what is in flight and the open batch;
+    // the destinations whose batch was opened since the last flush; every batch_op made
+    // (owned here; the free ones are listed in batch_free_).
+    std::unique_ptr<peer_out[]> out_;
+    std::atomic<std::uint32_t> open_batches_{0};
+    std::mutex batch_mutex_; // open_list_, batch_all_, batch_free_
+    std::vector<std::uint32_t> open_list_;
+    std::vector<std::uint32_t> flushing_; // flush_batches' copy of open_list_ (the poller's)
+    std::vector<std::unique_ptr<batch_op>> batch_all_;
+    std::vector<batch_op*> batch_free_;
 };
 
 } // namespace courier::parcelport::fabric

@@ -3,6 +3,9 @@
 // (and the descriptor table's), and delivering the parcel when they complete.
 #include "libfabric_transport.hpp"
 
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
 namespace courier::parcelport::fabric {
 
 std::shared_ptr<std::byte[]> libfabric_transport::receive_buffer(std::size_t n, bool rma_chunk) {
@@ -23,6 +26,23 @@ std::shared_ptr<std::byte[]> libfabric_transport::receive_buffer(std::size_t n, 
 }
 
 namespace {
+
+/// Physical memory plus swap: a parcel that announces more cannot be received here, and is
+/// rejected before anything is allocated for it (under ASan an allocation beyond its 1 TiB
+/// limit aborts instead of throwing).
+std::uint64_t machine_memory() {
+    static std::uint64_t const bytes = [] {
+        long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        std::uint64_t b = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page)
+                                                : wire::max_chunk_bytes;
+        struct sysinfo si {};
+        if (::sysinfo(&si) == 0) {
+            b += std::uint64_t(si.totalswap) * si.mem_unit;
+        }
+        return std::min<std::uint64_t>(b, wire::max_chunk_bytes);
+    }();
+    return bytes;
+}
 
 /// Bytes the descriptors at `p` (n_desc of them; the one at `chunk_count`, if any, is the
 /// non-inline index) have the receiver read: pointer/rma chunks and a non-inline index.
@@ -207,10 +227,19 @@ void libfabric_transport::begin_reads(wire::header const& h,
          (ds.back().type != wire::index_buffer_type || ds.back().size != h.index_size))) {
         throw serialization::serialization_error("descriptors do not match the header");
     }
+    // Each size at most 2^47 (the sum below cannot overflow before it is over the memory).
+    std::uint64_t total = 0;
     for (auto const& d : ds) {
         if (d.size > wire::max_chunk_bytes) {
             throw serialization::serialization_error("a chunk of " + std::to_string(d.size) +
                                                      " bytes is larger than any address space");
+        }
+        total += d.size;
+        if (total > machine_memory()) {
+            throw serialization::serialization_error(
+                "a parcel of more than " + std::to_string(total) +
+                " bytes is larger than this machine's memory (" + std::to_string(machine_memory()) +
+                " bytes)");
         }
     }
     if (h.index_size > wire::max_chunk_bytes) {

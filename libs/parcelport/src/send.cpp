@@ -4,8 +4,8 @@
 
 namespace courier::parcelport::fabric {
 
-void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
-                               sent_handler on_sent) {
+bool libfabric_transport::send_impl(std::uint32_t dest, serialization::message&& m,
+                                    sent_handler on_sent, bool coalesce) {
     if (dest >= peers_.size()) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
@@ -88,14 +88,9 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
         }
         throw;
     }
-    wire::header h{};
-    h.magic = wire::magic;
-    h.version = wire::version;
-    h.kind = wire::parcel;
+    wire::header h = header_of(wire::parcel);
     h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
                                         (remote_table ? wire::descriptors_remote : 0));
-    h.token = opts_.job_token;
-    h.source = rank_;
     h.chunk_count = static_cast<std::uint32_t>(chunks.size());
     h.send_id = s->id;
     h.index_size = data.size();
@@ -114,6 +109,10 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
     counters_.eager_bytes_sent += raw->eager.size();
     counters_.rendezvous_sends += raw->needs_done;
     counters_.bytes_copied_on_send += inline_index ? data.size() : 0;
+    if (coalesce && eager_mr == nullptr && try_coalesce(raw)) {
+        return true;
+    }
+    out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
     fi_addr_t to = peers_[dest];
     try {
         post_or_defer(
@@ -127,6 +126,7 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
             "fi_send");
     } catch (...) {
         // Refused outright (not -FI_EAGAIN): nothing is in flight, the caller gets the error.
+        out_[dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
         if (send_table::slot* failed = sends_.claim(raw->id); failed != nullptr) {
             for (auto* mr : raw->mrs) {
                 fi_close(&mr->fid);
@@ -138,6 +138,136 @@ void libfabric_transport::send(std::uint32_t dest, serialization::message&& m,
         }
         throw;
     }
+    return false;
+}
+
+bool libfabric_transport::try_coalesce(send_state* s) {
+    std::size_t rec = wire::record_size(s->eager.size());
+    if (4 * rec > recv_size_ - sizeof(wire::header)) {
+        return false; // a quarter of a receive buffer or more: little to gain, a copy to lose
+    }
+    peer_out& po = out_[s->dest];
+    auto nothing_to_wait_for = [&] {
+        return po.open.load(std::memory_order_acquire) == nullptr &&
+               po.in_flight.load(std::memory_order_acquire) < coalesce_in_flight;
+    };
+    if (nothing_to_wait_for()) {
+        return false; // it leaves at once (the request/reply case: no lock taken)
+    }
+    batch_op* full = nullptr;
+    {
+        std::lock_guard g(po.m);
+        if (nothing_to_wait_for()) {
+            return false;
+        }
+        batch_op* b = po.open.load(std::memory_order_relaxed);
+        if (b != nullptr && b->buf.size() + rec > recv_size_) {
+            full = b; // posted below; a new batch takes its place (still listed as open)
+            b = take_batch(s->dest);
+            po.open.store(b, std::memory_order_release);
+            po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+        } else if (b == nullptr) {
+            b = take_batch(s->dest);
+            po.open.store(b, std::memory_order_release);
+            open_batches_.fetch_add(1, std::memory_order_acq_rel);
+            std::lock_guard lg(batch_mutex_);
+            open_list_.push_back(s->dest);
+        }
+        std::size_t at = b->buf.size();
+        b->buf.resize(at + rec); // zero-filled: the prefix's upper half and the padding
+        auto len = static_cast<std::uint32_t>(s->eager.size());
+        std::memcpy(b->buf.data() + at, &len, sizeof len);
+        std::memcpy(b->buf.data() + at + wire::record_prefix, s->eager.data(), s->eager.size());
+        b->members.push_back(s);
+    }
+    if (full != nullptr) {
+        post_batch(full);
+    }
+    return true;
+}
+
+batch_op* libfabric_transport::take_batch(std::uint32_t dest) {
+    batch_op* b = nullptr;
+    {
+        std::lock_guard g(batch_mutex_);
+        if (!batch_free_.empty()) {
+            b = batch_free_.back();
+            batch_free_.pop_back();
+        } else {
+            batch_all_.push_back(std::make_unique<batch_op>());
+            b = batch_all_.back().get();
+        }
+    }
+    b->dest = dest;
+    b->buf.assign(sizeof(wire::header), std::byte{0});
+    b->members.clear();
+    return b;
+}
+
+void libfabric_transport::flush_batches() {
+    // Only the poller flushes (progress() holds poll_mutex_): flushing_ is its own, and the
+    // swap keeps both lists' capacity, so a flush allocates nothing once warm.
+    {
+        std::lock_guard g(batch_mutex_);
+        flushing_.swap(open_list_);
+    }
+    for (std::uint32_t d : flushing_) {
+        peer_out& po = out_[d];
+        batch_op* b = nullptr;
+        {
+            std::lock_guard g(po.m);
+            b = po.open.exchange(nullptr, std::memory_order_acq_rel);
+            if (b != nullptr) {
+                open_batches_.fetch_sub(1, std::memory_order_acq_rel);
+                po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+            }
+        }
+        if (b != nullptr) {
+            post_batch(b);
+        }
+    }
+    flushing_.clear();
+}
+
+void libfabric_transport::post_batch(batch_op* b) {
+    wire::header h = header_of(wire::batch);
+    h.chunk_count = static_cast<std::uint32_t>(b->members.size());
+    h.index_size = b->buf.size() - sizeof h;
+    std::memcpy(b->buf.data(), &h, sizeof h);
+    ++counters_.batches_sent;
+    counters_.parcels_in_batches += b->members.size();
+    std::uint32_t dest = b->dest;
+    fi_addr_t to = peers_[dest];
+    try {
+        post_or_defer(
+            [this, b, to, dest] {
+                return wake_peer(dest, static_cast<long>(fi_send(ep_, b->buf.data(), b->buf.size(),
+                                                                 nullptr, to, &b->ctx)));
+            },
+            "fi_send");
+    } catch (std::exception const& e) {
+        // Refused outright: its senders have returned, so they learn it from their handlers.
+        std::fprintf(stderr, "courier: a coalesced message to locality %u failed: %s\n", dest,
+                     e.what());
+        complete_batch(b, std::make_error_code(std::errc::io_error));
+    }
+}
+
+void libfabric_transport::complete_batch(batch_op* b, std::error_code ec) {
+    for (send_state* s : b->members) {
+        if (ec) {
+            complete_send(s, ec);
+            continue;
+        }
+        s->eager_done = true;
+        if (!s->needs_done || s->remote_done) {
+            complete_send(s, {});
+        }
+    }
+    out_[b->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    b->members.clear();
+    std::lock_guard g(batch_mutex_);
+    batch_free_.push_back(b);
 }
 
 void libfabric_transport::complete_send(send_state* s, std::error_code ec) {
@@ -212,12 +342,7 @@ bool libfabric_transport::send_raw_for_testing(std::uint32_t dest, void const* p
 }
 
 void libfabric_transport::send_done(std::uint32_t dest, std::uint64_t id) {
-    wire::header h{};
-    h.magic = wire::magic;
-    h.version = wire::version;
-    h.kind = wire::done;
-    h.token = opts_.job_token;
-    h.source = rank_;
+    wire::header h = header_of(wire::done);
     h.send_id = id;
     fi_addr_t to = peers_[dest];
     post_or_defer(

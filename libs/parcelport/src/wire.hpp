@@ -6,8 +6,14 @@
 //               then, when the index data is not inline, one more for the index buffer; or,
 //               with flag descriptors_remote, one descriptor of the table holding them
 //   index data  index_size bytes, if inline
+// A coalesced message (kind batch) carries several parcels to one destination:
+//   header      48 bytes: kind batch, chunk_count = number of parcels, index_size = the bytes
+//               after the header, send_id 0
+//   records     chunk_count x {u32 length, u32 zero, length bytes of one parcel's eager message
+//               (as above, with its own header), zero padding to a multiple of 8}
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace courier::parcelport::wire {
@@ -15,7 +21,7 @@ namespace courier::parcelport::wire {
 inline constexpr std::uint32_t magic = 0x4c505243; // "CRPL"
 inline constexpr std::uint16_t version = 1;
 
-enum kind : std::uint8_t { parcel = 1, done = 2 };
+enum kind : std::uint8_t { parcel = 1, done = 2, batch = 3 };
 enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2 };
 
 struct header {
@@ -47,6 +53,12 @@ inline constexpr std::uint8_t index_buffer_type = 3; // the extra descriptor of 
 /// index) from the sender's memory, then proceeds as usual. For messages with more chunks than
 /// the eager buffer can describe (deep copies with thousands of arrays).
 inline constexpr std::uint8_t descriptor_table_type = 4;
+/// A batch record's prefix: the length of the parcel message that follows, and 4 zero bytes.
+inline constexpr std::size_t record_prefix = 8;
+inline constexpr std::size_t record_size(std::size_t parcel_bytes) noexcept {
+    return record_prefix + ((parcel_bytes + 7) & ~std::size_t{7});
+}
+
 /// The largest chunk or index a message may announce: 2^47 bytes, the user address space of
 /// x86-64 and AArch64 with 4-level page tables. A larger size cannot be real; it is rejected
 /// before anything is allocated for it.

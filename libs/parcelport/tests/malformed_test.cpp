@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -220,7 +221,10 @@ TEST_P(malformed, inconsistent_sizes_and_descriptors_are_dropped) {
     // A non-inline index whose last descriptor is not the index buffer's.
     fs.push_back(eager(parcel_header(1, 16, 0), {desc(index_t, 16), desc(index_t, 16)}, {}));
     // Absurd pointer chunks: they must be rejected before anything that size is allocated.
-    for (std::uint64_t size : {~std::uint64_t{0}, std::uint64_t{1} << 62, std::uint64_t{1} << 50}) {
+    // 2^41 and 2^46 are within the address space but more than this machine's memory (and
+    // over ASan's 1 TiB allocation limit, which aborts rather than throws).
+    for (std::uint64_t size : {~std::uint64_t{0}, std::uint64_t{1} << 62, std::uint64_t{1} << 50,
+                               std::uint64_t{1} << 46, std::uint64_t{1} << 41}) {
         fs.push_back(eager(parcel_header(2, 16, wire::index_inline),
                            {desc(index_t, 16), desc(pointer_t, size, 4096, 1)}, index));
     }
@@ -232,6 +236,82 @@ TEST_P(malformed, inconsistent_sizes_and_descriptors_are_dropped) {
         {desc(wire::descriptor_table_type, (std::uint64_t{wire::max_chunks} + 2) * 32, 4096, 1)},
         {}));
     expect_dropped(fs, "inconsistent sizes");
+}
+
+/// A coalesced message (wire::batch) of `records`, each given its length prefix and padding;
+/// `extra` bytes are appended after the records (and counted in the header).
+forged batch(std::vector<forged> const& records, std::vector<std::byte> const& extra = {}) {
+    std::vector<std::byte> body;
+    for (auto const& r : records) {
+        auto len = static_cast<std::uint32_t>(r.bytes.size());
+        std::size_t at = body.size();
+        body.resize(at + wire::record_size(len));
+        std::memcpy(body.data() + at, &len, sizeof len);
+        std::memcpy(body.data() + at + wire::record_prefix, r.bytes.data(), len);
+    }
+    body.insert(body.end(), extra.begin(), extra.end());
+    wire::header h = parcel_header(static_cast<std::uint32_t>(records.size()), body.size(), 0);
+    h.kind = wire::batch;
+    h.send_id = 0;
+    forged f;
+    f.add(&h, sizeof h);
+    f.add(body.data(), body.size());
+    return f;
+}
+
+TEST_P(malformed, a_well_formed_forged_batch_delivers_each_parcel) {
+    e_->raw(batch({real_parcel(), real_parcel(), real_parcel()}).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 3; }));
+    for (auto& m : e_->got_b) {
+        std::string s;
+        int i = 0;
+        std::vector<int> v;
+        cs::load(m, s, i, v);
+        EXPECT_EQ(s, "payload");
+        EXPECT_EQ(i, 12345);
+    }
+}
+
+TEST_P(malformed, malformed_batches_and_unknown_kinds_are_dropped) {
+    std::vector<forged> fs;
+    // The header's size is not the message's.
+    auto wrong_size = batch({real_parcel()});
+    wire::header h;
+    std::memcpy(&h, wrong_size.bytes.data(), sizeof h);
+    h.index_size += 8;
+    std::memcpy(wrong_size.bytes.data(), &h, sizeof h);
+    fs.push_back(wrong_size);
+    // A record longer than what remains, one shorter than a header, a non-zero prefix.
+    for (std::uint32_t bad_len : {100000u, 20u}) {
+        auto f = batch({real_parcel()});
+        std::memcpy(f.bytes.data() + sizeof(wire::header), &bad_len, sizeof bad_len);
+        fs.push_back(f);
+    }
+    auto nonzero = batch({real_parcel()});
+    nonzero.bytes[sizeof(wire::header) + 5] = std::byte{1};
+    fs.push_back(nonzero);
+    // Inner parcels with a stranger's token, another source, or not a parcel.
+    for (int what = 0; what < 3; ++what) {
+        auto inner = real_parcel();
+        wire::header ih;
+        std::memcpy(&ih, inner.bytes.data(), sizeof ih);
+        if (what == 0) {
+            ih.token = 43;
+        } else if (what == 1) {
+            ih.source = 1;
+        } else {
+            ih.kind = wire::batch;
+        }
+        std::memcpy(inner.bytes.data(), &ih, sizeof ih);
+        fs.push_back(batch({inner}));
+    }
+    // A truncated record prefix after the last record.
+    fs.push_back(batch({}, std::vector<std::byte>(4)));
+    // A message of an unknown kind.
+    auto unknown = real_parcel();
+    unknown.bytes[offsetof(wire::header, kind)] = std::byte{9};
+    fs.push_back(unknown);
+    expect_dropped(fs, "malformed batches");
 }
 
 TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {

@@ -179,15 +179,27 @@ void send_parcel(std::uint32_t dest, serialization::message&& m,
         return;
     }
     g.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    parcelport::transport::sent_handler handler;
     if (!on_sent) { // replies: a handler without captures, which std::function stores inline
-        g.tp->send(dest, std::move(m),
-                   [](std::error_code) { g.in_flight.fetch_sub(1, std::memory_order_acq_rel); });
+        handler = [](std::error_code) { g.in_flight.fetch_sub(1, std::memory_order_acq_rel); };
+    } else {
+        handler = [cb = std::move(on_sent)](std::error_code ec) {
+            cb(ec);
+            g.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        };
+    }
+    // A worker polls the network regularly (when idle and every few tasks), so parcels it
+    // sends may be coalesced; another thread's go out at once. A parcel held in a batch must
+    // not wait for this worker's task to end: another worker sends it at its next progress
+    // pass, and if every other worker sleeps, one is woken for it (the burst_then_compute
+    // test). With a single worker per locality a batch waits until the task yields or ends.
+    if (scheduler* s = current_scheduler(); s != nullptr && detail::current_worker() != nullptr) {
+        if (g.tp->send_coalesced(dest, std::move(m), std::move(handler))) {
+            s->notify_one();
+        }
         return;
     }
-    g.tp->send(dest, std::move(m), [cb = std::move(on_sent)](std::error_code ec) {
-        cb(ec);
-        g.in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    });
+    g.tp->send(dest, std::move(m), std::move(handler));
 }
 
 void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
@@ -299,25 +311,42 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     done(nullptr, std::make_exception_ptr(remote_exception(type, what, source)));
 }
 
-void deliver(std::uint32_t source, serialization::message&& m) {
-    // Parcels are handled on Courier threads: progress stays short, actions may block.
-    post([source, msg = std::move(m)]() mutable {
-        try {
-            serialization::input_archive in(msg);
-            auto kind = in.load_value<std::uint8_t>();
-            if (kind == request) {
-                handle_request(source, in);
-            } else if (kind == reply) {
-                handle_reply(source, in);
-            } else {
-                log(log_level::error, "dropped a parcel of unknown kind {} from locality {}", kind,
-                    source);
-            }
-        } catch (std::exception const& e) {
-            log(log_level::error, "dropped a malformed parcel from locality {}: {}", source,
-                e.what());
+void handle_parcel(std::uint32_t source, serialization::message const& msg) noexcept {
+    try {
+        serialization::input_archive in(msg);
+        auto kind = in.load_value<std::uint8_t>();
+        if (kind == request) {
+            handle_request(source, in);
+        } else if (kind == reply) {
+            handle_reply(source, in);
+        } else {
+            log(log_level::error, "dropped a parcel of unknown kind {} from locality {}", kind,
+                source);
         }
-    });
+    } catch (std::exception const& e) {
+        log(log_level::error, "dropped a malformed parcel from locality {}: {}", source, e.what());
+    } catch (...) {
+        log(log_level::error, "dropped a parcel from locality {}: unknown exception", source);
+    }
+}
+
+/// Replies whose index data is at most this large and that have no external chunk are handled
+/// where they arrive.
+constexpr std::size_t inline_reply_bytes = 4096;
+
+void deliver(std::uint32_t source, serialization::message&& m) {
+    // A small reply only fulfils a promise (resuming the waiting thread, or queueing its
+    // continuations as tasks): handled at once, on the thread that received it, it costs no
+    // task and no switch. Requests (actions may block) and large replies (their loading
+    // copies) run as tasks, so that progress passes stay short.
+    auto d = m.data();
+    if (d.size() > serialization::message_header_size && d.size() <= inline_reply_bytes &&
+        m.external_chunk_count() == 0 &&
+        std::to_integer<std::uint8_t>(d[serialization::message_header_size]) == reply) {
+        handle_parcel(source, m);
+        return;
+    }
+    post([source, msg = std::move(m)]() mutable { handle_parcel(source, msg); });
 }
 
 // The launcher's job time limit ran out: say what this locality is waiting for.
@@ -505,10 +534,12 @@ bool distributed_start(config const& cfg, scheduler& s) {
     if (o.provider == "tcp") {
         o.provider = "tcp;ofi_rxm"; // the tcp provider needs the rxm utility for FI_EP_RDM
     }
-    o.eager_threshold = static_cast<std::size_t>(cfg.get_int("eager_threshold", 256, 1 << 24));
+    o.eager_threshold =
+        static_cast<std::size_t>(cfg.get_threshold("eager_threshold", 256, 1 << 24));
     o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
     o.read_piece = static_cast<std::size_t>(cfg.get_int("read_piece", 0, 1LL << 40));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
+    o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
         static_cast<std::size_t>(cfg.get_int("registration_cache", 0, 1 << 20));
@@ -608,6 +639,14 @@ void distributed_close() {
         g.monitor.join();
     }
     g.boot.reset();
+    if (g.tp) {
+        auto st = g.tp->stats();
+        log(log_level::debug,
+            "parcelport: {} parcels sent ({} of them in {} coalesced messages, {} by "
+            "rendezvous), {} received, {} bytes read by RMA, {} -FI_EAGAIN retries",
+            st.messages_sent, st.parcels_in_batches, st.batches_sent, st.rendezvous_sends,
+            st.messages_received, st.rma_bytes_read, st.eagain_retries);
+    }
     g.tp.reset();
 }
 

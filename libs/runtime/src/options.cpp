@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "options.hpp"
 
+#include <courier/parcelport/transport.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,22 +24,28 @@ std::vector<option_spec> const& option_table() {
          "start after those of localities 0..r-1); 'none': no pinning"},
         {"idle_spin_us", "50", "microseconds an idle worker keeps polling before it sleeps"},
         {"log", "warn", "log level: error, warn, info or debug"},
-        {"zero_copy_threshold", "4096",
-         "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off"},
+        {"zero_copy_threshold", "auto",
+         "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
+         "auto = 16384 on tcp (an RMA read costs a round trip there), else 4096"},
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
         {"provider", "tcp;ofi_rxm",
          "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'; "
          "courier-run, whose localities share one machine, makes 'shm' the default"},
-        {"eager_threshold", "4096",
-         "bytes of index data sent inline in the eager message; more is read by RMA"},
+        {"eager_threshold", "auto",
+         "bytes of index data sent inline in the eager message; more is read by RMA; auto = "
+         "16384 on tcp, else 4096"},
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
-         "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, else 4 MiB)"},
+         "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, else 16 MiB)"},
         {"read_piece", "0",
          "largest single RMA read in bytes (>= 4096); larger chunks are read in pieces posted "
          "together; 0 = the provider's default (shm 1 GiB, else 1 MiB)"},
+        {"coalesce", "1",
+         "1 = parcels a worker sends to a locality while two messages to it are in flight are "
+         "coalesced into one message, sent at the next progress pass (a lone parcel or a "
+         "request/reply leaves at once); 0 = every parcel is its own message"},
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},
@@ -79,6 +87,13 @@ long long config::get_int(std::string_view name, long long min, long long max) c
             fmt::format("--courier:{}={}: out of range [{}, {}]", name, s, min, max));
     }
     return v;
+}
+
+long long config::get_threshold(std::string_view name, long long min, long long max) const {
+    if (get(name) != "auto") {
+        return get_int(name, min, max);
+    }
+    return static_cast<long long>(parcelport::default_eager_threshold(get("provider")));
 }
 
 namespace {

@@ -32,6 +32,9 @@ struct config {
 
     std::string const& get(std::string_view name) const;
     long long get_int(std::string_view name, long long min, long long max) const;
+    /// zero_copy_threshold and eager_threshold: an integer, or "auto" (the default): the
+    /// provider's parcelport::default_eager_threshold().
+    long long get_threshold(std::string_view name, long long min, long long max) const;
 };
 
 /// Command line first, then COURIER_NAME from the environment, then the default.

@@ -545,17 +545,23 @@ void scheduler::spawn(task* t) {
     external_ops_.fetch_sub(1, std::memory_order_release);
 }
 
+namespace {
+/// Puts `f` in worker `w`'s next slot (no atomics: a same-worker hand-off is cheap). The slot
+/// is not stealable, so callers use it only while no worker sleeps; an older occupant moves to
+/// the deque, where thieves can reach it.
+void put_next(worker* w, fiber_ctx* f) noexcept {
+    std::uintptr_t older = std::exchange(w->stash, item_of(f));
+    if (older != 0) {
+        w->deque.push(older);
+    }
+}
+} // namespace
+
 void scheduler::make_ready(fiber_ctx* f) noexcept {
     worker* w = get_tl_worker();
     if (w != nullptr && &w->sched == this) {
-        // The worker-local next slot (no atomics) makes a same-worker hand-off cheap. It is not
-        // stealable, so it is used only while no worker sleeps; an older occupant moves to the
-        // deque, where thieves can reach it.
         if (!has_sleepers()) {
-            std::uintptr_t older = std::exchange(w->stash, item_of(f));
-            if (older != 0) {
-                w->deque.push(older);
-            }
+            put_next(w, f);
             return;
         }
         w->deque.push(item_of(f));
@@ -757,6 +763,15 @@ void suspend(void (*after)(void*), void* arg) {
 }
 
 void resume(fiber_ctx* f) noexcept {
+    // The same-worker hand-off of make_ready() (the worker-local next slot, used while no
+    // worker sleeps), inlined here with one thread-local read: this is half of every
+    // promise/future ping-pong hop.
+    worker* w = tl_slots()->w;
+    if (w != nullptr && &w->sched == g_scheduler.load(std::memory_order_relaxed) &&
+        !w->sched.has_sleepers()) {
+        put_next(w, f);
+        return;
+    }
     current_scheduler()->make_ready(f);
 }
 

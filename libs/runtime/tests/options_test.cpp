@@ -79,3 +79,40 @@ TEST(options, bad_values_are_rejected) {
         EXPECT_NE(err.find("courier: --courier:"), std::string::npos) << bad << ": " << err;
     }
 }
+
+TEST(options, the_zero_copy_threshold_defaults_by_provider) {
+    // "auto": 16 KiB on tcp (a rendezvous costs a read request's round trip there), 4 KiB
+    // elsewhere; an explicit value wins, and a bad one is an error.
+    struct row {
+        std::vector<std::string> args;
+        std::size_t expect;
+    };
+    for (auto const& r : std::vector<row>{
+             {{"--courier:provider=tcp"}, 16384},
+             {{"--courier:provider=tcp;ofi_rxm"}, 16384},
+             {{"--courier:provider=shm"}, 4096},
+             {{"--courier:provider=tcp", "--courier:zero_copy_threshold=8192"}, 8192}}) {
+        std::size_t seen = 0;
+        bool ran = false;
+        auto args = r.args;
+        args.insert(args.begin(), "prog");
+        std::vector<char*> argv;
+        for (auto& a : args) {
+            argv.push_back(a.data());
+        }
+        EXPECT_EQ(courier::init(
+                      [&](int, char**) {
+                          ran = true;
+                          seen = courier::serialization::default_options().zero_copy_threshold;
+                          return courier::finalize();
+                      },
+                      static_cast<int>(argv.size()), argv.data()),
+                  0);
+        EXPECT_TRUE(ran);
+        EXPECT_EQ(seen, r.expect) << r.args.back();
+    }
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(init_with({"--courier:zero_copy_threshold=big"}), 1);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("--courier:zero_copy_threshold=big"), std::string::npos) << err;
+}

@@ -37,6 +37,9 @@ struct statistics {
     /// of its own blocks are in rma::get_pool_statistics()).
     std::uint64_t registrations = 0;
     std::uint64_t eagain_retries = 0; ///< operations deferred by -FI_EAGAIN
+    /// Coalesced messages sent (send_coalesced), and the parcels they carried.
+    std::uint64_t batches_sent = 0;
+    std::uint64_t parcels_in_batches = 0;
     std::uint64_t bytes_copied_on_send =
         0; ///< index bytes copied into eager buffers (pointer-chunk payload never is)
     std::uint64_t receive_buffers_reused = 0; ///< RMA destinations taken from the buffer pool
@@ -53,9 +56,12 @@ struct statistics {
 /// The read budget a provider gets by default. shm: 1 MiB. Its reads are copies that the
 /// receiving CPU makes (process_vm_readv), so reads in flight add no overlap, only landing
 /// buffers; measured on shm at 1 MiB messages, 1 MiB of reads in flight gave 8.5-11.7 GB/s
-/// and 16 MiB gave 4.6-5.9 GB/s (the buffers no longer fit in cache). Other providers: 4 MiB,
-/// enough reads to hide the read request's round trip (on tcp, 1 MiB — one 1 MiB read at a
-/// time — lost a third of the bandwidth; 4 and 16 MiB measured the same).
+/// and 16 MiB gave 4.6-5.9 GB/s (the buffers no longer fit in cache). Other providers:
+/// 16 MiB, so that the reads of several large messages overlap and the stream never waits for
+/// a read request's round trip. On tcp (osu_courier bw, medians of 5-6 interleaved runs), a
+/// 4 MiB budget admitted one 4 MiB message at a time and measured 0.84-0.90x OpenMPI TCP at
+/// 2-4 MiB; 16 MiB measured 0.95-1.03x in the same runs, 8 MiB in between and 32 MiB the same
+/// as 16. At 1 MiB messages 4 and 16 MiB measured the same (1 MiB: a third less bandwidth).
 std::size_t default_read_budget(std::string_view provider) noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces
@@ -66,6 +72,13 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 /// 3.4 / 3.5 / 4.6 GB/s), and on RDMA networks pieces of this order let the transfer of one
 /// chunk pipeline across the NIC's queues.
 std::size_t default_read_piece(std::string_view provider) noexcept;
+
+/// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default:
+/// 16 KiB on tcp, where a rendezvous costs a read request's round trip (~25 us here, more than
+/// copying 16 KiB: osu_courier latency at 4 / 8 KiB 34.0 / 34.9 -> 12.7 / 14.3 us), 4 KiB
+/// elsewhere (on shm larger eager messages measured no faster: the provider's own protocol
+/// changes above 4 KiB).
+std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 struct transport_options {
     std::string provider = "tcp;ofi_rxm";
@@ -86,7 +99,7 @@ struct transport_options {
     std::size_t read_piece = 0;
     /// A parcel whose RMA reads are still outstanding after this long gives its read budget
     /// back, so that one stuck parcel cannot hold up every later one (a read the provider
-    /// failed without saying which — libfabric 1.20's shm does that for a bad remote address —
+    /// failed without saying which — libfabric 1.17's shm does that for a bad remote address —
     /// never completes). Its buffers stay until the reads complete. 0: never.
     std::chrono::milliseconds read_stall_timeout{10000};
     /// Register the process's rma pool with this transport (rma::attach): pool memory
@@ -96,6 +109,10 @@ struct transport_options {
     /// shm: a doorbell (src/doorbell.hpp) lets peers wake this process's sleeping workers at
     /// once; without it an idle locality answers after its backoff sleep (up to 1 ms).
     bool doorbell = true;
+    /// send_coalesced() may put a parcel into one message with others to the same destination
+    /// (while two messages to it are in flight, or a batch is open). false: it sends at once,
+    /// like send().
+    bool coalescing = true;
     /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
     std::size_t registration_cache_entries = 1024;
     std::size_t registration_cache_bytes = std::size_t{4} << 30;
@@ -117,6 +134,18 @@ public:
     virtual void set_job_token(std::uint64_t token) = 0;
     /// Sends `m` to `dest`. `on_sent` runs (from progress()) once the receiver has every byte.
     virtual void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) = 0;
+    /// As send(), but when a message to `dest` is still in flight, the parcel's eager part
+    /// waits, coalesced with other parcels to `dest` into one message, until that message
+    /// fills up or the next progress() on any thread. It is never held back while nothing is in
+    /// flight to `dest`, so a lone parcel leaves at once. For callers that call progress()
+    /// regularly (the runtime's workers); parcels to one destination are not ordered either way.
+    /// Returns true if the parcel waits in a batch (the caller may wake a thread that will call
+    /// progress()).
+    virtual bool send_coalesced(std::uint32_t dest, serialization::message&& m,
+                                sent_handler on_sent) {
+        send(dest, std::move(m), std::move(on_sent));
+        return false;
+    }
     /// Processes completions; true if anything happened.
     virtual bool progress() = 0;
     /// One line on the transport's state (in-flight sends, pending reads, backlog), for the
