@@ -297,7 +297,9 @@ void libfabric_transport::recycle_send(send_table::slot* slot) noexcept {
     s->leases.clear();
     s->eager.clear();
     s->table.clear();
-    if (static_cast<std::uint32_t>(s->id) >= kept_slots || s->eager.capacity() > kept_eager) {
+    auto index = static_cast<std::uint32_t>(s->id);
+    bool large = s->eager.capacity() > kept_eager || s->table.capacity() > kept_eager;
+    if (index >= kept_slots || (large && index >= kept_large_slots)) {
         std::vector<std::byte>().swap(s->eager);
         std::vector<std::byte>().swap(s->table);
     }

@@ -29,9 +29,10 @@ struct pair_of_endpoints {
     explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42,
                                std::size_t read_budget = pp::transport_options{}.read_budget,
                                bool attach_pool_to_a = false, std::size_t read_piece = 0,
-                               bool coalescing = true) {
+                               bool coalescing = true, std::size_t eager_threshold = 4096) {
         pp::transport_options o;
         o.coalescing = coalescing;
+        o.eager_threshold = eager_threshold;
         o.provider = provider;
         o.read_budget = read_budget;
         o.read_piece = read_piece;
@@ -87,6 +88,42 @@ TEST_P(transport, eager_message_round_trip) {
     auto st = e.a->stats();
     EXPECT_EQ(st.rendezvous_sends, 0u);
     EXPECT_EQ(st.registrations, 0u);
+}
+
+TEST_P(transport, messages_up_to_the_providers_default_eager_threshold_travel_whole) {
+    // 64 KiB on tcp (with rxm's eager limit raised to match), 4 KiB elsewhere: index data just
+    // under the threshold goes in one eager message, back to back (the send slots keep their
+    // large eager buffers), and arrives intact.
+    std::size_t const eager = pp::default_eager_threshold(GetParam());
+    pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0, true, eager);
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    constexpr int n = 40;
+    int sent = 0;
+    for (int i = 0; i < n; ++i) {
+        std::vector<char> v(eager - 512, static_cast<char>('a' + i % 26));
+        v.back() = static_cast<char>(i);
+        e.a->send(1, cs::save(copy_all, v, i), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            ++sent;
+        });
+        if (i % 8 == 7) { // a few in flight at a time, as a window
+            ASSERT_TRUE(e.pump([&] { return sent == i + 1; }));
+        }
+    }
+    ASSERT_TRUE(e.pump([&] { return sent == n && e.got_b.size() == std::size_t{n}; }));
+    for (int i = 0; i < n; ++i) {
+        std::vector<char> v;
+        int k = -1;
+        cs::load(e.got_b[static_cast<std::size_t>(i)].second, v, k);
+        ASSERT_EQ(v.size(), eager - 512);
+        EXPECT_EQ(v.back(), static_cast<char>(k));
+        EXPECT_EQ(v.front(), static_cast<char>('a' + k % 26));
+    }
+    auto st = e.a->stats();
+    EXPECT_EQ(st.rendezvous_sends, 0u);
+    EXPECT_EQ(st.messages_sent, std::uint64_t{n});
+    EXPECT_GE(st.eager_bytes_sent, std::uint64_t{n} * (eager - 512));
 }
 
 TEST_P(transport, rendezvous_pulls_pointer_chunks_without_copying_on_send) {

@@ -26,7 +26,7 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
-         "auto = 16384 on tcp (an RMA read costs a round trip there), else 4096"},
+         "auto = 65536 on tcp (an RMA read costs a round trip there), else 4096"},
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
@@ -35,7 +35,7 @@ std::vector<option_spec> const& option_table() {
          "courier-run, whose localities share one machine, makes 'shm' the default"},
         {"eager_threshold", "auto",
          "bytes of index data sent inline in the eager message; more is read by RMA; auto = "
-         "16384 on tcp, else 4096"},
+         "65536 on tcp, else 4096"},
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
          "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, else 16 MiB)"},

@@ -81,15 +81,15 @@ TEST(options, bad_values_are_rejected) {
 }
 
 TEST(options, the_zero_copy_threshold_defaults_by_provider) {
-    // "auto": 16 KiB on tcp (a rendezvous costs a read request's round trip there), 4 KiB
+    // "auto": 64 KiB on tcp (a rendezvous costs a read request's round trip there), 4 KiB
     // elsewhere; an explicit value wins, and a bad one is an error.
     struct row {
         std::vector<std::string> args;
         std::size_t expect;
     };
     for (auto const& r : std::vector<row>{
-             {{"--courier:provider=tcp"}, 16384},
-             {{"--courier:provider=tcp;ofi_rxm"}, 16384},
+             {{"--courier:provider=tcp"}, 65536},
+             {{"--courier:provider=tcp;ofi_rxm"}, 65536},
              {{"--courier:provider=shm"}, 4096},
              {{"--courier:provider=tcp", "--courier:zero_copy_threshold=8192"}, 8192}}) {
         std::size_t seen = 0;

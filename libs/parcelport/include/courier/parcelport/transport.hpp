@@ -74,10 +74,11 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 /// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default:
-/// 16 KiB on tcp, where a rendezvous costs a read request's round trip (~25 us here, more than
-/// copying 16 KiB: osu_courier latency at 4 / 8 KiB 34.0 / 34.9 -> 12.7 / 14.3 us), 4 KiB
-/// elsewhere (on shm larger eager messages measured no faster: the provider's own protocol
-/// changes above 4 KiB).
+/// 64 KiB on tcp, where a rendezvous costs a read request's round trip (~20 us on loopback,
+/// more than copying 64 KiB; osu_courier latency at 16 / 32 KiB: 24-26 -> 11-14 us with 64 KiB
+/// instead of 16 KiB; at 4 / 8 KiB, 16 KiB instead of 4 KiB gave 34.0 / 34.9 -> 12.7 / 14.3 us;
+/// the transport raises rxm's own eager limit to match), 4 KiB elsewhere (on shm larger eager
+/// messages measured no faster: the provider's own protocol changes above 4 KiB).
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 struct transport_options {
