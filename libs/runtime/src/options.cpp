@@ -19,9 +19,10 @@ std::vector<option_spec> const& option_table() {
          "the localities courier-run starts on this machine"},
         {"stack_size", "65536",
          "bytes of stack per Courier thread (rounded up to pages; plus a guard page)"},
-        {"bind", "cores",
+        {"bind", "auto",
          "'cores': pin worker i to core i with hwloc (under courier-run, locality r's workers "
-         "start after those of localities 0..r-1); 'none': no pinning"},
+         "start after those of localities 0..r-1); 'none': no pinning; 'auto': 'cores' unless "
+         "the localities on this machine have more workers than it has cores, then 'none'"},
         {"idle_spin_us", "50", "microseconds an idle worker keeps polling before it sleeps"},
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <cstdlib>
 
 namespace {
@@ -115,4 +117,51 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
     EXPECT_EQ(init_with({"--courier:zero_copy_threshold=big"}), 1);
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find("--courier:zero_copy_threshold=big"), std::string::npos) << err;
+}
+
+namespace {
+// The CPUs the calling thread may run on.
+int allowed_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) != 0) {
+        return -1;
+    }
+    return CPU_COUNT(&set);
+}
+
+// How many CPUs a task of a runtime started with `args` may run on.
+int cpus_of_a_task(std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    int seen = -2;
+    EXPECT_EQ(courier::init(
+                  [&](int, char**) {
+                      seen = courier::async([] { return allowed_cpus(); }).get();
+                      return courier::finalize();
+                  },
+                  static_cast<int>(argv.size()), argv.data()),
+              0);
+    return seen;
+}
+} // namespace
+
+TEST(options, bind_auto_pins_workers_unless_they_oversubscribe_the_cores) {
+    int const all = allowed_cpus();
+    if (all < 2) {
+        GTEST_SKIP() << "this process may run on " << all
+                     << " CPU(s): pinned and unpinned workers look the same";
+    }
+    std::string const too_many = "--courier:threads=" + std::to_string(all + 1);
+    // One worker per core or fewer: pinned (to one core's CPUs).
+    EXPECT_LT(cpus_of_a_task({"--courier:threads=1"}), all);
+    EXPECT_LT(cpus_of_a_task({"--courier:threads=1", "--courier:bind=auto"}), all);
+    // More workers than cores: left to the OS.
+    EXPECT_EQ(cpus_of_a_task({too_many}), all);
+    // Explicit choices win.
+    EXPECT_LT(cpus_of_a_task({too_many, "--courier:bind=cores"}), all);
+    EXPECT_EQ(cpus_of_a_task({"--courier:threads=1", "--courier:bind=none"}), all);
 }
