@@ -4,9 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstddef>
+#include <fcntl.h>
 #include <fstream>
 #include <random>
 
@@ -117,6 +127,70 @@ TEST_F(checkpoint, replacing_a_checkpoint_leaves_no_scratch_file_and_spares_adop
     }
     EXPECT_EQ(adopted, first);
 }
+
+namespace {
+// Makes renameat2 fail with EINVAL in this process, as on a file system without
+// RENAME_EXCHANGE (seccomp). False if the kernel or a container refuses the filter.
+bool forbid_renameat2() {
+    sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_renameat2, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EINVAL & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
+    return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+} // namespace
+
+#if defined(__x86_64__)
+TEST_F(checkpoint, without_rename_exchange_a_save_renames_over_the_previous_checkpoint) {
+    // The exchange + unlink path needs renameat2(RENAME_EXCHANGE); where the file system lacks
+    // it, the finished file is renamed over the old one. A child process forbids renameat2
+    // and replaces a checkpoint; its exit status says what it saw.
+    cs::save_to_file(path, std::string("first"));
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        if (!forbid_renameat2()) {
+            ::_exit(77);
+        }
+        // The filter works: the exchange itself now fails.
+        if (::renameat2(AT_FDCWD, "a", AT_FDCWD, "b", RENAME_EXCHANGE) == 0 || errno != EINVAL) {
+            ::_exit(2);
+        }
+        try {
+            cs::save_to_file(path, std::string("second"));
+            std::string back;
+            cs::load_from_file(path, back);
+            if (back != "second") {
+                ::_exit(3);
+            }
+            if (fs::exists(fs::path(path.string() + ".tmp"))) {
+                ::_exit(4);
+            }
+        } catch (...) {
+            ::_exit(5);
+        }
+        ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        GTEST_SKIP() << "cannot install a seccomp filter here (needed to forbid renameat2)";
+    }
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: renameat2 still worked, 3: wrong content, "
+                                         "4: scratch file left, 5: save or load threw";
+    std::string back;
+    cs::load_from_file(path, back);
+    EXPECT_EQ(back, "second");
+}
+#endif
 
 TEST_F(checkpoint, saving_over_a_directory_is_an_error_that_keeps_the_directory) {
     fs::create_directory(path);
