@@ -182,7 +182,7 @@ void libfabric_transport::handle_parcel(wire::header const& h, std::byte const* 
     if (index_inline && rma_bytes == 0) {
         // Eager only (the common small parcel): the message is built straight from the receive
         // buffer — one copy of the index data, no bookkeeping object.
-        std::vector<serialization::serialization_chunk> chunks;
+        auto chunks = serialization::message::chunk_list();
         chunks.reserve(h.chunk_count);
         std::size_t offset = 0;
         for (std::uint32_t i = 0; i < h.chunk_count; ++i) {

@@ -44,7 +44,60 @@ struct buffer_cache_drain {
     }
 };
 thread_local buffer_cache_drain tl_drain;
+
+/// Chunk lists (their storage) freed on this thread, for the next message built here: a small
+/// parcel's received message and its reply each need one. Held through a pointer, so that the
+/// thread_local itself is trivially destructible and usable (as "closed") after the drain.
+struct chunk_cache {
+    static constexpr std::size_t slots = 256;
+    static constexpr std::size_t max_capacity = 16; // larger lists are freed
+    std::vector<std::vector<serialization_chunk>>* lists;
+    bool closed;
+};
+thread_local chunk_cache tl_chunks{};
+
+struct chunk_cache_drain {
+    bool armed = false;
+    chunk_cache_drain() = default;
+    chunk_cache_drain(chunk_cache_drain const&) = delete;
+    chunk_cache_drain& operator=(chunk_cache_drain const&) = delete;
+    ~chunk_cache_drain() {
+        tl_chunks.closed = true;
+        delete std::exchange(tl_chunks.lists, nullptr);
+    }
+};
+thread_local chunk_cache_drain tl_chunks_drain;
 } // namespace
+
+std::vector<serialization_chunk> message::chunk_list() {
+    chunk_cache& c = tl_chunks;
+    if (c.lists != nullptr && !c.lists->empty()) {
+        std::vector<serialization_chunk> v = std::move(c.lists->back());
+        c.lists->pop_back();
+        return v;
+    }
+    return {};
+}
+
+void message::release_chunks() noexcept {
+    chunk_cache& c = tl_chunks;
+    std::size_t cap = chunks_.capacity();
+    if (cap == 0 || cap > chunk_cache::max_capacity || c.closed) {
+        return; // freed with the vector
+    }
+    try {
+        if (c.lists == nullptr) {
+            tl_chunks_drain.armed = true; // constructs the drain: its destructor will run
+            c.lists = new std::vector<std::vector<serialization_chunk>>();
+            c.lists->reserve(chunk_cache::slots);
+        }
+        if (c.lists->size() < chunk_cache::slots) {
+            chunks_.clear();
+            c.lists->push_back(std::move(chunks_));
+        }
+    } catch (...) { // out of memory for the cache itself: the list is simply freed
+    }
+}
 
 void message::release_buffer() noexcept {
     buffer_cache& c = tl_buffers;
@@ -70,6 +123,7 @@ message::message(message&& o) noexcept
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
         release_buffer();
+        release_chunks();
         buffer_ = std::exchange(o.buffer_, nullptr);
         size_ = std::exchange(o.size_, 0);
         capacity_ = std::exchange(o.capacity_, 0);
@@ -84,6 +138,7 @@ message& message::operator=(message&& o) noexcept {
 
 message::~message() {
     release_buffer();
+    release_chunks();
 }
 
 std::size_t message::total_size() const noexcept {

@@ -36,6 +36,9 @@ output_archive::~output_archive() {
 
 void output_archive::start(options const& o) {
     msg_.clear();
+    if (msg_.chunks_.capacity() == 0) {
+        msg_.chunks_ = message::chunk_list();
+    }
     tracking_kind_ = o.tracking;
     threshold_ = o.zero_copy ? std::max<std::size_t>(o.zero_copy_threshold, 1)
                              : std::numeric_limits<std::size_t>::max();

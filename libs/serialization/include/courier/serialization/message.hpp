@@ -85,9 +85,14 @@ public:
     std::size_t recorded_threshold() const;
 
     /// The capacity an output archive starts with. Buffers of exactly this size are kept for
-    /// reuse in a small per-thread cache (16 per thread): a malloc + free of 4 KiB, past
+    /// reuse in a per-thread cache (up to 256 per thread): a malloc + free of 4 KiB, past
     /// glibc's tcache, cost ~700 instructions per message.
     static constexpr std::size_t pooled_capacity = 4096;
+
+    /// An empty chunk list, with the capacity of one a message freed on this thread if the
+    /// thread has one (a per-thread cache like the buffers'): for builders of messages
+    /// (from_parts' callers) that would otherwise allocate one per message.
+    static std::vector<serialization_chunk> chunk_list();
 
 private:
     friend class output_archive;
@@ -104,6 +109,7 @@ private:
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_
+    void release_chunks() noexcept;         // frees (or caches) chunks_' storage
     struct check_result {
         std::size_t threshold;
         std::size_t external_bytes;
