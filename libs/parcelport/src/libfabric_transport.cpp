@@ -7,6 +7,15 @@
 
 #include <random>
 
+namespace courier::parcelport {
+namespace {
+/// "tcp" of "tcp;ofi_rxm": the core provider, which behaviour and defaults depend on.
+std::string_view core_provider(std::string_view provider) noexcept {
+    return provider.substr(0, provider.find(';'));
+}
+} // namespace
+} // namespace courier::parcelport
+
 namespace courier::parcelport::fabric {
 
 rma::registration fabric_registrar::register_memory(void* base, std::size_t bytes) {
@@ -30,8 +39,8 @@ void libfabric_transport::open() {
         hints->domain_attr->name = strdup("lo"); // loopback only: this is one machine
     }
     recv_size_ = sizeof(wire::header) + opts_.eager_threshold + 32 * sizeof(wire::descriptor);
-    if (opts_.provider.rfind("tcp", 0) == 0 && std::getenv("FI_OFI_RXM_EAGER_LIMIT") == nullptr &&
-        recv_size_ > 16384) {
+    if (core_provider(opts_.provider) == "tcp" &&
+        std::getenv("FI_OFI_RXM_EAGER_LIMIT") == nullptr && recv_size_ > 16384) {
         // rxm sends a message of more than its eager limit (16 KiB by default) by segments
         // or by its own rendezvous, which on tcp costs 20-30 us (native libfabric, 32 KiB:
         // 23-34 us against 7.5 us with the limit raised). Over tcp, rxm places an eager
@@ -102,8 +111,7 @@ void libfabric_transport::open() {
     check("fi_enable", fi_enable(ep_));
     // Providers that read through virtual addresses when the access happens (no pinned pages):
     // a cached registration of memory freed and mapped again still reads the new contents.
-    std::string_view core = info_->fabric_attr->prov_name;
-    core = core.substr(0, core.find(';'));
+    std::string_view core = core_provider(info_->fabric_attr->prov_name);
     registrar_.set_va_based(core == "tcp" || core == "shm" || core == "sockets" || core == "udp");
     cache_ = std::make_unique<rma::registration_cache>(registrar_, opts_.registration_cache_entries,
                                                        opts_.registration_cache_bytes);
@@ -428,7 +436,7 @@ void libfabric_transport::handle_batch(wire::header const& h, std::byte const* p
         } else {
             admit_or_drop(ih, p + at, rl);
         }
-        at += (std::size_t{rl} + 7) & ~std::size_t{7};
+        at += wire::record_size(rl) - wire::record_prefix;
         ++n;
     }
     if (n != h.chunk_count || at != len) {
@@ -444,18 +452,15 @@ void libfabric_transport::handle_batch(wire::header const& h, std::byte const* p
 namespace courier::parcelport {
 
 std::size_t default_read_budget(std::string_view provider) noexcept {
-    return provider.substr(0, provider.find(';')) == "shm" ? std::size_t{1} << 20
-                                                           : std::size_t{16} << 20;
+    return core_provider(provider) == "shm" ? std::size_t{1} << 20 : std::size_t{16} << 20;
 }
 
 std::size_t default_eager_threshold(std::string_view provider) noexcept {
-    return provider.substr(0, provider.find(';')) == "tcp" ? std::size_t{64} << 10
-                                                           : std::size_t{4} << 10;
+    return core_provider(provider) == "tcp" ? std::size_t{64} << 10 : std::size_t{4} << 10;
 }
 
 std::size_t default_read_piece(std::string_view provider) noexcept {
-    return provider.substr(0, provider.find(';')) == "shm" ? std::size_t{1} << 30
-                                                           : std::size_t{1} << 20;
+    return core_provider(provider) == "shm" ? std::size_t{1} << 30 : std::size_t{1} << 20;
 }
 
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {

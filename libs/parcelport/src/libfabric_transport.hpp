@@ -176,8 +176,8 @@ constexpr std::size_t kept_large_slots = 256;
 constexpr std::size_t kept_eager = 16 * 1024;
 
 /// A coalesced message (wire::batch) being filled or in flight: the eager messages of
-/// several parcels to one destination, each still a send_state in the send table (completed
-/// when the batch's send completes and, for a rendezvous, its DONE came).
+/// several eager-only parcels to one destination, each still a send_state in the send table
+/// (completed when the batch's send completes).
 struct batch_op : op {
     std::uint32_t dest = 0;
     std::vector<std::byte> buf; // the header's room, then the records
@@ -434,8 +434,8 @@ private:
     bool send_impl(std::uint32_t dest, serialization::message&& m, sent_handler on_sent,
                    bool coalesce);
     /// Appends the published send `s` (its eager message built, no FI_MR_LOCAL) to the batch
-    /// of its destination if a message to it is in flight or a batch is open; false: the
-    /// caller posts it itself.
+    /// of its destination if it is eager-only, small, and a message to that destination is in
+    /// flight or a batch is open; false: the caller posts it itself.
     bool try_coalesce(send_state* s);
     /// Posts the open batches (progress() does, at the end of each pass).
     void flush_batches();

@@ -262,15 +262,8 @@ void libfabric_transport::post_batch(batch_op* b) {
 }
 
 void libfabric_transport::complete_batch(batch_op* b, std::error_code ec) {
-    for (send_state* s : b->members) {
-        if (ec) {
-            complete_send(s, ec);
-            continue;
-        }
-        s->eager_done = true;
-        if (!s->needs_done || s->remote_done) {
-            complete_send(s, {});
-        }
+    for (send_state* s : b->members) { // eager-only parcels (try_coalesce): no DONE to wait for
+        complete_send(s, ec);
     }
     out_[b->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
     b->members.clear();

@@ -14,63 +14,54 @@
 namespace courier::serialization {
 
 namespace {
-/// Buffers of message::pooled_capacity freed on this thread, for the next message built here.
-/// Trivially destructible, so it can still be used (as "closed") by destructors that run
-/// after buffer_cache_drain at thread exit, such as those of static objects holding messages.
-/// 256 slots (at most 1 MiB per thread): a window of parcels builds all its messages before
-/// the first is freed. With 16 slots, 4257 of 5635 receive-side messages of an OSU bw run
-/// (window 64) missed the cache and went to realloc (callgrind); with 256, small-message bw
-/// rose 1.1-1.3x on shm and tcp (3 interleaved pairs, medians; osu_courier bw and bibw).
-struct buffer_cache {
+/// What messages freed on this thread leave for the next message built here: buffers of
+/// message::pooled_capacity, and chunk lists (a small parcel's received message and its reply
+/// each need one). Trivially destructible (the lists are held through a pointer), so it can
+/// still be used (as "closed") by destructors that run after the drain at thread exit, such as
+/// those of static objects holding messages.
+/// 256 buffers (at most 1 MiB per thread): a window of parcels builds all its messages before
+/// the first is freed. With 16, 4257 of 5635 receive-side messages of an OSU bw run (window
+/// 64) missed the cache and went to realloc (callgrind); with 256, small-message bw rose
+/// 1.1-1.3x on shm and tcp (3 interleaved pairs, medians; osu_courier bw and bibw).
+struct thread_cache {
     static constexpr std::size_t slots = 256;
-    std::byte* items[slots];
-    std::size_t count;
+    static constexpr std::size_t max_list_capacity = 16; // larger chunk lists are freed
+    std::byte* buffers[slots];
+    std::size_t buffer_count;
+    std::vector<std::vector<serialization_chunk>>* lists;
     bool armed;  // this thread's drain is registered
     bool closed; // the thread is exiting: free, do not cache
 };
-thread_local buffer_cache tl_buffers{};
+thread_local thread_cache tl_cache{};
 
 /// Frees what the thread's cache holds when the thread exits (no leak for LSan).
-struct buffer_cache_drain {
+struct thread_cache_drain {
     bool armed = false;
-    buffer_cache_drain() = default;
-    buffer_cache_drain(buffer_cache_drain const&) = delete;
-    buffer_cache_drain& operator=(buffer_cache_drain const&) = delete;
-    ~buffer_cache_drain() {
-        tl_buffers.closed = true;
-        while (tl_buffers.count > 0) {
-            std::free(tl_buffers.items[--tl_buffers.count]);
+    thread_cache_drain() = default;
+    thread_cache_drain(thread_cache_drain const&) = delete;
+    thread_cache_drain& operator=(thread_cache_drain const&) = delete;
+    ~thread_cache_drain() {
+        tl_cache.closed = true;
+        while (tl_cache.buffer_count > 0) {
+            std::free(tl_cache.buffers[--tl_cache.buffer_count]);
         }
+        delete std::exchange(tl_cache.lists, nullptr);
     }
 };
-thread_local buffer_cache_drain tl_drain;
+thread_local thread_cache_drain tl_drain;
 
-/// Chunk lists (their storage) freed on this thread, for the next message built here: a small
-/// parcel's received message and its reply each need one. Held through a pointer, so that the
-/// thread_local itself is trivially destructible and usable (as "closed") after the drain.
-struct chunk_cache {
-    static constexpr std::size_t slots = 256;
-    static constexpr std::size_t max_capacity = 16; // larger lists are freed
-    std::vector<std::vector<serialization_chunk>>* lists;
-    bool closed;
-};
-thread_local chunk_cache tl_chunks{};
-
-struct chunk_cache_drain {
-    bool armed = false;
-    chunk_cache_drain() = default;
-    chunk_cache_drain(chunk_cache_drain const&) = delete;
-    chunk_cache_drain& operator=(chunk_cache_drain const&) = delete;
-    ~chunk_cache_drain() {
-        tl_chunks.closed = true;
-        delete std::exchange(tl_chunks.lists, nullptr);
+/// The thread's cache, its drain registered (for callers about to store into it).
+thread_cache& armed_cache() noexcept {
+    thread_cache& c = tl_cache;
+    if (!c.armed) {
+        tl_drain.armed = c.armed = true; // constructs the drain: its destructor will run
     }
-};
-thread_local chunk_cache_drain tl_chunks_drain;
+    return c;
+}
 } // namespace
 
 std::vector<serialization_chunk> message::chunk_list() {
-    chunk_cache& c = tl_chunks;
+    thread_cache& c = tl_cache;
     if (c.lists != nullptr && !c.lists->empty()) {
         std::vector<serialization_chunk> v = std::move(c.lists->back());
         c.lists->pop_back();
@@ -80,18 +71,17 @@ std::vector<serialization_chunk> message::chunk_list() {
 }
 
 void message::release_chunks() noexcept {
-    chunk_cache& c = tl_chunks;
     std::size_t cap = chunks_.capacity();
-    if (cap == 0 || cap > chunk_cache::max_capacity || c.closed) {
+    if (cap == 0 || cap > thread_cache::max_list_capacity || tl_cache.closed) {
         return; // freed with the vector
     }
     try {
+        thread_cache& c = armed_cache();
         if (c.lists == nullptr) {
-            tl_chunks_drain.armed = true; // constructs the drain: its destructor will run
             c.lists = new std::vector<std::vector<serialization_chunk>>();
-            c.lists->reserve(chunk_cache::slots);
+            c.lists->reserve(thread_cache::slots);
         }
-        if (c.lists->size() < chunk_cache::slots) {
+        if (c.lists->size() < thread_cache::slots) {
             chunks_.clear();
             c.lists->push_back(std::move(chunks_));
         }
@@ -100,13 +90,10 @@ void message::release_chunks() noexcept {
 }
 
 void message::release_buffer() noexcept {
-    buffer_cache& c = tl_buffers;
-    if (buffer_ != nullptr && capacity_ == pooled_capacity && !c.closed &&
-        c.count < buffer_cache::slots) {
-        if (!c.armed) {
-            tl_drain.armed = c.armed = true; // constructs the drain: its destructor will run
-        }
-        c.items[c.count++] = buffer_;
+    if (buffer_ != nullptr && capacity_ == pooled_capacity && !tl_cache.closed &&
+        tl_cache.buffer_count < thread_cache::slots) {
+        thread_cache& c = armed_cache();
+        c.buffers[c.buffer_count++] = buffer_;
     } else {
         std::free(buffer_);
     }
@@ -175,8 +162,8 @@ void message::reserve(std::size_t bytes) {
 }
 
 void message::grow_to(std::size_t min_capacity) {
-    if (buffer_ == nullptr && min_capacity == pooled_capacity && tl_buffers.count > 0) {
-        buffer_ = tl_buffers.items[--tl_buffers.count];
+    if (buffer_ == nullptr && min_capacity == pooled_capacity && tl_cache.buffer_count > 0) {
+        buffer_ = tl_cache.buffers[--tl_cache.buffer_count];
         capacity_ = pooled_capacity;
         return;
     }

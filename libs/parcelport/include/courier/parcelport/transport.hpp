@@ -135,9 +135,10 @@ public:
     virtual void set_job_token(std::uint64_t token) = 0;
     /// Sends `m` to `dest`. `on_sent` runs (from progress()) once the receiver has every byte.
     virtual void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) = 0;
-    /// As send(), but when a message to `dest` is still in flight, the parcel's eager part
+    /// As send(), but when a message to `dest` is still in flight, a small eager-only parcel
     /// waits, coalesced with other parcels to `dest` into one message, until that message
-    /// fills up or the next progress() on any thread. It is never held back while nothing is in
+    /// fills up or the next progress() on any thread (a rendezvous parcel never waits: its
+    /// receiver's reads would wait with it). It is never held back while nothing is in
     /// flight to `dest`, so a lone parcel leaves at once. For callers that call progress()
     /// regularly (the runtime's workers); parcels to one destination are not ordered either way.
     /// Returns true if the parcel waits in a batch (the caller may wake a thread that will call
