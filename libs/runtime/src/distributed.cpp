@@ -166,8 +166,20 @@ struct distributed_state {
 distributed_state g;
 
 void deliver(std::uint32_t source, serialization::message&& m);
+completion take_pending(std::uint64_t rid);
 
-void send_parcel(std::uint32_t dest, serialization::message&& m,
+/// A parcel has left (or failed to): a failed request fails its caller's future at once.
+void sent(std::uint64_t rid, std::error_code const& ec) {
+    if (ec && rid != 0) {
+        if (completion done = take_pending(rid)) {
+            done(nullptr, std::make_exception_ptr(network_error(
+                              "courier: sending to a locality failed: " + ec.message())));
+        }
+    }
+    g.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
                  std::function<void(std::error_code const&)> on_sent) {
     if (dest == g.rank) {
         // Local target: the same parcel path without the network (no copy: the message still
@@ -179,14 +191,18 @@ void send_parcel(std::uint32_t dest, serialization::message&& m,
         return;
     }
     g.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    // One handler per parcel, built here: replies capture nothing and requests only their id
+    // (std::function stores both inline); only a caller's own callback costs an allocation.
     parcelport::transport::sent_handler handler;
-    if (!on_sent) { // replies: a handler without captures, which std::function stores inline
-        handler = [](std::error_code) { g.in_flight.fetch_sub(1, std::memory_order_acq_rel); };
-    } else {
-        handler = [cb = std::move(on_sent)](std::error_code ec) {
+    if (on_sent) {
+        handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
             cb(ec);
-            g.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+            sent(rid, ec);
         };
+    } else if (rid != 0) {
+        handler = [rid](std::error_code ec) { sent(rid, ec); };
+    } else {
+        handler = [](std::error_code ec) { sent(0, ec); };
     }
     // A worker polls the network regularly (when idle and every few tasks), so parcels it
     // sends may be coalesced; another thread's go out at once. A parcel held in a batch must
@@ -216,7 +232,7 @@ void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
     if (!control) {
         g.sent.fetch_add(1, std::memory_order_acq_rel);
     }
-    send_parcel(dest, std::move(m), nullptr);
+    send_parcel(dest, std::move(m), 0, nullptr);
 }
 
 void handle_request(std::uint32_t source, serialization::input_archive& in) {
@@ -273,7 +289,7 @@ void handle_request(std::uint32_t source, serialization::input_archive& in) {
     if (!control) {
         g.sent.fetch_add(1, std::memory_order_acq_rel);
     }
-    send_parcel(source, std::move(result), nullptr);
+    send_parcel(source, std::move(result), 0, nullptr);
 }
 
 // The completion of request `rid`, taken out of the table (empty if no longer pending: it was
@@ -406,11 +422,8 @@ char const* registered_action_name(std::uint64_t id) noexcept {
     return actions().find(id).name;
 }
 
-void send_parcel_checked(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
-                         std::function<void(std::error_code const&)> on_sent);
-
 void send_request(std::uint32_t dest, std::uint64_t action_id,
-                  std::function<void(serialization::output_archive&)> const& write_args,
+                  function_ref<void(serialization::output_archive&)> write_args,
                   completion complete, std::function<void(std::error_code const&)> on_sent,
                   bool wants_reply) {
     if (!runtime_running()) {
@@ -479,26 +492,11 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         }
     };
     try {
-        send_parcel_checked(dest, std::move(m), rid, std::move(on_sent));
+        send_parcel(dest, std::move(m), rid, std::move(on_sent));
     } catch (...) {
         undo();
         throw;
     }
-}
-
-void send_parcel_checked(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
-                         std::function<void(std::error_code const&)> on_sent) {
-    send_parcel(dest, std::move(m), [rid, cb = std::move(on_sent)](std::error_code const& ec) {
-        if (cb) {
-            cb(ec);
-        }
-        if (ec && rid != 0) {
-            if (completion done = take_pending(rid)) {
-                done(nullptr, std::make_exception_ptr(network_error(
-                                  "courier: sending to a locality failed: " + ec.message())));
-            }
-        }
-    });
 }
 
 std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe() {

@@ -15,6 +15,7 @@
 
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/async.hpp>
+#include <courier/runtime/detail/function_ref.hpp>
 #include <courier/serialization.hpp>
 
 #include <atomic>
@@ -148,7 +149,7 @@ char const* registered_action_name(std::uint64_t id) noexcept;
 /// Sends a request; `complete` later receives the reply's archive (positioned at the result)
 /// or an exception. `on_sent` (optional) runs when the arguments' memory may be reused.
 void send_request(std::uint32_t dest, std::uint64_t action_id,
-                  std::function<void(serialization::output_archive&)> const& write_args,
+                  function_ref<void(serialization::output_archive&)> write_args,
                   std::function<void(serialization::input_archive*, std::exception_ptr)> complete,
                   std::function<void(std::error_code const&)> on_sent, bool wants_reply);
 
