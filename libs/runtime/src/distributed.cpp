@@ -136,7 +136,7 @@ bool is_control(std::uint64_t action_id) {
            action_id == courier_exit_locality_action::id;
 }
 
-using completion = std::function<void(serialization::input_archive*, std::exception_ptr)>;
+using completion = reply_handler;
 
 struct distributed_state {
     std::unique_ptr<parcelport::transport> tp;

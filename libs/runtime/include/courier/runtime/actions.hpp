@@ -146,12 +146,78 @@ bool register_action(std::uint64_t id, char const* name, action_invoker invoke);
 /// The name an action was registered under, or nullptr (lock-free; incoming requests use it).
 char const* registered_action_name(std::uint64_t id) noexcept;
 
+/// Where a request's reply goes: a function and the future state it fulfils, of which it
+/// holds one reference. Move-only, and no allocation (a std::function holding the state did
+/// allocate: it stores only trivially copyable callables inline).
+class reply_handler {
+public:
+    using function = void (*)(state_base* st, serialization::input_archive* reply,
+                              std::exception_ptr error);
+    reply_handler() noexcept = default;
+    reply_handler(std::nullptr_t) noexcept {} // NOLINT(google-explicit-constructor)
+    /// Adopts one reference to `st`.
+    reply_handler(function f, state_base* st) noexcept : f_(f), st_(st) {}
+    reply_handler(reply_handler&& o) noexcept
+        : f_(std::exchange(o.f_, nullptr)), st_(std::exchange(o.st_, nullptr)) {}
+    reply_handler& operator=(reply_handler&& o) noexcept {
+        reply_handler(std::move(o)).swap(*this);
+        return *this;
+    }
+    ~reply_handler() {
+        if (st_ != nullptr) {
+            st_->release();
+        }
+    }
+    void swap(reply_handler& o) noexcept {
+        std::swap(f_, o.f_);
+        std::swap(st_, o.st_);
+    }
+    explicit operator bool() const noexcept { return f_ != nullptr; }
+    /// The reply's archive (positioned at the result), or the error that replaces it.
+    void operator()(serialization::input_archive* reply, std::exception_ptr error) const {
+        f_(st_, reply, std::move(error));
+    }
+
+private:
+    function f_ = nullptr;
+    state_base* st_ = nullptr;
+};
+
 /// Sends a request; `complete` later receives the reply's archive (positioned at the result)
 /// or an exception. `on_sent` (optional) runs when the arguments' memory may be reused.
 void send_request(std::uint32_t dest, std::uint64_t action_id,
                   function_ref<void(serialization::output_archive&)> write_args,
-                  std::function<void(serialization::input_archive*, std::exception_ptr)> complete,
-                  std::function<void(std::error_code const&)> on_sent, bool wants_reply);
+                  reply_handler complete, std::function<void(std::error_code const&)> on_sent,
+                  bool wants_reply);
+
+/// Fulfils a remote call's future from its reply.
+template <class R>
+void complete_call(state_base* base, serialization::input_archive* in, std::exception_ptr e) {
+    auto* st = static_cast<shared_state<R>*>(base);
+    if (e) {
+        try {
+            st->set_exception(e);
+        } catch (...) {
+        }
+        return;
+    }
+    fulfil(st, [&]() -> R {
+        if constexpr (std::is_void_v<R>) {
+            in->finish();
+        } else {
+            R r{};
+            try {
+                in->set_top_level(&r, sizeof r);
+                in->load(r);
+                in->finish();
+            } catch (...) {
+                in->rollback(); // before r goes: a half-built deep graph is undone
+                throw;
+            }
+            return r;
+        }
+    });
+}
 
 /// Writes an action's result into the reply, keeping it alive as long as the reply: large
 /// results travel as pointer chunks that reference it until the caller has pulled them.
@@ -219,32 +285,8 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
             }
             std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
         },
-        [st](serialization::input_archive* in, std::exception_ptr e) {
-            if (e) {
-                try {
-                    st->set_exception(e);
-                } catch (...) {
-                }
-                return;
-            }
-            fulfil(st, [&]() -> R {
-                if constexpr (std::is_void_v<R>) {
-                    in->finish();
-                } else {
-                    R r{};
-                    try {
-                        in->set_top_level(&r, sizeof r);
-                        in->load(r);
-                        in->finish();
-                    } catch (...) {
-                        in->rollback(); // before r goes: a half-built deep graph is undone
-                        throw;
-                    }
-                    return r;
-                }
-            });
-        },
-        std::move(on_sent), wants_reply);
+        reply_handler(&complete_call<R>, state_ptr<R>(st).detach()), std::move(on_sent),
+        wants_reply);
     return future_access::make<R>(std::move(st));
 }
 } // namespace detail

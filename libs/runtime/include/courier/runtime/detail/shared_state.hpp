@@ -196,6 +196,8 @@ public:
     explicit operator bool() const noexcept { return p_ != nullptr; }
     void reset() noexcept { state_ptr().swap(*this); }
     void swap(state_ptr& o) noexcept { std::swap(p_, o.p_); }
+    /// Gives up the reference without releasing it (the caller now holds it).
+    shared_state<T>* detach() noexcept { return std::exchange(p_, nullptr); }
 
 private:
     shared_state<T>* p_ = nullptr;
