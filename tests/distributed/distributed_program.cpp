@@ -610,6 +610,29 @@ void scenario_idle() {
     }
 }
 
+// A request to a locality whose workers sleep wakes it through its doorbell (shm; tcp unless
+// --courier:tcp_doorbell=0, which waits on the completion queue's fd and rings nothing). Five
+// requests, each after 100 ms of idleness: the target's workers are asleep for all but ~50 us
+// of every 10 ms (their safety-net timeout), so at least one of them must ring.
+void doorbell_check(bool expect_rings) {
+    auto there = courier::find_all_localities()[1];
+    auto before = courier::get_parcelport_statistics().doorbell_rings;
+    for (int i = 0; i < 5; ++i) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(100));
+        (void)courier::async<cpu_seconds_action>(there).get();
+    }
+    auto rings = courier::get_parcelport_statistics().doorbell_rings - before;
+    std::printf("doorbell: %llu rings for 5 requests to an idle locality\n",
+                static_cast<unsigned long long>(rings));
+    CHECK(expect_rings ? rings >= 1 : rings == 0);
+}
+void scenario_doorbell() {
+    doorbell_check(true);
+}
+void scenario_no_doorbell() {
+    doorbell_check(false);
+}
+
 // Never returns: the job overruns courier-run's time limit, which must then make every
 // locality report what it waits for and stop the job with status 124 (never a hang).
 void never_returns() {
@@ -972,6 +995,8 @@ int courier_main(int argc, char** argv) {
         {"killed", scenario_killed},
         {"huge", scenario_huge},
         {"idle", scenario_idle},
+        {"doorbell", scenario_doorbell},
+        {"no_doorbell", scenario_no_doorbell},
         {"stuck", scenario_stuck},
         {"components", scenario_components},
         {"collectives", scenario_collectives},

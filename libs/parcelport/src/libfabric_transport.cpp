@@ -69,49 +69,53 @@ void libfabric_transport::open() {
     fi_av_attr av_attr{};
     av_attr.type = FI_AV_TABLE;
     check("fi_av_open", fi_av_open(domain_, &av_attr, &av_, nullptr));
+    std::string_view core = core_provider(info_->fabric_attr->prov_name);
+    shm_ = core == "shm";
+    // shm names its region after the pid unless told otherwise, and a killed process leaves
+    // the region behind: a later process with the same pid then fails fi_enable with EBUSY. A
+    // name unique to the job and rank avoids that, and lets courier-run remove the leftovers
+    // of a killed locality (the doorbell's shared word is named after it too).
+    std::string name = opts_.endpoint_name;
+    if (name.empty()) {
+        static std::atomic<unsigned> counter{0};
+        name = "courier-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+               std::to_string(std::random_device{}());
+    }
+    if (shm_ ? opts_.doorbell : core == "tcp" && opts_.tcp_doorbell) {
+        try {
+            bell_ = std::make_unique<detail::doorbell>(name);
+        } catch (std::exception const& e) {
+            std::fprintf(stderr, "courier: %s; idle workers will %s instead\n", e.what(),
+                         shm_ ? "poll" : "wait on the completion queue");
+        }
+    }
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_MSG;
-    // A wait fd lets idle workers sleep until a completion arrives. libfabric 1.17's shm never
-    // signals it when a peer writes into our region (fi_trywait always says "busy", so idle
-    // workers spun at 100 % CPU) while every completion still costs a write and a read on it
-    // (measured: 8 B round trips 2.4 -> 1.9 us without it). shm therefore gets no wait object
-    // and the scheduler's bounded-backoff sleep instead.
-    cq_attr.wait_obj =
-        std::string_view(info_->fabric_attr->prov_name) == "shm" ? FI_WAIT_NONE : FI_WAIT_FD;
+    // A wait fd lets idle workers sleep until a completion arrives, but costs on every
+    // message. libfabric 1.17's shm never signals it when a peer writes into our region
+    // (fi_trywait always says "busy", so idle workers spun at 100 % CPU) while every
+    // completion still costs a write and a read on it (measured: 8 B round trips 2.4 -> 1.9 us
+    // without it). rxm over tcp signals it through nested epoll sets: ~1.3 us per one-way
+    // message (transport_options::tcp_doorbell). With a doorbell, peers wake us instead; shm
+    // without one gets the scheduler's bounded-backoff sleep.
+    cq_attr.wait_obj = shm_ || bell_ ? FI_WAIT_NONE : FI_WAIT_FD;
     cq_attr.size = 4096;
     if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
         cq_attr.wait_obj = FI_WAIT_NONE;
         check("fi_cq_open", fi_cq_open(domain_, &cq_attr, &cq_, nullptr));
-    } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
+    } else if (cq_attr.wait_obj == FI_WAIT_NONE ||
+               fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
         wait_fd_ = -1;
     }
     check("fi_endpoint", fi_endpoint(domain_, info_, &ep_, nullptr));
     check("fi_ep_bind(av)", fi_ep_bind(ep_, &av_->fid, 0));
     check("fi_ep_bind(cq)", fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV));
-    if (std::string_view(info_->fabric_attr->prov_name) == "shm") {
-        // shm names its region after the pid unless told otherwise, and a killed process
-        // leaves the region behind: a later process with the same pid then fails fi_enable
-        // with EBUSY. A name unique to the job and rank avoids that, and lets courier-run
-        // remove the leftovers of a killed locality.
-        std::string name = opts_.endpoint_name;
-        if (name.empty()) {
-            static std::atomic<unsigned> counter{0};
-            name = "courier-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-                   std::to_string(std::random_device{}());
-        }
+    if (shm_) {
         check("fi_setname", fi_setname(&ep_->fid, name.data(), name.size() + 1));
-        try {
-            if (opts_.doorbell) {
-                bell_ = std::make_unique<detail::doorbell>(name);
-            }
-        } catch (std::exception const& e) {
-            std::fprintf(stderr, "courier: %s; idle workers will poll instead\n", e.what());
-        }
     }
     check("fi_enable", fi_enable(ep_));
     // Providers that read through virtual addresses when the access happens (no pinned pages):
     // a cached registration of memory freed and mapped again still reads the new contents.
-    std::string_view core = core_provider(info_->fabric_attr->prov_name);
     registrar_.set_va_based(core == "tcp" || core == "shm" || core == "sockets" || core == "udp");
     cache_ = std::make_unique<rma::registration_cache>(registrar_, opts_.registration_cache_entries,
                                                        opts_.registration_cache_bytes);

@@ -248,7 +248,7 @@ struct counters {
         stalled_reads{0}, rendezvous_sends{0}, registrations{0}, eagain_retries{0},
         bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
         pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
-        pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0};
+        pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0}, doorbell_rings{0};
     statistics snapshot() const {
         statistics s;
         s.messages_sent = messages_sent;
@@ -269,6 +269,7 @@ struct counters {
         s.pool_receive_buffers = pool_receive_buffers;
         s.batches_sent = batches_sent;
         s.parcels_in_batches = parcels_in_batches;
+        s.doorbell_rings = doorbell_rings;
         return s;
     }
 };
@@ -350,8 +351,15 @@ public:
             }
         }
         if (bell_ && bell_->connect(bells) != 0) {
-            std::fprintf(stderr, "courier: could not open every peer's doorbell; idle "
-                                 "localities will answer some peers late\n");
+            if (shm_) {
+                std::fprintf(stderr, "courier: could not open every peer's doorbell; idle "
+                                     "localities will answer some peers late\n");
+            } else {
+                // A peer that cannot ring (another host) would find this locality asleep
+                // with nothing to wake it: its idle workers poll in the bounded backoff
+                // instead. Peers whose bells opened are still rung.
+                bell_wait_ = false;
+            }
         }
     }
 
@@ -372,10 +380,10 @@ public:
     /// and call again: a first message waits for the connection); throws for an unknown
     /// `dest` or another error. Not for concurrent use.
     bool send_raw_for_testing(std::uint32_t dest, void const* p, std::size_t n);
-    int wait_fd() const override { return bell_ ? bell_->fd() : wait_fd_; }
-    bool wait_fd_may_miss() const override { return bell_ != nullptr; }
+    int wait_fd() const override { return bell_ && bell_wait_ ? bell_->fd() : wait_fd_; }
+    bool wait_fd_may_miss() const override { return bell_ && bell_wait_; }
     bool can_sleep() override {
-        if (bell_) {
+        if (bell_ && bell_wait_) {
             // Raise the word, then look: a peer's post after this rings; one before it is
             // found here.
             bell_->arm();
@@ -515,8 +523,8 @@ private:
     /// (-FI_EAGAIN: the peer must progress, e.g. shm's first contact or a full queue): rings
     /// the peer's doorbell, if there is one. Passes `rc` through.
     long wake_peer(std::uint32_t rank, long rc) noexcept {
-        if ((rc == 0 || rc == -FI_EAGAIN) && bell_) {
-            bell_->ring(rank);
+        if ((rc == 0 || rc == -FI_EAGAIN) && bell_ && bell_->ring(rank)) {
+            ++counters_.doorbell_rings;
         }
         return rc;
     }
@@ -529,6 +537,8 @@ private:
     fid_cq* cq_ = nullptr;
     fid_ep* ep_ = nullptr;
     int wait_fd_ = -1;
+    bool bell_wait_ = true; ///< idle workers wait on bell_ (false: some peer cannot ring it)
+    bool shm_ = false;      ///< the core provider is shm
     bool mr_local_ = false, mr_virt_ = false, mr_prov_key_ = false;
     std::size_t recv_size_ = 0;
     std::size_t max_read_ = 0;

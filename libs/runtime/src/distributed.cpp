@@ -537,6 +537,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
     o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
     o.read_piece = static_cast<std::size_t>(cfg.get_int("read_piece", 0, 1LL << 40));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
+    o.tcp_doorbell = cfg.get_int("tcp_doorbell", 0, 1) != 0;
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
