@@ -383,6 +383,12 @@ public:
     int wait_fd() const override { return bell_ && bell_wait_ ? bell_->fd() : wait_fd_; }
     bool wait_fd_may_miss() const override { return bell_ && bell_wait_; }
     bool can_sleep() override {
+        if (!shm_ && transfers_pending()) {
+            // Over tcp the bytes of a send or of a read move only while both sides progress,
+            // and no completion (hence no ring) marks their progress: a worker that slept
+            // mid-transfer stalled it until its timeout (osu_courier bw at 1-4 MiB: 0.6x).
+            return false;
+        }
         if (bell_ && bell_wait_) {
             // Raise the word, then look: a peer's post after this rings; one before it is
             // found here.
@@ -405,6 +411,18 @@ public:
         std::lock_guard lk(poll_mutex_);
         fid* f = &cq_->fid;
         return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    }
+    /// Sends not yet completed, or rendezvous reads under way or waiting for the budget.
+    bool transfers_pending() {
+        {
+            std::lock_guard g(mutex_);
+            if (reading_bytes_ != 0 || !deferred_.empty()) {
+                return true;
+            }
+        }
+        bool any = false;
+        sends_.for_each_published([&](send_table::slot&, std::uint64_t) { any = true; });
+        return any;
     }
     statistics stats() const override { return counters_.snapshot(); }
     std::string provider_name() const override { return info_->fabric_attr->prov_name; }
