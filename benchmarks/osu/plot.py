@@ -65,7 +65,7 @@ def main(raw_path, csv_path, plot_dir):
                     if c is None or v is None or v == 0:
                         row.append("")
                     elif test == "latency":
-                        row.append(f"+{c - v:.2f} us")
+                        row.append(f"{c - v:+.2f} us")
                     else:
                         row.append(f"{c / v:.2f}x")
                 print("| " + " | ".join(row) + " |")
