@@ -120,6 +120,10 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         // runs, and 7.4-27 us (median ~17) unpinned, interleaved (1 worker each, pinned:
         // 6.8-7.6). OpenMPI does not bind when oversubscribed either.
         so.bind = bind == "cores" || (bind == "auto" && !so.oversubscribed);
+        if (auto const& bell = cfg.get("tcp_doorbell");
+            bell != "auto" && bell != "0" && bell != "1") {
+            throw config_error("--courier:tcp_doorbell=" + bell + ": expected auto, 0 or 1");
+        }
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc = cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40);
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);

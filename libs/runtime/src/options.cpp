@@ -50,10 +50,10 @@ std::vector<option_spec> const& option_table() {
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},
-        {"tcp_doorbell", "1",
+        {"tcp_doorbell", "auto",
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
-         "workers wait on the completion queue's fd"},
+         "workers wait on the completion queue's fd; auto = 1 with one worker, else 0"},
         {"peer_timeout", "5",
          "seconds courier-run lets the other localities run after one failed (their futures "
          "on it fail with network_error at once)"},

@@ -117,7 +117,9 @@ struct transport_options {
     /// costs ~1.3 us per one-way message on loopback (osu_transport, 8 B: 9.4-9.7 us against
     /// 8.0-8.4 without one, native 8.2-8.7). A doorbell only reaches peers on this host (all of
     /// them under courier-run); when a peer's cannot be opened, this locality's idle workers
-    /// poll in a bounded backoff (up to 1 ms late) instead. false: the wait fd.
+    /// poll in a bounded backoff (up to 1 ms late) instead. false: the wait fd. (The runtime
+    /// asks for it with one worker per locality: with more, a sleeping worker arms the bell
+    /// and every message rings it although another worker polls.)
     bool tcp_doorbell = true;
     /// send_coalesced() may put a parcel into one message with others to the same destination
     /// (while two messages to it are in flight, or a batch is open). false: it sends at once,
