@@ -7,17 +7,13 @@
 //       [--quick]
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
+#include "osu_pair.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
-
-#include <sched.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -39,19 +35,6 @@ using clock_type = std::chrono::steady_clock;
 void check(char const* what, long rc) {
     if (rc != 0) {
         die(what, rc);
-    }
-}
-
-void io_all(int fd, void* p, std::size_t n, bool write) {
-    auto* c = static_cast<char*>(p);
-    while (n > 0) {
-        ssize_t r = write ? ::write(fd, c, n) : ::read(fd, c, n);
-        if (r <= 0) {
-            std::fprintf(stderr, "osu_fabric: address exchange failed\n");
-            std::exit(1);
-        }
-        c += r;
-        n -= static_cast<std::size_t>(r);
     }
 }
 
@@ -208,25 +191,11 @@ struct endpoint {
     }
 };
 
-void pin(int core) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(core % std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)), &set);
-    ::sched_setaffinity(0, sizeof set, &set);
-}
-
 /// Both processes run this; rank 0 times and reports.
 void run(int rank, int sock, std::string const& provider, osu::plan const& plan, bool distinct) {
-    pin(rank);
+    osu::pin(rank);
     endpoint e(provider);
-    auto mine = e.name();
-    std::uint32_t len = static_cast<std::uint32_t>(mine.size());
-    io_all(sock, &len, sizeof len, true);
-    io_all(sock, mine.data(), len, true);
-    io_all(sock, &len, sizeof len, false);
-    std::vector<char> theirs(len);
-    io_all(sock, theirs.data(), len, false);
-    e.connect(theirs);
+    e.connect(osu::exchange(sock, e.name(), "osu_fabric"));
 
     std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
     std::vector<char> sbuf(max, 'a'), rbuf(max, 'b');
@@ -338,21 +307,8 @@ int main(int argc, char** argv) {
     if (provider == "tcp") {
         provider = "tcp;ofi_rxm";
     }
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        std::perror("socketpair");
-        return 1;
-    }
-    std::fflush(stdout);
-    pid_t child = ::fork();
-    if (child == 0) {
-        ::close(sv[0]);
-        run(1, sv[1], provider, plan, distinct);
-        ::_exit(0);
-    }
-    ::close(sv[1]);
-    run(0, sv[0], provider, plan, distinct);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    return osu::run_pair([&](int rank, int sock) {
+        run(rank, sock, provider, plan, distinct);
+        return 0;
+    });
 }

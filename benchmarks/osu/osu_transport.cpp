@@ -11,14 +11,10 @@
 //       [--scale=N] [--quick]
 // Methodology and output format: osu_common.hpp (latency only).
 #include "osu_common.hpp"
+#include "osu_pair.hpp"
 
 #include <courier/parcelport/transport.hpp>
 #include <courier/serialization.hpp>
-
-#include <sched.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,29 +29,9 @@ namespace cs = courier::serialization;
 namespace pp = courier::parcelport;
 using clock_type = std::chrono::steady_clock;
 
-void io_all(int fd, void* p, std::size_t n, bool write) {
-    auto* c = static_cast<char*>(p);
-    while (n > 0) {
-        ssize_t r = write ? ::write(fd, c, n) : ::read(fd, c, n);
-        if (r <= 0) {
-            std::fprintf(stderr, "osu_transport: address exchange failed\n");
-            std::exit(1);
-        }
-        c += r;
-        n -= static_cast<std::size_t>(r);
-    }
-}
-
-void pin(int core) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(core % std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)), &set);
-    ::sched_setaffinity(0, sizeof set, &set);
-}
-
 /// Both processes run this; rank 0 times and reports.
 int run(int rank, int sock, std::string const& provider, osu::plan const& plan) {
-    pin(rank);
+    osu::pin(rank);
     pp::transport_options o;
     o.provider = provider;
     o.job_token = 1;
@@ -67,15 +43,9 @@ int run(int rank, int sock, std::string const& provider, osu::plan const& plan) 
         return 1;
     }
     auto mine = t->address();
-    auto len = static_cast<std::uint32_t>(mine.size());
-    io_all(sock, &len, sizeof len, true);
-    io_all(sock, mine.data(), len, true);
-    io_all(sock, &len, sizeof len, false);
-    std::vector<std::byte> theirs(len);
-    io_all(sock, theirs.data(), len, false);
     std::vector<std::vector<std::byte>> addrs(2);
-    addrs[static_cast<std::size_t>(rank)] = mine;
-    addrs[static_cast<std::size_t>(1 - rank)] = theirs;
+    addrs[static_cast<std::size_t>(1 - rank)] = osu::exchange(sock, mine, "osu_transport");
+    addrs[static_cast<std::size_t>(rank)] = std::move(mine);
     t->set_peers(addrs, static_cast<std::uint32_t>(rank));
     std::size_t received = 0;
     std::size_t last_size = 0;
@@ -149,20 +119,5 @@ int main(int argc, char** argv) {
     if (provider == "tcp") {
         provider = "tcp;ofi_rxm";
     }
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        std::perror("socketpair");
-        return 1;
-    }
-    std::fflush(stdout);
-    pid_t child = ::fork();
-    if (child == 0) {
-        ::close(sv[0]);
-        ::_exit(run(1, sv[1], provider, plan));
-    }
-    ::close(sv[1]);
-    int rc = run(0, sv[0], provider, plan);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    return rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+    return osu::run_pair([&](int rank, int sock) { return run(rank, sock, provider, plan); });
 }
