@@ -7,6 +7,8 @@
 // provider into what the transport (wire protocol, CQ with a wait fd, FI_RMA capabilities)
 // costs and what the runtime (actions, tasks, futures) costs. Two processes (forked, endpoint
 // addresses exchanged over a socketpair), pinned to cores 0 and 1.
+// run.sh runs it beside the other three; its "courier/transport" column is then the runtime's
+// share of osu_courier's latency.
 //   osu_transport [--provider=tcp|shm|PROVIDER] [--max-size=BYTES] [--min-size=BYTES]
 //       [--scale=N] [--quick]
 // Methodology and output format: osu_common.hpp (latency only).
@@ -32,9 +34,15 @@ using clock_type = std::chrono::steady_clock;
 /// Both processes run this; rank 0 times and reports.
 int run(int rank, int sock, std::string const& provider, osu::plan const& plan) {
     osu::pin(rank);
+    // The thresholds the runtime uses by default (--courier:*_threshold=auto), so that a size
+    // goes eager or by rendezvous here as it does in osu_courier.
+    std::size_t threshold = pp::default_eager_threshold(provider);
     pp::transport_options o;
     o.provider = provider;
     o.job_token = 1;
+    o.eager_threshold = threshold;
+    auto so = cs::default_options();
+    so.zero_copy_threshold = threshold;
     std::unique_ptr<pp::transport> t;
     try {
         t = pp::make_libfabric_transport(o);
@@ -59,7 +67,7 @@ int run(int rank, int sock, std::string const& provider, osu::plan const& plan) 
     std::vector<char> data(std::max<std::size_t>(plan.max_size(), 1), 'x');
     auto send = [&](std::size_t size) {
         cs::serialize_buffer<char> b(data.data(), size, cs::serialize_buffer<char>::reference);
-        t->send(peer, cs::save(b), nullptr);
+        t->send(peer, cs::save(so, b), nullptr);
     };
     auto wait_for = [&](std::size_t n) {
         while (received < n) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
 # Runs the OSU-style benchmarks of Courier and their baselines in one run, on each provider:
-#   Courier actions (1 and 2 worker threads per locality), native libfabric (osu_fabric) and
+#   Courier actions (1 and 2 worker threads per locality), native libfabric (osu_fabric), the
+#   latency on Courier's transport alone (osu_transport), and
 #   MPI (osu_mpi: OpenMPI ob1 over vader = shared memory, and over tcp), REPEAT times each,
 #   interleaved, then writes the medians to a CSV, prints the ratio tables and draws the plots.
 # usage: benchmarks/osu/run.sh [--quick] [--repeat=N] [--build=DIR] [--out=DIR]
@@ -14,6 +15,7 @@ for r in $(seq 1 "$repeat"); do
     for prov in tcp shm; do
         run "$bin/osu_fabric" --provider=$prov "${quick[@]}"
         run "$bin/osu_fabric" --provider=$prov --distinct --tests=bw,bibw "${quick[@]}"
+        run "$bin/osu_transport" --provider=$prov "${quick[@]}"
         for t in 1 2; do
             run "$bin/courier-run" -n 2 --courier:provider=$prov --courier:threads=$t \
                 "$bin/osu_courier" "${quick[@]}"

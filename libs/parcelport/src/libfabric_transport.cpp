@@ -75,13 +75,14 @@ void libfabric_transport::open() {
     // the region behind: a later process with the same pid then fails fi_enable with EBUSY. A
     // name unique to the job and rank avoids that, and lets courier-run remove the leftovers
     // of a killed locality (the doorbell's shared word is named after it too).
+    bool wants_bell = shm_ ? opts_.doorbell : (core == "tcp" && opts_.tcp_doorbell);
     std::string name = opts_.endpoint_name;
-    if (name.empty()) {
+    if (name.empty() && (shm_ || wants_bell)) {
         static std::atomic<unsigned> counter{0};
         name = "courier-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
                std::to_string(std::random_device{}());
     }
-    if (shm_ ? opts_.doorbell : core == "tcp" && opts_.tcp_doorbell) {
+    if (wants_bell) {
         try {
             bell_ = std::make_unique<detail::doorbell>(name);
         } catch (std::exception const& e) {

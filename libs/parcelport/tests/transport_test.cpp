@@ -549,3 +549,44 @@ INSTANTIATE_TEST_SUITE_P(providers, transport, ::testing::Values("tcp;ofi_rxm", 
                              return param_info.param == "shm" ? std::string("shm")
                                                               : std::string("tcp");
                          });
+
+// tcp with a peer whose doorbell cannot be opened (one on another host, as far as this side can
+// tell): that peer could never ring this side, so this side must not wait on its own bell and
+// falls back to the scheduler's bounded backoff (no wait fd); the peer, which opened this
+// side's bell, still waits on its own. Messages flow both ways either way.
+TEST(transport_tcp_doorbell, a_peer_whose_bell_cannot_be_opened_leaves_this_side_polling) {
+    pp::transport_options o;
+    o.provider = "tcp;ofi_rxm";
+    o.job_token = 42;
+    o.tcp_doorbell = true;
+    std::unique_ptr<pp::transport> a, b;
+    try {
+        a = pp::make_libfabric_transport(o);
+        b = pp::make_libfabric_transport(o);
+    } catch (std::exception const& e) {
+        GTEST_SKIP() << "provider tcp unavailable here: " << e.what();
+    }
+    ASSERT_GE(a->wait_fd(), 0) << "a tcp transport with a doorbell waits on its bell";
+    auto addr_a = a->address(), addr_b = b->address();
+    // The address ends with the bell's name and its length in two bytes: change the name's
+    // last character, so that a looks for a bell that does not exist.
+    auto bad_b = addr_b;
+    std::size_t name_len = std::to_integer<std::size_t>(bad_b[bad_b.size() - 2]) |
+                           std::to_integer<std::size_t>(bad_b[bad_b.size() - 1]) << 8;
+    ASSERT_GT(name_len, 0u);
+    std::byte& last = bad_b[bad_b.size() - 3];
+    last = last == std::byte{'x'} ? std::byte{'y'} : std::byte{'x'};
+    a->set_peers({addr_a, bad_b}, 0);
+    b->set_peers({addr_a, addr_b}, 1);
+    EXPECT_EQ(a->wait_fd(), -1);
+    EXPECT_FALSE(a->wait_fd_may_miss());
+    EXPECT_GE(b->wait_fd(), 0);
+    EXPECT_TRUE(b->wait_fd_may_miss());
+    int at_a = 0, at_b = 0;
+    a->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_a; });
+    b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
+    a->send(1, cs::save(std::string("to b")), nullptr);
+    b->send(0, cs::save(std::string("to a")), nullptr);
+    EXPECT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return at_a == 1 && at_b == 1; }, std::chrono::seconds(30)));
+}

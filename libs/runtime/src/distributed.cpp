@@ -191,18 +191,17 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         return;
     }
     g.in_flight.fetch_add(1, std::memory_order_acq_rel);
-    // One handler per parcel, built here: replies capture nothing and requests only their id
-    // (std::function stores both inline); only a caller's own callback costs an allocation.
+    // One handler per parcel, built here: without a caller's callback it captures only the
+    // request id (0 for a reply), which std::function stores inline; only a caller's own
+    // callback costs an allocation.
     parcelport::transport::sent_handler handler;
     if (on_sent) {
         handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
             cb(ec);
             sent(rid, ec);
         };
-    } else if (rid != 0) {
-        handler = [rid](std::error_code ec) { sent(rid, ec); };
     } else {
-        handler = [](std::error_code ec) { sent(0, ec); };
+        handler = [rid](std::error_code ec) { sent(rid, ec); };
     }
     // A worker polls the network regularly (when idle and every few tasks), so parcels it
     // sends may be coalesced; another thread's go out at once. A parcel held in a batch must
@@ -299,8 +298,7 @@ completion take_pending(std::uint64_t rid) {
     if (slot == nullptr) {
         return {};
     }
-    completion done = std::move(slot->value.done);
-    slot->value.done = nullptr;
+    completion done = std::move(slot->value.done); // leaves the slot's handler empty
     g.pending.release(slot);
     return done;
 }

@@ -154,9 +154,9 @@ public:
     using function = void (*)(state_base* st, serialization::input_archive* reply,
                               std::exception_ptr error);
     reply_handler() noexcept = default;
-    reply_handler(std::nullptr_t) noexcept {} // NOLINT(google-explicit-constructor)
     /// Adopts one reference to `st`.
     reply_handler(function f, state_base* st) noexcept : f_(f), st_(st) {}
+    /// Leaves `o` empty.
     reply_handler(reply_handler&& o) noexcept
         : f_(std::exchange(o.f_, nullptr)), st_(std::exchange(o.st_, nullptr)) {}
     reply_handler& operator=(reply_handler&& o) noexcept {
