@@ -457,7 +457,11 @@ void libfabric_transport::handle_batch(wire::header const& h, std::byte const* p
 namespace courier::parcelport {
 
 std::size_t default_read_budget(std::string_view provider) noexcept {
-    return core_provider(provider) == "shm" ? std::size_t{1} << 20 : std::size_t{16} << 20;
+    auto core = core_provider(provider);
+    if (core == "shm") {
+        return std::size_t{1} << 20;
+    }
+    return core == "tcp" ? std::size_t{2} << 20 : std::size_t{16} << 20;
 }
 
 std::size_t default_eager_threshold(std::string_view provider) noexcept {
@@ -465,7 +469,11 @@ std::size_t default_eager_threshold(std::string_view provider) noexcept {
 }
 
 std::size_t default_read_piece(std::string_view provider) noexcept {
-    return core_provider(provider) == "shm" ? std::size_t{1} << 30 : std::size_t{1} << 20;
+    auto core = core_provider(provider);
+    if (core == "shm") {
+        return std::size_t{1} << 30;
+    }
+    return core == "tcp" ? std::size_t{256} << 10 : std::size_t{1} << 20;
 }
 
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {

@@ -217,19 +217,22 @@ TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_
 }
 
 TEST_P(transport, the_default_read_budget_is_the_providers_and_bounds_a_flood) {
-    // read_budget 0 (the default) takes default_read_budget(provider): 1 MiB on shm, 16 MiB
-    // elsewhere. 48 parcels of 400 KB (19.2 MB) cannot all be read at once under either.
+    // read_budget 0 (the default) takes default_read_budget(provider): 1 MiB on shm, 2 MiB on
+    // tcp, 16 MiB elsewhere. 48 parcels of 400 KB (19.2 MB) cannot all be read at once.
     EXPECT_EQ(pp::transport_options{}.read_budget, 0u);
     EXPECT_EQ(pp::default_read_budget("shm"), std::size_t{1} << 20);
-    EXPECT_EQ(pp::default_read_budget("tcp;ofi_rxm"), std::size_t{16} << 20);
+    EXPECT_EQ(pp::default_read_budget("tcp;ofi_rxm"), std::size_t{2} << 20);
+    EXPECT_EQ(pp::default_read_budget("tcp"), std::size_t{2} << 20);
+    EXPECT_EQ(pp::default_read_budget("verbs;ofi_rxm"), std::size_t{16} << 20);
     flood_of_large_messages(*eps_, 48, 100000);
 }
 
 TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
     // 1 MiB + 17 bytes with 64 KiB pieces: 17 reads, all posted at once, and the bytes intact.
-    // The providers' defaults: 1 MiB pieces except on shm.
-    EXPECT_EQ(pp::default_read_piece("tcp;ofi_rxm"), std::size_t{1} << 20);
-    EXPECT_GT(pp::default_read_piece("shm"), pp::default_read_piece("tcp;ofi_rxm"));
+    // The providers' defaults: 256 KiB pieces on tcp, one read per chunk on shm, else 1 MiB.
+    EXPECT_EQ(pp::default_read_piece("tcp;ofi_rxm"), std::size_t{256} << 10);
+    EXPECT_EQ(pp::default_read_piece("verbs;ofi_rxm"), std::size_t{1} << 20);
+    EXPECT_GT(pp::default_read_piece("shm"), pp::default_read_piece("verbs;ofi_rxm"));
     std::unique_ptr<pair_of_endpoints> pieces;
     try {
         pieces = std::make_unique<pair_of_endpoints>(GetParam(), 42, 0, false, 65536);

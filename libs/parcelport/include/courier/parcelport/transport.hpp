@@ -58,21 +58,23 @@ struct statistics {
 /// The read budget a provider gets by default. shm: 1 MiB. Its reads are copies that the
 /// receiving CPU makes (process_vm_readv), so reads in flight add no overlap, only landing
 /// buffers; measured on shm at 1 MiB messages, 1 MiB of reads in flight gave 8.5-11.7 GB/s
-/// and 16 MiB gave 4.6-5.9 GB/s (the buffers no longer fit in cache). Other providers:
-/// 16 MiB, so that the reads of several large messages overlap and the stream never waits for
-/// a read request's round trip. On tcp (osu_courier bw, medians of 5-6 interleaved runs), a
-/// 4 MiB budget admitted one 4 MiB message at a time and measured 0.84-0.90x OpenMPI TCP at
-/// 2-4 MiB; 16 MiB measured 0.95-1.03x in the same runs, 8 MiB in between and 32 MiB the same
-/// as 16. At 1 MiB messages 4 and 16 MiB measured the same (1 MiB: a third less bandwidth).
+/// and 16 MiB gave 4.6-5.9 GB/s (the buffers no longer fit in cache). tcp: 2 MiB, together
+/// with 256 KiB read pieces: the landing buffers are reused while still in cache and fewer
+/// read responses queue on the sender's socket. In osu_courier bw (16 interleaved rounds,
+/// 2026-11-23) that pair measured 1.07-1.25x the former 16 MiB / 1 MiB pieces at 512 KiB -
+/// 4 MiB messages and 1.06-1.24x OpenMPI TCP at 1-4 MiB; 4 MiB with 256 KiB pieces measured
+/// lower. Either change alone measured worse in session 14 (benchmarks/RESULTS.md): a 4 MiB
+/// budget with 1 MiB pieces, and 512 KiB pieces with 16 MiB. Other providers: 16 MiB, so that
+/// the reads of several large messages overlap on a network with a longer round trip.
 std::size_t default_read_budget(std::string_view provider) noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces
 /// of this size, all posted at once. shm: 1 GiB (one process_vm_readv per chunk; 1 MiB pieces
-/// measured slightly slower at 4 MiB messages). Other providers: 1 MiB. On tcp one 4 MiB read
-/// per 4 MiB message gave medians of 1.2 / 2.5 / 3.4 GB/s in osu_courier bw, 1 MiB pieces
-/// 2.2 / 3.0 / 4.2 GB/s (three sets of interleaved runs; 2 MiB messages 2.8 / 3.3 / 3.8 against
-/// 3.4 / 3.5 / 4.6 GB/s), and on RDMA networks pieces of this order let the transfer of one
-/// chunk pipeline across the NIC's queues.
+/// measured slightly slower at 4 MiB messages). tcp: 256 KiB, with the 2 MiB read budget
+/// above: the sender's CPU answers a read by writing the piece to its socket, and on loopback
+/// 256 KiB writes moved 1.2x the bytes per second of 1 MiB writes (7 of 8 interleaved pairs
+/// of a plain socket program). Other providers: 1 MiB: on RDMA networks pieces of this order
+/// let the transfer of one chunk pipeline across the NIC's queues.
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 /// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default:
