@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
+# Paired comparison of Courier configurations with each other and with the baselines, for a
+# shared, noisy machine: each round runs every configuration once, one after the other, and
+# compare.py takes each configuration's ratio to the base within the round, then the median
+# over the rounds (and the geometric mean, and in how many rounds it was ahead).
+# usage: benchmarks/osu/compare.sh [--rounds=N] [--provider=tcp|shm] [--tests=bw]
+#            [--min-size=BYTES] [--max-size=BYTES] [--threads=N] [--base=LABEL] [--build=DIR]
+#            [--raw=FILE] CONFIG...
+#   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
+#   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS, e.g.
+#   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults).
+# Session 17's tcp read piece and budget measurements (benchmarks/RESULTS.md) ran like
+#   benchmarks/osu/compare.sh --rounds=16 new= old="--courier:read_piece=1048576
+#       --courier:read_budget=16777216" mpi
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../../build"
+rounds=8
+provider=tcp
+tests=bw
+threads=1
+base=
+raw=
+sizes=()
+configs=()
+for a in "$@"; do
+    case "$a" in
+        --rounds=*) rounds=${a#--rounds=} ;;
+        --provider=*) provider=${a#--provider=} ;;
+        --tests=*) tests=${a#--tests=} ;;
+        --threads=*) threads=${a#--threads=} ;;
+        --min-size=* | --max-size=*) sizes+=("$a") ;;
+        --base=*) base=${a#--base=} ;;
+        --build=*) build=${a#--build=} ;;
+        --raw=*) raw=${a#--raw=} ;;
+        --*) echo "compare.sh: unknown option $a (see the usage at the top)" >&2; exit 2 ;;
+        *) configs+=("$a") ;;
+    esac
+done
+if [ ${#configs[@]} -lt 2 ]; then
+    echo "compare.sh: give at least two configurations (see the usage at the top)" >&2
+    exit 2
+fi
+case "$provider" in
+    tcp) btl=self,tcp ;;
+    shm) btl=self,vader ;;
+    *) echo "compare.sh: --provider must be tcp or shm" >&2; exit 2 ;;
+esac
+bin="$build/bin"
+[ -n "$raw" ] || raw=$(mktemp)
+: > "$raw"
+mpi_root=()
+[ "$(id -u)" = 0 ] && mpi_root=(--allow-run-as-root)
+# One run of one configuration: its RESULT lines, prefixed with the round and the label.
+run_one() {
+    local r=$1 spec=$2 label args
+    local -a cmd
+    case "$spec" in
+        mpi)
+            label=mpi
+            cmd=(mpirun "${mpi_root[@]}" -np 2 --bind-to core --mca pml ob1 --mca btl "$btl"
+                --mca btl_tcp_if_include lo "$bin/osu_mpi" --label="$provider") ;;
+        native)
+            label=native
+            cmd=("$bin/osu_fabric" --provider="$provider") ;;
+        *=*)
+            label=${spec%%=*}
+            args=${spec#*=}
+            # shellcheck disable=SC2206 # the options are meant to split at spaces
+            cmd=("$bin/courier-run" -n 2 --courier:provider="$provider"
+                --courier:threads="$threads" $args "$bin/osu_courier") ;;
+        *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
+    esac
+    if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2> /dev/null |
+        grep '^RESULT' | sed "s/^/$r $label /" >> "$raw"; then
+        echo "compare.sh: round $r, $label failed: ${cmd[*]}" >&2
+        exit 1
+    fi
+}
+for r in $(seq 1 "$rounds"); do
+    for c in "${configs[@]}"; do
+        run_one "$r" "$c"
+    done
+done
+first=${configs[0]%%=*}
+/usr/bin/python3 "$here/compare.py" "$raw" "${base:-$first}"
