@@ -254,6 +254,25 @@ TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
     EXPECT_EQ(e.b->stats().rma_bytes_read, buf.size());
 }
 
+TEST_P(transport, by_default_a_large_chunk_is_read_in_the_providers_pieces) {
+    // read_piece 0 (the default) takes default_read_piece(provider): a 1 MiB + 1 byte chunk is
+    // read with 5 reads of up to 256 KiB on tcp, and with one read on shm.
+    auto& e = *eps_;
+    cs::serialize_buffer<char> buf((std::size_t{1} << 20) + 1);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 13 + i / 4096);
+    }
+    bool sent = false;
+    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b[0].second, back);
+    EXPECT_EQ(back, buf);
+    std::size_t const piece = pp::default_read_piece(GetParam());
+    EXPECT_EQ(e.b->stats().rma_reads, (buf.size() + piece - 1) / piece);
+    EXPECT_EQ(e.b->stats().rma_bytes_read, buf.size());
+}
+
 TEST_P(transport, index_data_too_big_for_the_eager_buffer_is_read_remotely) {
     auto& e = *eps_;
     std::vector<std::string> many(2000, std::string(50, 's')); // ~100 KB of index data

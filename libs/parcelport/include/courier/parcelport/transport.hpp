@@ -63,9 +63,10 @@ struct statistics {
 /// read responses queue on the sender's socket. In osu_courier bw (16 interleaved rounds,
 /// 2026-11-23) that pair measured 1.07-1.25x the former 16 MiB / 1 MiB pieces at 512 KiB -
 /// 4 MiB messages and 1.06-1.24x OpenMPI TCP at 1-4 MiB; 4 MiB with 256 KiB pieces measured
-/// lower. Either change alone measured worse in session 14 (benchmarks/RESULTS.md): a 4 MiB
-/// budget with 1 MiB pieces, and 512 KiB pieces with 16 MiB. Other providers: 16 MiB, so that
-/// the reads of several large messages overlap on a network with a longer round trip.
+/// lower. Either change alone measured worse before (benchmarks/RESULTS.md): a 4 MiB budget
+/// with 1 MiB pieces in session 14 (Intel), and 512 KiB pieces with 16 MiB in session 15.
+/// Other providers: 16 MiB, so that the reads of several large messages overlap on a network
+/// with a longer round trip.
 std::size_t default_read_budget(std::string_view provider) noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces
