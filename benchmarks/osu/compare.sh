@@ -50,6 +50,7 @@ esac
 bin="$build/bin"
 [ -n "$raw" ] || raw=$(mktemp)
 : > "$raw"
+: > "$raw.stderr"
 mpi_root=()
 [ "$(id -u)" = 0 ] && mpi_root=(--allow-run-as-root)
 # One run of one configuration: its RESULT lines, prefixed with the round and the label.
@@ -72,9 +73,9 @@ run_one() {
                 --courier:threads="$threads" $args "$bin/osu_courier") ;;
         *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
     esac
-    if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2> /dev/null |
+    if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2>> "$raw.stderr" |
         grep '^RESULT' | sed "s/^/$r $label /" >> "$raw"; then
-        echo "compare.sh: round $r, $label failed: ${cmd[*]}" >&2
+        echo "compare.sh: round $r, $label failed: ${cmd[*]} (its stderr: $raw.stderr)" >&2
         exit 1
     fi
 }
