@@ -48,7 +48,8 @@ case "$provider" in
     *) echo "compare.sh: --provider must be tcp or shm" >&2; exit 2 ;;
 esac
 bin="$build/bin"
-[ -n "$raw" ] || raw=$(mktemp)
+keep_raw=1
+[ -n "$raw" ] || { raw=$(mktemp); keep_raw=0; }
 : > "$raw"
 : > "$raw.stderr"
 mpi_root=()
@@ -86,3 +87,4 @@ for r in $(seq 1 "$rounds"); do
 done
 first=${configs[0]%%=*}
 /usr/bin/python3 "$here/compare.py" "$raw" "${base:-$first}"
+[ $keep_raw = 1 ] || rm -f "$raw" "$raw.stderr" # a failed run keeps them for its message
