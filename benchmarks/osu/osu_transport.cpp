@@ -4,8 +4,9 @@
 // Each round trip serializes a serialize_buffer<char> of `size` bytes into a message, sends
 // it, and the peer answers with a message of its own built the same way; both sides
 // busy-poll progress(), as osu_fabric does. Splits osu_courier's latency above the native
-// provider into what the transport (wire protocol, CQ with a wait fd, FI_RMA capabilities)
-// costs and what the runtime (actions, tasks, futures) costs. Two processes (forked, endpoint
+// provider into what the transport (wire protocol, its completion queue and doorbell as
+// transport_options sets them by default, FI_RMA capabilities) costs and what the runtime
+// (actions, tasks, futures) costs. Two processes (forked, endpoint
 // addresses exchanged over a socketpair), pinned to cores 0 and 1.
 // run.sh runs it beside the other three; its "courier/transport" column is then the runtime's
 // share of osu_courier's latency.

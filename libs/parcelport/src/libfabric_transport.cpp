@@ -13,6 +13,21 @@ namespace {
 std::string_view core_provider(std::string_view provider) noexcept {
     return provider.substr(0, provider.find(';'));
 }
+
+/// The per-provider defaults of transport.hpp (why each value: its comments there).
+struct provider_defaults {
+    std::size_t read_budget, read_piece, eager_threshold;
+};
+provider_defaults defaults_for(std::string_view provider) noexcept {
+    auto core = core_provider(provider);
+    if (core == "shm") {
+        return {std::size_t{1} << 20, std::size_t{1} << 30, std::size_t{4} << 10};
+    }
+    if (core == "tcp") {
+        return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{64} << 10};
+    }
+    return {std::size_t{16} << 20, std::size_t{1} << 20, std::size_t{4} << 10};
+}
 } // namespace
 } // namespace courier::parcelport
 
@@ -457,23 +472,15 @@ void libfabric_transport::handle_batch(wire::header const& h, std::byte const* p
 namespace courier::parcelport {
 
 std::size_t default_read_budget(std::string_view provider) noexcept {
-    auto core = core_provider(provider);
-    if (core == "shm") {
-        return std::size_t{1} << 20;
-    }
-    return core == "tcp" ? std::size_t{2} << 20 : std::size_t{16} << 20;
+    return defaults_for(provider).read_budget;
 }
 
 std::size_t default_eager_threshold(std::string_view provider) noexcept {
-    return core_provider(provider) == "tcp" ? std::size_t{64} << 10 : std::size_t{4} << 10;
+    return defaults_for(provider).eager_threshold;
 }
 
 std::size_t default_read_piece(std::string_view provider) noexcept {
-    auto core = core_provider(provider);
-    if (core == "shm") {
-        return std::size_t{1} << 30;
-    }
-    return core == "tcp" ? std::size_t{256} << 10 : std::size_t{1} << 20;
+    return defaults_for(provider).read_piece;
 }
 
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {

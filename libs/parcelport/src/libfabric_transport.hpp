@@ -581,7 +581,7 @@ private:
     fabric_registrar registrar_{*this};
     std::unique_ptr<rma::registration_cache> cache_;
     bool pool_attached_ = false;
-    std::unique_ptr<detail::doorbell> bell_; // shm only: wakes this process when a peer posts
+    std::unique_ptr<detail::doorbell> bell_; // shm, and tcp if asked: peers' posts wake us
     // Coalescing (send_coalesced): per destination, what is in flight and the open batch;
     // the destinations whose batch was opened since the last flush; every batch_op made
     // (owned here; the free ones are listed in batch_free_).

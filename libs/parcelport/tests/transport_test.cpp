@@ -57,6 +57,29 @@ struct pair_of_endpoints {
     }
 };
 
+// Sends a serialize_buffer of `bytes` from a to b (a rendezvous: it is above the eager
+// threshold), checks that it arrives intact, and returns b's RMA reads for it.
+std::uint64_t reads_to_receive(pair_of_endpoints& e, std::size_t bytes) {
+    cs::serialize_buffer<char> buf(bytes);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 7 + i / 65536);
+    }
+    auto reads_before = e.b->stats().rma_reads;
+    auto bytes_before = e.b->stats().rma_bytes_read;
+    bool sent = false;
+    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    std::size_t const n = e.got_b.size() + 1;
+    EXPECT_TRUE(e.pump([&] { return sent && e.got_b.size() == n; }));
+    if (e.got_b.size() != n) {
+        return 0;
+    }
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b.back().second, back);
+    EXPECT_EQ(back, buf);
+    EXPECT_EQ(e.b->stats().rma_bytes_read - bytes_before, buf.size());
+    return e.b->stats().rma_reads - reads_before;
+}
+
 class transport : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
@@ -239,38 +262,15 @@ TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
     } catch (std::exception const& ex) {
         GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
     }
-    auto& e = *pieces;
-    cs::serialize_buffer<char> buf((std::size_t{1} << 20) + 17);
-    for (std::size_t i = 0; i < buf.size(); ++i) {
-        buf[i] = static_cast<char>(i * 7 + i / 65536);
-    }
-    bool sent = false;
-    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
-    ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
-    cs::serialize_buffer<char> back;
-    cs::load(e.got_b[0].second, back);
-    EXPECT_EQ(back, buf);
-    EXPECT_EQ(e.b->stats().rma_reads, 17u);
-    EXPECT_EQ(e.b->stats().rma_bytes_read, buf.size());
+    EXPECT_EQ(reads_to_receive(*pieces, (std::size_t{1} << 20) + 17), 17u);
 }
 
 TEST_P(transport, by_default_a_large_chunk_is_read_in_the_providers_pieces) {
     // read_piece 0 (the default) takes default_read_piece(provider): a 1 MiB + 1 byte chunk is
     // read with 5 reads of up to 256 KiB on tcp, and with one read on shm.
-    auto& e = *eps_;
-    cs::serialize_buffer<char> buf((std::size_t{1} << 20) + 1);
-    for (std::size_t i = 0; i < buf.size(); ++i) {
-        buf[i] = static_cast<char>(i * 13 + i / 4096);
-    }
-    bool sent = false;
-    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
-    ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
-    cs::serialize_buffer<char> back;
-    cs::load(e.got_b[0].second, back);
-    EXPECT_EQ(back, buf);
+    std::size_t const bytes = (std::size_t{1} << 20) + 1;
     std::size_t const piece = pp::default_read_piece(GetParam());
-    EXPECT_EQ(e.b->stats().rma_reads, (buf.size() + piece - 1) / piece);
-    EXPECT_EQ(e.b->stats().rma_bytes_read, buf.size());
+    EXPECT_EQ(reads_to_receive(*eps_, bytes), (bytes + piece - 1) / piece);
 }
 
 TEST_P(transport, index_data_too_big_for_the_eager_buffer_is_read_remotely) {

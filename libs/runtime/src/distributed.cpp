@@ -540,7 +540,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
     // worker is awake and polling: with 2 workers per locality on 2 cores, 8 B tcp round trips
     // took 50-59 us one-way in 5 of 6 runs against 14-77 (median ~28) with the fd. One worker
     // has nobody else to poll: the bell costs nothing then, and the fd ~1.3 us per message.
-    auto const& bell = cfg.get("tcp_doorbell");
+    auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
     o.tcp_doorbell = bell == "1" || (bell == "auto" && s.workers().size() == 1);
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations

@@ -110,20 +110,14 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         so.first_core = local_rank * so.threads % cores;
         so.oversubscribed = so.threads * local_size > cores;
         so.stack_size = static_cast<std::size_t>(cfg.get_int("stack_size", 16384, 1ll << 30));
-        std::string const& bind = cfg.get("bind");
-        if (bind != "cores" && bind != "none" && bind != "auto") {
-            throw config_error("--courier:bind=" + bind + ": expected auto, cores or none");
-        }
+        std::string const& bind = cfg.get_choice("bind", {"auto", "cores", "none"});
         // Oversubscribed, a pinned worker that polls keeps the worker of another locality
         // pinned to the same core from running, and the OS cannot move either: with 2
         // localities of 2 workers on 2 cores, 8 B tcp round trips took 27-33 us pinned in 4
         // runs, and 7.4-27 us (median ~17) unpinned, interleaved (1 worker each, pinned:
         // 6.8-7.6). OpenMPI does not bind when oversubscribed either.
         so.bind = bind == "cores" || (bind == "auto" && !so.oversubscribed);
-        if (auto const& bell = cfg.get("tcp_doorbell");
-            bell != "auto" && bell != "0" && bell != "1") {
-            throw config_error("--courier:tcp_doorbell=" + bell + ": expected auto, 0 or 1");
-        }
+        (void)cfg.get_choice("tcp_doorbell", {"auto", "0", "1"}); // used by distributed_start
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc = cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40);
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
@@ -133,10 +127,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         rma::pool_options po;
         po.block_size = static_cast<std::size_t>(cfg.get_int("rma_pool_block", 1, 1ll << 30));
         po.limit = static_cast<std::size_t>(cfg.get_int("rma_pool_limit", 0, 1ll << 50));
-        std::string const& numa = cfg.get("rma_numa");
-        if (numa != "local" && numa != "none") {
-            throw config_error("--courier:rma_numa=" + numa + ": expected local or none");
-        }
+        std::string const& numa = cfg.get_choice("rma_numa", {"local", "none"});
         po.numa_local = numa == "local";
         try {
             rma::configure(po);

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 
 namespace courier::detail {
 
@@ -100,6 +101,20 @@ long long config::get_threshold(std::string_view name, long long min, long long 
         return get_int(name, min, max);
     }
     return static_cast<long long>(parcelport::default_eager_threshold(get("provider")));
+}
+
+std::string const& config::get_choice(std::string_view name,
+                                      std::initializer_list<std::string_view> choices) const {
+    std::string const& v = get(name);
+    if (std::find(choices.begin(), choices.end(), v) != choices.end()) {
+        return v;
+    }
+    std::string expected;
+    for (auto it = choices.begin(); it != choices.end(); ++it) {
+        expected += it == choices.begin() ? "" : std::next(it) == choices.end() ? " or " : ", ";
+        expected += *it;
+    }
+    throw config_error(fmt::format("--courier:{}={}: expected {}", name, v, expected));
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // option, its default and its help; anything else under --courier: is an error.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,10 @@ struct config {
     /// zero_copy_threshold and eager_threshold: an integer, or "auto" (the default): the
     /// provider's parcelport::default_eager_threshold().
     long long get_threshold(std::string_view name, long long min, long long max) const;
+    /// The value if it is one of `choices`; else throws "--courier:NAME=VALUE: expected A, B
+    /// or C".
+    std::string const& get_choice(std::string_view name,
+                                  std::initializer_list<std::string_view> choices) const;
 };
 
 /// Command line first, then COURIER_NAME from the environment, then the default.

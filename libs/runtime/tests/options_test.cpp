@@ -74,12 +74,21 @@ TEST(options, environment_fallback_and_command_line_precedence) {
 
 TEST(options, bad_values_are_rejected) {
     for (auto bad : {"--courier:threads=0", "--courier:threads=two", "--courier:bind=maybe",
-                     "--courier:log=loud", "--courier:stack_size=100"}) {
+                     "--courier:log=loud", "--courier:stack_size=100",
+                     "--courier:tcp_doorbell=maybe", "--courier:rma_numa=far"}) {
         testing::internal::CaptureStderr();
         EXPECT_EQ(init_with({bad}), 1) << bad;
         std::string err = testing::internal::GetCapturedStderr();
         EXPECT_NE(err.find("courier: --courier:"), std::string::npos) << bad << ": " << err;
     }
+}
+
+TEST(options, a_bad_choice_names_the_values_it_accepts) {
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(init_with({"--courier:tcp_doorbell=maybe"}), 1);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("--courier:tcp_doorbell=maybe: expected auto, 0 or 1"), std::string::npos)
+        << err;
 }
 
 TEST(options, the_zero_copy_threshold_defaults_by_provider) {
