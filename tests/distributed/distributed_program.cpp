@@ -301,26 +301,58 @@ void scenario_burst_then_compute() {
     CHECK(courier::get_os_thread_count() >= 2);
     CHECK(courier::async<read_stamp_action>(there).get() == 0); // connected (tcp connects lazily)
     auto before = courier::get_parcelport_statistics();
+    // A parcel is held for a batch only while two sends to its peer are in flight. If the other
+    // worker reaps the sends' completions as fast as the burst posts them (shm completes a small
+    // send at once; under a sanitizer posting is slow), nothing is held and this tests nothing:
+    // one CI run in many saw that. So a blocker task occupies the other worker, without
+    // yielding, until the burst is posted; then that worker is free to send the open batch.
+    // The burst task starts it and spins (no yield either) until it runs: it must then run on
+    // the other worker. (A yielded task stays on its worker: waiting by yield could leave the
+    // blocker spinning on top of the burst task.)
+    std::atomic<int> blocker_worker{-1};
+    std::atomic<bool> burst_posted{false};
+    auto spin_until = [](auto done) {
+        auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!done() && std::chrono::steady_clock::now() < limit) {
+            // occupied: no yield, no progress on this worker
+        }
+        return done();
+    };
     std::int64_t end = 0;
+    int burst_worker = -1;
+    bool blocker_ran = false;
+    bool blocker_released = false;
     courier::async([&] {
+        burst_worker = courier::this_thread::get_worker_id();
+        auto blocker = courier::async([&] {
+            blocker_worker.store(courier::this_thread::get_worker_id());
+            blocker_released = spin_until([&] { return burst_posted.load(); });
+        });
+        blocker_ran = spin_until([&] { return blocker_worker.load() >= 0; });
         for (long i = 0; i < 200; ++i) {
             courier::post<stamp_action>(there, i, std::int64_t{1});
         }
+        burst_posted.store(true);
         auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(400);
         while (std::chrono::steady_clock::now() < until) {
             // computing: no yield, no progress on this worker
         }
         end = std::chrono::steady_clock::now().time_since_epoch().count();
+        blocker.get();
     }).get();
+    CHECK(blocker_ran);
+    CHECK(blocker_released);
+    CHECK(burst_worker != blocker_worker.load());
     auto after = courier::get_parcelport_statistics();
     std::int64_t arrived = courier::async<read_stamp_action>(there).get();
     double early_ms = double(end - arrived) / 1e6;
-    std::printf(
-        "burst_then_compute: %llu parcels in %llu coalesced messages; the last arrived "
-        "%.1f ms before the computing task ended\n",
-        static_cast<unsigned long long>(after.parcels_in_batches - before.parcels_in_batches),
-        static_cast<unsigned long long>(after.batches_sent - before.batches_sent), early_ms);
-    CHECK(after.batches_sent > before.batches_sent); // else this tested nothing
+    auto held = after.parcels_in_batches - before.parcels_in_batches;
+    std::printf("burst_then_compute: %llu parcels in %llu coalesced messages; the last arrived "
+                "%.1f ms before the computing task ended\n",
+                static_cast<unsigned long long>(held),
+                static_cast<unsigned long long>(after.batches_sent - before.batches_sent),
+                early_ms);
+    CHECK(held >= 100); // else this tested nothing (without the blocker: 0 in one CI run)
     CHECK(arrived != 0);
     CHECK(early_ms > 200); // steady_clock is the machine's CLOCK_MONOTONIC: comparable here
 }
