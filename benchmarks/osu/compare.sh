@@ -5,7 +5,7 @@
 # compare.py takes each configuration's ratio to the base within the round, then the median
 # over the rounds (and the geometric mean, and in how many rounds it was ahead).
 # usage: benchmarks/osu/compare.sh [--rounds=N] [--provider=tcp|shm] [--tests=bw]
-#            [--min-size=BYTES] [--max-size=BYTES] [--threads=N] [--base=LABEL] [--build=DIR]
+#            [--min-size=BYTES] [--max-size=BYTES] [--sizes=N,N,...] [--threads=N] [--base=LABEL] [--build=DIR]
 #            [--raw=FILE] CONFIG...
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS, e.g.
@@ -30,7 +30,7 @@ for a in "$@"; do
         --provider=*) provider=${a#--provider=} ;;
         --tests=*) tests=${a#--tests=} ;;
         --threads=*) threads=${a#--threads=} ;;
-        --min-size=* | --max-size=*) sizes+=("$a") ;;
+        --min-size=* | --max-size=* | --sizes=*) sizes+=("$a") ;;
         --base=*) base=${a#--base=} ;;
         --build=*) build=${a#--build=} ;;
         --raw=*) raw=${a#--raw=} ;;

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,11 +50,13 @@ struct plan {
     std::size_t max_size() const { return sizes.empty() ? 0 : sizes.back(); }
 };
 
-/// Parses --quick, --tests=latency,bw,bibw, --max-size=N, --min-size=N. Unknown arguments
-/// are left to the caller (returned).
+/// Parses --quick, --tests=latency,bw,bibw, --max-size=N, --min-size=N, --sizes=N,N,...
+/// (an explicit list instead of the powers of two). Unknown arguments are left to the caller
+/// (returned).
 inline plan parse(int argc, char** argv, std::vector<std::string>* rest = nullptr) {
     plan p;
     std::size_t lo = 1, hi = std::size_t{4} << 20;
+    std::vector<std::size_t> listed;
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         if (a == "--quick") {
@@ -78,9 +81,24 @@ inline plan parse(int argc, char** argv, std::vector<std::string>* rest = nullpt
             hi = std::strtoull(argv[i] + 11, nullptr, 10);
         } else if (a.rfind("--min-size=", 0) == 0) {
             lo = std::strtoull(argv[i] + 11, nullptr, 10);
+        } else if (a.rfind("--sizes=", 0) == 0) {
+            for (char* at = argv[i] + 8; *at != '\0';) {
+                char* end = nullptr;
+                auto n = std::strtoull(at, &end, 10);
+                if (end == at || n == 0 || (*end != ',' && *end != '\0')) {
+                    throw std::invalid_argument("--sizes: expected sizes in bytes, e.g. 4096,6000");
+                }
+                listed.push_back(n);
+                at = *end == ',' ? end + 1 : end;
+            }
         } else if (rest != nullptr) {
             rest->emplace_back(a);
         }
+    }
+    if (!listed.empty()) {
+        std::sort(listed.begin(), listed.end());
+        p.sizes = listed;
+        return p;
     }
     for (std::size_t s = 1; s <= hi; s *= 2) {
         if (s >= lo) {

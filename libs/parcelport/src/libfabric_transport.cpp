@@ -21,7 +21,7 @@ struct provider_defaults {
 provider_defaults defaults_for(std::string_view provider) noexcept {
     auto core = core_provider(provider);
     if (core == "shm") {
-        return {std::size_t{1} << 20, std::size_t{1} << 30, std::size_t{4} << 10};
+        return {std::size_t{1} << 20, std::size_t{1} << 30, std::size_t{8} << 10};
     }
     if (core == "tcp") {
         return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{64} << 10};
@@ -73,6 +73,15 @@ void libfabric_transport::open() {
                                                 .c_str(),
                                             rc));
     }
+    if (core_provider(info_->fabric_attr->prov_name) == "shm" && opts_.split_messages &&
+        info_->tx_attr->inject_size > 2 * sizeof(wire::header)) {
+        // A part must fit in the inject size with its header, and a joined message in a
+        // receive buffer behind part 0's header.
+        split_part_ = info_->tx_attr->inject_size;
+        split_max_ =
+            std::min(2 * (split_part_ - sizeof(wire::header)), recv_size_ - sizeof(wire::header));
+    }
+    batch_limit_ = split_part_ != 0 ? std::min(split_part_, recv_size_) : recv_size_;
     auto mode = info_->domain_attr->mr_mode;
     mr_local_ = (mode & FI_MR_LOCAL) != 0;
     mr_virt_ = (mode & FI_MR_VIRT_ADDR) != 0;
@@ -255,6 +264,11 @@ bool libfabric_transport::progress() {
                          o == nullptr ? " (the provider did not say which operation)" : "");
             if (o != nullptr && o->k == op::kind::send) {
                 auto* s = static_cast<send_op*>(o)->s;
+                s->part_failed.store(true, std::memory_order_relaxed);
+                if (s->parts_left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+                    any = true;
+                    continue; // the other part of a split message completes it
+                }
                 out_[s->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
                 complete_send(s, std::make_error_code(std::errc::connection_reset));
             } else if (o != nullptr && o->k == op::kind::batch) {
@@ -283,7 +297,14 @@ bool libfabric_transport::progress() {
             }
             case op::kind::send: {
                 auto* s = static_cast<send_op*>(o)->s;
+                if (s->parts_left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+                    break; // the other part of a split message completes it
+                }
                 out_[s->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
+                if (s->part_failed.load(std::memory_order_relaxed)) {
+                    complete_send(s, std::make_error_code(std::errc::connection_reset));
+                    break;
+                }
                 s->eager_done = true;
                 if (!s->needs_done || s->remote_done) {
                     complete_send(s, {});
@@ -383,7 +404,90 @@ void libfabric_transport::release_stalled_reads() {
 }
 
 void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
-    std::byte const* p = r->buf.get();
+    wire::header h;
+    if (len >= sizeof h) {
+        std::memcpy(&h, r->buf.get(), sizeof h);
+        if (h.kind == wire::fragment && header_ok(h)) {
+            if (!handle_fragment(r, h, len)) {
+                post_recv(r);
+            } // else a part 0, held until its message is whole
+            return;
+        }
+    }
+    handle_message(r->buf.get(), len);
+    post_recv(r);
+}
+
+bool libfabric_transport::handle_fragment(recv_op* r, wire::header const& h, std::size_t len) {
+    std::size_t part_len = len - sizeof h;
+    std::uint32_t part = h.chunk_count;
+    if (part > 1 || part_len == 0 || h.index_size > recv_size_ - sizeof h ||
+        part_len >= h.index_size) {
+        std::fprintf(stderr,
+                     "courier: dropped a malformed part of a split message from locality %u "
+                     "(part %u of %zu bytes, %llu in all)\n",
+                     h.source, part, part_len, static_cast<unsigned long long>(h.index_size));
+        return false;
+    }
+    auto w = std::find_if(fragments_.begin(), fragments_.end(), [&](fragment_wait const& f) {
+        return f.source == h.source && f.id == h.send_id;
+    });
+    if (w == fragments_.end()) {
+        if (fragments_.size() >= max_fragment_waits) {
+            fragment_wait& old = fragments_.front();
+            std::fprintf(stderr,
+                         "courier: dropped a split message from locality %u: its other part "
+                         "has not come while %zu others waited\n",
+                         old.source, max_fragment_waits);
+            if (old.head != nullptr) {
+                post_recv(old.head);
+            }
+            fragments_.erase(fragments_.begin());
+        }
+        fragment_wait f;
+        f.source = h.source;
+        f.id = h.send_id;
+        f.total = h.index_size;
+        if (part == 0) {
+            f.head = r;
+            f.head_len = part_len;
+        } else {
+            auto const* p = r->buf.get() + sizeof h;
+            f.tail.assign(p, p + part_len);
+        }
+        fragments_.push_back(std::move(f));
+        return part == 0;
+    }
+    bool dup = part == 0 ? w->head != nullptr : w->head == nullptr;
+    std::size_t have = part == 0 ? w->tail.size() : w->head_len;
+    if (dup || w->total != h.index_size || have + part_len != h.index_size) {
+        std::fprintf(stderr,
+                     "courier: dropped a split message from locality %u: its parts do not "
+                     "match (part %u of %zu bytes, %llu in all; %zu bytes before)\n",
+                     h.source, part, part_len, static_cast<unsigned long long>(h.index_size), have);
+        if (w->head != nullptr) {
+            post_recv(w->head);
+        }
+        fragments_.erase(w);
+        return false;
+    }
+    recv_op* head = part == 0 ? r : w->head;
+    std::byte* msg = head->buf.get() + sizeof h;
+    if (part == 0) {
+        std::memcpy(msg + part_len, w->tail.data(), w->tail.size());
+    } else {
+        std::memcpy(msg + w->head_len, r->buf.get() + sizeof h, part_len);
+    }
+    std::size_t total = h.index_size;
+    fragments_.erase(w);
+    handle_message(msg, total);
+    if (part == 1) {
+        post_recv(head); // r, part 1's buffer, is re-posted by the caller
+    }
+    return false;
+}
+
+void libfabric_transport::handle_message(std::byte const* p, std::size_t len) {
     wire::header h;
     bool ok = len >= sizeof h;
     if (ok) {
@@ -408,7 +512,6 @@ void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
         std::fprintf(stderr, "courier: dropped a message of unknown kind %u from locality %u\n",
                      static_cast<unsigned>(h.kind), h.source);
     }
-    post_recv(r);
 }
 
 void libfabric_transport::admit_or_drop(wire::header const& h, std::byte const* p,

@@ -25,6 +25,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -156,6 +157,14 @@ struct send_state {
     std::vector<std::byte> eager;
     std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
     send_op op{this};
+    // A split message (wire::fragment, post_split): the second part's context, the parts'
+    // headers, the parts posted so far (by the sender) and the parts whose completion is
+    // still to come (the poller counts them down; the last one completes the send).
+    send_op op2{this};
+    std::array<wire::header, 2> frag{};
+    std::uint8_t parts_posted = 0;
+    std::atomic<std::uint8_t> parts_left{1};
+    std::atomic<bool> part_failed{false};
     bool needs_done = false;
     // Set by the poller only (completions and DONEs are handled under poll_mutex_).
     bool eager_done = false;
@@ -234,6 +243,21 @@ struct incoming {
     std::vector<std::byte> inline_index; // kept from the eager message for phase two
 };
 
+/// A split message (wire::fragment) of which one part has come. Part 0 stays in its receive
+/// buffer (not re-posted until the message is whole: the other part, the smaller, is copied in
+/// behind it); a part 1 that comes first is copied here.
+struct fragment_wait {
+    std::uint32_t source = 0;
+    std::uint64_t id = 0;
+    std::uint64_t total = 0;
+    recv_op* head = nullptr;
+    std::size_t head_len = 0; // the message bytes in head (after its fragment header)
+    std::vector<std::byte> tail;
+};
+/// The most split messages waiting for their other part; beyond it the oldest is dropped
+/// (a peer that sends first parts and never the second cannot hold many receive buffers).
+constexpr std::size_t max_fragment_waits = 16;
+
 /// A rendezvous parcel waiting for the read budget: its eager message, copied.
 struct deferred_parcel {
     wire::header h;
@@ -248,7 +272,8 @@ struct counters {
         stalled_reads{0}, rendezvous_sends{0}, registrations{0}, eagain_retries{0},
         bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
         pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
-        pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0}, doorbell_rings{0};
+        pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0}, doorbell_rings{0},
+        split_sends{0};
     statistics snapshot() const {
         statistics s;
         s.messages_sent = messages_sent;
@@ -270,6 +295,7 @@ struct counters {
         s.batches_sent = batches_sent;
         s.parcels_in_batches = parcels_in_batches;
         s.doorbell_rings = doorbell_rings;
+        s.split_sends = split_sends;
         return s;
     }
 };
@@ -452,6 +478,13 @@ private:
         return h.magic == wire::magic && h.version == wire::version && h.token == opts_.job_token &&
                h.source < peers_.size();
     }
+    /// A received message that is not a fragment (done, parcel or batch), header unchecked.
+    void handle_message(std::byte const* p, std::size_t len);
+    /// A part of a split message (header `h` checked); false if `r` may be re-posted, true if
+    /// it holds a part 0 and stays until the message is whole (or dropped).
+    bool handle_fragment(recv_op* r, wire::header const& h, std::size_t len);
+    /// Posts the published send `s` as two messages within the inject size (split_max_).
+    void post_split(send_state* s);
     /// admit_parcel(), logging and dropping a malformed parcel.
     void admit_or_drop(wire::header const& h, std::byte const* p, std::size_t len);
     /// Admits every parcel of a coalesced message (wire::batch); a malformed record ends it.
@@ -559,6 +592,13 @@ private:
     bool shm_ = false;      ///< the core provider is shm
     bool mr_local_ = false, mr_virt_ = false, mr_prov_key_ = false;
     std::size_t recv_size_ = 0;
+    // Messages of more than split_part_ and at most split_max_ bytes go as two (shm only:
+    // post_split); 0: never.
+    std::size_t split_part_ = 0, split_max_ = 0;
+    // The largest coalesced message: a receive buffer, or on shm the inject size (a larger
+    // batch would take shm's CMA protocol; batches are not split).
+    std::size_t batch_limit_ = 0;
+    std::vector<fragment_wait> fragments_; // the poller's
     std::size_t max_read_ = 0;
     std::vector<fi_addr_t> peers_;
     std::vector<std::unique_ptr<raw_op>> raw_ops_; // send_raw_for_testing's messages

@@ -115,6 +115,11 @@ bool libfabric_transport::send_impl(std::uint32_t dest, serialization::message&&
     out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
     fi_addr_t to = peers_[dest];
     try {
+        if (eager_mr == nullptr && raw->eager.size() > split_part_ &&
+            raw->eager.size() <= split_max_) {
+            post_split(raw);
+            return false;
+        }
         post_or_defer(
             [this, raw, eager_mr, to, dest] {
                 // Once posted, `raw` may complete and be reused at any moment: only copies
@@ -125,7 +130,16 @@ bool libfabric_transport::send_impl(std::uint32_t dest, serialization::message&&
             },
             "fi_send");
     } catch (...) {
-        // Refused outright (not -FI_EAGAIN): nothing is in flight, the caller gets the error.
+        // Refused outright (not -FI_EAGAIN): the caller gets the error. If that was the
+        // second part of a split message, the first part is in flight and its completion
+        // ends the send (unless it came already), without a handler to call.
+        if (raw->parts_posted == 1) {
+            raw->on_sent = nullptr;
+            raw->part_failed.store(true, std::memory_order_relaxed);
+            if (raw->parts_left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+                throw;
+            }
+        }
         out_[dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
         if (send_table::slot* failed = sends_.claim(raw->id); failed != nullptr) {
             for (auto* mr : raw->mrs) {
@@ -141,6 +155,46 @@ bool libfabric_transport::send_impl(std::uint32_t dest, serialization::message&&
     return false;
 }
 
+void libfabric_transport::post_split(send_state* s) {
+    // Part 0: the message's first (inject size - header) bytes; part 1: the rest. Each within
+    // the inject size, so shm copies both through its inject buffers; the receiver copies the
+    // smaller part in behind the larger (handle_fragment).
+    std::size_t const n = s->eager.size();
+    std::size_t const first = split_part_ - sizeof(wire::header);
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        wire::header h = header_of(wire::fragment);
+        h.send_id = s->id; // unique among this side's sends in flight
+        h.chunk_count = i;
+        h.index_size = n;
+        s->frag[i] = h;
+    }
+    s->parts_posted = 0;
+    s->parts_left.store(2, std::memory_order_release);
+    ++counters_.split_sends;
+    fi_addr_t to = peers_[s->dest];
+    std::uint32_t dest = s->dest;
+    post_or_defer(
+        [this, s, to, dest, n, first] {
+            auto part = [&](std::uint32_t i) {
+                iovec iov[2] = {
+                    {&s->frag[i], sizeof(wire::header)},
+                    {s->eager.data() + (i == 0 ? 0 : first), i == 0 ? first : n - first}};
+                return static_cast<long>(
+                    fi_sendv(ep_, iov, nullptr, 2, to, i == 0 ? &s->op.ctx : &s->op2.ctx));
+            };
+            if (s->parts_posted == 0) {
+                long rc = part(0);
+                if (rc != 0) {
+                    return wake_peer(dest, rc);
+                }
+                s->parts_posted = 1; // before part 1 is posted: s may complete after that
+            }
+            // Once posted, `s` may complete and be reused at any moment: nothing after it.
+            return wake_peer(dest, part(1));
+        },
+        "fi_sendv");
+}
+
 bool libfabric_transport::try_coalesce(send_state* s) {
     if (s->needs_done) {
         // A rendezvous parcel leaves at once: held in a batch, its announcement waits for the
@@ -151,8 +205,8 @@ bool libfabric_transport::try_coalesce(send_state* s) {
         return false;
     }
     std::size_t rec = wire::record_size(s->eager.size());
-    if (4 * rec > recv_size_ - sizeof(wire::header)) {
-        return false; // a quarter of a receive buffer or more: little to gain, a copy to lose
+    if (4 * rec > batch_limit_ - sizeof(wire::header)) {
+        return false; // a quarter of a batch or more: little to gain, a copy to lose
     }
     peer_out& po = out_[s->dest];
     auto nothing_to_wait_for = [&] {
@@ -169,7 +223,7 @@ bool libfabric_transport::try_coalesce(send_state* s) {
             return false;
         }
         batch_op* b = po.open.load(std::memory_order_relaxed);
-        if (b != nullptr && b->buf.size() + rec > recv_size_) {
+        if (b != nullptr && b->buf.size() + rec > batch_limit_) {
             full = b; // posted below; a new batch takes its place (still listed as open)
             b = take_batch(s->dest);
             po.open.store(b, std::memory_order_release);
@@ -305,6 +359,9 @@ void libfabric_transport::recycle_send(send_table::slot* slot) noexcept {
         std::vector<std::byte>().swap(s->table);
     }
     s->needs_done = s->eager_done = s->remote_done = false;
+    s->parts_posted = 0;
+    s->parts_left.store(1, std::memory_order_relaxed);
+    s->part_failed.store(false, std::memory_order_relaxed);
     sends_.release(slot);
 }
 

@@ -11,6 +11,14 @@
 //               after the header, send_id 0
 //   records     chunk_count x {u32 length, u32 zero, length bytes of one parcel's eager message
 //               (as above, with its own header), zero padding to a multiple of 8}
+// A split message (kind fragment): a message somewhat larger than the provider's inject size
+// goes as two, each within it (on shm a larger message takes the CMA protocol: +4 us at 4 KiB).
+//   header      48 bytes: kind fragment, send_id = the split message's id at its sender,
+//               chunk_count = the part (0: the message's first bytes, 1: the rest),
+//               index_size = the length of the whole message
+//   bytes       the part's bytes of the message
+// The receiver joins the two, in whichever order they come, and handles the result as one
+// message (a fragment inside it is dropped).
 #pragma once
 
 #include <cstddef>
@@ -21,7 +29,7 @@ namespace courier::parcelport::wire {
 inline constexpr std::uint32_t magic = 0x4c505243; // "CRPL"
 inline constexpr std::uint16_t version = 1;
 
-enum kind : std::uint8_t { parcel = 1, done = 2, batch = 3 };
+enum kind : std::uint8_t { parcel = 1, done = 2, batch = 3, fragment = 4 };
 enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2 };
 
 struct header {

@@ -138,6 +138,9 @@ protected:
     // Sends each forged message, checks that none was delivered and that each left a line on
     // stderr, then that the receiver still works.
     void expect_dropped(std::vector<forged> const& fs, char const* why) {
+        expect_dropped(fs, why, fs.size());
+    }
+    void expect_dropped(std::vector<forged> const& fs, char const* why, std::size_t min_lines) {
         testing::internal::CaptureStderr();
         for (auto const& f : fs) {
             e_->raw(f.bytes);
@@ -149,7 +152,7 @@ protected:
         for (std::size_t at = 0; (at = err.find("courier: ", at)) != std::string::npos; ++at) {
             ++lines;
         }
-        EXPECT_GE(lines, fs.size()) << why << "\n" << err;
+        EXPECT_GE(lines, min_lines) << why << "\n" << err;
         e_->still_works();
         if (HasFailure()) {
             std::fprintf(stderr, "what the receiver logged:\n%s", err.c_str());
@@ -160,8 +163,8 @@ protected:
 
 } // namespace
 
-forged real_parcel() {
-    auto m = cs::save(std::string("payload"), 12345, std::vector<int>{1, 2, 3});
+// The eager message a sender makes of `m` when all its data is inline.
+forged eager_of(cs::message const& m) {
     std::vector<std::byte> index(m.data().begin(), m.data().end());
     std::vector<wire::descriptor> ds;
     for (auto const& c : m.chunks()) {
@@ -170,6 +173,10 @@ forged real_parcel() {
     return eager(
         parcel_header(static_cast<std::uint32_t>(ds.size()), index.size(), wire::index_inline), ds,
         index);
+}
+
+forged real_parcel() {
+    return eager_of(cs::save(std::string("payload"), 12345, std::vector<int>{1, 2, 3}));
 }
 
 TEST_P(malformed, a_well_formed_forged_parcel_is_delivered) {
@@ -312,6 +319,137 @@ TEST_P(malformed, malformed_batches_and_unknown_kinds_are_dropped) {
     unknown.bytes[offsetof(wire::header, kind)] = std::byte{9};
     fs.push_back(unknown);
     expect_dropped(fs, "malformed batches");
+}
+
+namespace {
+
+// A real eager parcel of about 4.5 KB (a string, an int and 4400 chars, all inline): larger
+// than shm's inject size, as a split message's is.
+forged real_large_parcel() {
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    std::vector<char> chars(4400);
+    for (std::size_t i = 0; i < chars.size(); ++i) {
+        chars[i] = static_cast<char>(i * 13);
+    }
+    return eager_of(cs::save(copy_all, std::string("payload"), 12345, chars));
+}
+
+void expect_large_parcel(cs::message& m) {
+    std::string s;
+    int i = 0;
+    std::vector<char> chars;
+    cs::load(m, s, i, chars);
+    EXPECT_EQ(s, "payload");
+    EXPECT_EQ(i, 12345);
+    ASSERT_EQ(chars.size(), 4400u);
+    for (std::size_t k = 0; k < chars.size(); ++k) {
+        ASSERT_EQ(chars[k], static_cast<char>(k * 13)) << k;
+    }
+}
+
+// Part `part` of `whole` split after `first` bytes, as message `id` (wire::fragment).
+forged fragment(forged const& whole, std::uint64_t id, std::uint32_t part, std::size_t first) {
+    wire::header h = parcel_header(part, whole.bytes.size(), 0);
+    h.kind = wire::fragment;
+    h.send_id = id;
+    forged f;
+    f.add(&h, sizeof h);
+    if (part == 0) {
+        f.add(whole.bytes.data(), first);
+    } else {
+        f.add(whole.bytes.data() + first, whole.bytes.size() - first);
+    }
+    return f;
+}
+
+} // namespace
+
+TEST_P(malformed, a_split_message_is_joined_in_either_order) {
+    auto whole = real_large_parcel();
+    e_->raw(fragment(whole, 1, 0, 4048).bytes);
+    e_->raw(fragment(whole, 1, 1, 4048).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 1; }));
+    // The second part first (and a split at another place).
+    e_->raw(fragment(whole, 2, 1, 3000).bytes);
+    e_->raw(fragment(whole, 2, 0, 3000).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 2; }));
+    // Interleaved with another split message and a whole one.
+    e_->raw(fragment(whole, 3, 0, 4048).bytes);
+    e_->raw(fragment(whole, 4, 0, 100).bytes);
+    e_->raw(real_parcel().bytes);
+    e_->raw(fragment(whole, 4, 1, 100).bytes);
+    e_->raw(fragment(whole, 3, 1, 4048).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 5; }));
+    for (std::size_t k : {0, 1, 3, 4}) {
+        expect_large_parcel(e_->got_b[k]);
+    }
+    std::string s;
+    int i = 0;
+    std::vector<int> v;
+    cs::load(e_->got_b[2], s, i, v);
+    EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+}
+
+TEST_P(malformed, malformed_split_messages_are_dropped) {
+    auto whole = real_large_parcel();
+    std::vector<forged> fs;
+    std::size_t lines = 0;
+    auto set = [](forged f, auto change) {
+        wire::header h;
+        std::memcpy(&h, f.bytes.data(), sizeof h);
+        change(h);
+        std::memcpy(f.bytes.data(), &h, sizeof h);
+        return f;
+    };
+    // Alone, each is dropped at once: a third part, a whole larger than a receive buffer
+    // holds, a part as long as the whole, an empty part, a stranger's token.
+    fs.push_back(set(fragment(whole, 10, 0, 4048), [](wire::header& h) { h.chunk_count = 2; }));
+    fs.push_back(
+        set(fragment(whole, 11, 0, 4048), [](wire::header& h) { h.index_size = 1 << 20; }));
+    fs.push_back(set(fragment(whole, 12, 0, 4048), [](wire::header& h) { h.index_size = 4048; }));
+    fs.push_back(set(fragment(whole, 13, 1, whole.bytes.size()), [](wire::header&) {}));
+    fs.push_back(set(fragment(whole, 14, 0, 4048), [](wire::header& h) { h.token = 43; }));
+    lines += 5;
+    // Pairs dropped when the second part comes (one line each): lengths that do not add up,
+    // a second part 0, totals that differ.
+    fs.push_back(fragment(whole, 20, 0, 4048));
+    fs.push_back(fragment(whole, 20, 1, 4000));
+    fs.push_back(fragment(whole, 21, 0, 4048));
+    fs.push_back(fragment(whole, 21, 0, 4048));
+    fs.push_back(fragment(whole, 22, 1, 4048));
+    fs.push_back(set(fragment(whole, 22, 0, 4048), [](wire::header& h) { h.index_size += 8; }));
+    lines += 3;
+    // Joined, not a message of this job: a fragment in a fragment, a stranger's token inside.
+    for (int what = 0; what < 2; ++what) {
+        auto inner = set(whole, [&](wire::header& h) {
+            if (what == 0) {
+                h.kind = wire::fragment;
+            } else {
+                h.token = 43;
+            }
+        });
+        fs.push_back(fragment(inner, 30 + what, 0, 4048));
+        fs.push_back(fragment(inner, 30 + what, 1, 4048));
+    }
+    lines += 2;
+    expect_dropped(fs, "malformed split messages", lines);
+}
+
+TEST_P(malformed, first_parts_whose_second_never_comes_hold_few_receive_buffers) {
+    // 40 first parts, never completed: at most 16 wait (each holds a receive buffer); the
+    // older are dropped with a line each, and the receiver keeps receiving.
+    auto whole = real_large_parcel();
+    std::vector<forged> fs;
+    for (std::uint64_t id = 100; id < 140; ++id) {
+        fs.push_back(fragment(whole, id, 0, 4048));
+    }
+    expect_dropped(fs, "first parts alone", 40 - 16);
+    // A waiting first part is still joined when its second part comes.
+    e_->got_b.clear();
+    e_->raw(fragment(whole, 139, 1, 4048).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 1; }));
+    expect_large_parcel(e_->got_b[0]);
 }
 
 TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {

@@ -29,9 +29,11 @@ struct pair_of_endpoints {
     explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42,
                                std::size_t read_budget = pp::transport_options{}.read_budget,
                                bool attach_pool_to_a = false, std::size_t read_piece = 0,
-                               bool coalescing = true, std::size_t eager_threshold = 4096) {
+                               bool coalescing = true, std::size_t eager_threshold = 4096,
+                               bool split_messages = true) {
         pp::transport_options o;
         o.coalescing = coalescing;
+        o.split_messages = split_messages;
         o.eager_threshold = eager_threshold;
         o.provider = provider;
         o.read_budget = read_budget;
@@ -147,6 +149,68 @@ TEST_P(transport, messages_up_to_the_providers_default_eager_threshold_travel_wh
     EXPECT_EQ(st.rendezvous_sends, 0u);
     EXPECT_EQ(st.messages_sent, std::uint64_t{n});
     EXPECT_GE(st.eager_bytes_sent, std::uint64_t{n} * (eager - 512));
+}
+
+TEST_P(transport, messages_a_little_over_the_inject_size_go_in_two_parts_on_shm) {
+    // Eager messages from below shm's inject size (4096 bytes in libfabric 1.17) to the
+    // largest eager message (5 KiB). On shm the ones of 4097 to 5120 bytes go as two parts
+    // and are joined by the receiver; tcp never splits, nor shm with split_messages off.
+    // Then all of them at once, in both directions: each arrives once and intact.
+    bool const shm = GetParam() == "shm";
+    for (bool split : {true, false}) {
+        pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0, true,
+                            4096, split);
+        cs::options copy_all;
+        copy_all.zero_copy = false;
+        auto payload = [](int i) {
+            std::vector<char> v(static_cast<std::size_t>(3900 + 37 * i));
+            for (std::size_t k = 0; k < v.size(); ++k) {
+                v[k] = static_cast<char>(k * 31 + static_cast<std::size_t>(i));
+            }
+            return v;
+        };
+        constexpr int n = 32;
+        int split_count = 0;
+        for (int i = 0; i < n; ++i) {
+            auto before = e.a->stats();
+            bool sent = false;
+            e.a->send(1, cs::save(copy_all, i, payload(i)), [&](std::error_code ec) {
+                EXPECT_FALSE(ec);
+                sent = true;
+            });
+            ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == std::size_t(i + 1); }));
+            auto after = e.a->stats();
+            auto eager = after.eager_bytes_sent - before.eager_bytes_sent;
+            bool was_split = after.split_sends != before.split_sends;
+            EXPECT_EQ(was_split, shm && split && eager > 4096 && eager <= 5120)
+                << "message of " << eager << " bytes";
+            EXPECT_EQ(after.rendezvous_sends, 0u);
+            split_count += was_split;
+        }
+        if (shm && split) {
+            EXPECT_GE(split_count, n / 2);
+        }
+        for (int i = 0; i < n; ++i) {
+            e.a->send(1, cs::save(copy_all, n + i, payload(i)), nullptr);
+            e.b->send(0, cs::save(copy_all, 2 * n + i, payload(i)), nullptr);
+        }
+        ASSERT_TRUE(e.pump([&] {
+            return e.got_b.size() == std::size_t(2 * n) && e.got_a.size() == std::size_t(n);
+        }));
+        std::vector<int> seen(3 * n, 0);
+        for (auto* got : {&e.got_b, &e.got_a}) {
+            for (auto& [src, m] : *got) {
+                int i = -1;
+                std::vector<char> v;
+                cs::load(m, i, v);
+                ASSERT_TRUE(i >= 0 && i < 3 * n) << i;
+                ++seen[static_cast<std::size_t>(i)];
+                EXPECT_EQ(v, payload(i % n)) << i;
+                EXPECT_EQ(src, i < 2 * n ? 0u : 1u) << i;
+            }
+        }
+        EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    }
 }
 
 TEST_P(transport, rendezvous_pulls_pointer_chunks_without_copying_on_send) {

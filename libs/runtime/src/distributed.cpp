@@ -535,6 +535,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
     o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
     o.read_piece = static_cast<std::size_t>(cfg.get_int("read_piece", 0, 1LL << 40));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
+    o.split_messages = cfg.get_int("shm_split", 0, 1) != 0;
     // auto: the doorbell with one worker, the completion queue's fd with more. A sleeping
     // worker arms the bell, and then every message to the locality rings it, although another
     // worker is awake and polling: with 2 workers per locality on 2 cores, 8 B tcp round trips

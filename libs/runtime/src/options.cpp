@@ -28,7 +28,7 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
-         "auto = 65536 on tcp (an RMA read costs a round trip there), else 4096"},
+         "auto = 65536 on tcp (an RMA read costs a round trip there), 8192 on shm, else 4096"},
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
@@ -37,7 +37,7 @@ std::vector<option_spec> const& option_table() {
          "courier-run, whose localities share one machine, makes 'shm' the default"},
         {"eager_threshold", "auto",
          "bytes of index data sent inline in the eager message; more is read by RMA; auto = "
-         "65536 on tcp, else 4096"},
+         "65536 on tcp, 8192 on shm, else 4096"},
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
          "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, tcp 2 MiB, "
@@ -52,6 +52,10 @@ std::vector<option_spec> const& option_table() {
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},
+        {"shm_split", "1",
+         "shm: 1 = a message of a little over 4 KiB (shm's inject size) goes as two parts "
+         "within it, which the receiver joins (whole, it takes shm's slower CMA protocol: "
+         "+4 us at 4 KiB); 0 = every message goes whole"},
         {"tcp_doorbell", "auto",
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "

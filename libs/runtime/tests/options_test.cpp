@@ -73,9 +73,12 @@ TEST(options, environment_fallback_and_command_line_precedence) {
 }
 
 TEST(options, bad_values_are_rejected) {
-    for (auto bad : {"--courier:threads=0", "--courier:threads=two", "--courier:bind=maybe",
-                     "--courier:log=loud", "--courier:stack_size=100",
-                     "--courier:tcp_doorbell=maybe", "--courier:rma_numa=far"}) {
+    for (auto bad :
+         {"--courier:threads=0", "--courier:threads=two", "--courier:bind=maybe",
+          "--courier:log=loud", "--courier:stack_size=100", "--courier:tcp_doorbell=maybe",
+          "--courier:rma_numa=far", "--courier:shm_split=2", "--courier:shm_doorbell=yes",
+          "--courier:read_budget=-1", "--courier:read_piece=x", "--courier:coalesce=3",
+          "--courier:eager_threshold=10", "--courier:registration_cache=-5"}) {
         testing::internal::CaptureStderr();
         EXPECT_EQ(init_with({bad}), 1) << bad;
         std::string err = testing::internal::GetCapturedStderr();
@@ -92,7 +95,8 @@ TEST(options, a_bad_choice_names_the_values_it_accepts) {
 }
 
 TEST(options, the_zero_copy_threshold_defaults_by_provider) {
-    // "auto": 64 KiB on tcp (a rendezvous costs a read request's round trip there), 4 KiB
+    // "auto": 64 KiB on tcp (a rendezvous costs a read request's round trip there), 8 KiB on
+    // shm (eager messages up to 8 KiB go as two parts within its inject size), 4 KiB
     // elsewhere; an explicit value wins, and a bad one is an error.
     struct row {
         std::vector<std::string> args;
@@ -101,8 +105,9 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
     for (auto const& r : std::vector<row>{
              {{"--courier:provider=tcp"}, 65536},
              {{"--courier:provider=tcp;ofi_rxm"}, 65536},
-             {{"--courier:provider=shm"}, 4096},
-             {{"--courier:provider=tcp", "--courier:zero_copy_threshold=8192"}, 8192}}) {
+             {{"--courier:provider=shm"}, 8192},
+             {{"--courier:provider=verbs"}, 4096},
+             {{"--courier:provider=tcp", "--courier:zero_copy_threshold=2048"}, 2048}}) {
         std::size_t seen = 0;
         bool ran = false;
         auto args = r.args;
