@@ -12,7 +12,7 @@
 //   records     chunk_count x {u32 length, u32 zero, length bytes of one parcel's eager message
 //               (as above, with its own header), zero padding to a multiple of 8}
 // A split message (kind fragment): a message somewhat larger than the provider's inject size
-// goes as two, each within it (on shm a larger message takes the CMA protocol: +4 us at 4 KiB).
+// goes as two, each within it (on shm a larger message takes the slower CMA protocol).
 //   header      48 bytes: kind fragment, send_id = the split message's id at its sender,
 //               chunk_count = the part (0: the message's first bytes, 1: the rest),
 //               index_size = the length of the whole message

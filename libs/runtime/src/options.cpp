@@ -54,8 +54,8 @@ std::vector<option_spec> const& option_table() {
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},
         {"shm_split", "1",
          "shm: 1 = a message of a little over 4 KiB (shm's inject size) goes as two parts "
-         "within it, which the receiver joins (whole, it takes shm's slower CMA protocol: "
-         "+4 us at 4 KiB); 0 = every message goes whole"},
+         "within it, which the receiver joins (whole, it takes shm's slower CMA protocol: a "
+         "4 KiB call measured 4.2 us whole, 2.6 us split); 0 = every message goes whole"},
         {"tcp_doorbell", "auto",
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
