@@ -334,6 +334,7 @@ bool libfabric_transport::progress() {
     }
     if ((++progress_calls_ & 255) == 0) {
         release_stalled_reads();
+        drop_stale_fragments();
     }
     // Coalesced parcels wait at most until here (the message before them has had the time
     // this pass took to complete; if it has not, the batch follows it anyway).
@@ -448,6 +449,7 @@ bool libfabric_transport::handle_fragment(recv_op* r, wire::header const& h, std
         f.source = h.source;
         f.id = h.send_id;
         f.total = h.index_size;
+        f.since = std::chrono::steady_clock::now();
         if (part == 0) {
             f.head = r;
             f.head_len = part_len;
@@ -485,6 +487,26 @@ bool libfabric_transport::handle_fragment(recv_op* r, wire::header const& h, std
         post_recv(head); // r, part 1's buffer, is re-posted by the caller
     }
     return false;
+}
+
+void libfabric_transport::drop_stale_fragments() {
+    if (fragments_.empty() || opts_.read_stall_timeout.count() <= 0) {
+        return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    std::erase_if(fragments_, [&](fragment_wait const& f) {
+        if (now - f.since <= opts_.read_stall_timeout) {
+            return false;
+        }
+        std::fprintf(stderr,
+                     "courier: dropped a split message from locality %u: its other part has "
+                     "not come within %lld ms\n",
+                     f.source, static_cast<long long>(opts_.read_stall_timeout.count()));
+        if (f.head != nullptr) {
+            post_recv(f.head);
+        }
+        return true;
+    });
 }
 
 void libfabric_transport::handle_message(std::byte const* p, std::size_t len) {

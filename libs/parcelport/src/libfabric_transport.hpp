@@ -253,9 +253,12 @@ struct fragment_wait {
     recv_op* head = nullptr;
     std::size_t head_len = 0; // the message bytes in head (after its fragment header)
     std::vector<std::byte> tail;
+    std::chrono::steady_clock::time_point since; // when the first part came
 };
 /// The most split messages waiting for their other part; beyond it the oldest is dropped
 /// (a peer that sends first parts and never the second cannot hold many receive buffers).
+/// One that waits longer than transport_options::read_stall_timeout is dropped too (its
+/// sender died between the parts).
 constexpr std::size_t max_fragment_waits = 16;
 
 /// A rendezvous parcel waiting for the read budget: its eager message, copied.
@@ -483,6 +486,9 @@ private:
     /// A part of a split message (header `h` checked); false if `r` may be re-posted, true if
     /// it holds a part 0 and stays until the message is whole (or dropped).
     bool handle_fragment(recv_op* r, wire::header const& h, std::size_t len);
+    /// Drops the split messages whose other part has not come within read_stall_timeout
+    /// (checked every 256 progress passes), re-posting the receive buffers they held.
+    void drop_stale_fragments();
     /// Posts the published send `s` as two messages within the inject size (split_max_).
     void post_split(send_state* s);
     /// admit_parcel(), logging and dropping a malformed parcel.

@@ -438,18 +438,52 @@ TEST_P(malformed, malformed_split_messages_are_dropped) {
 
 TEST_P(malformed, first_parts_whose_second_never_comes_hold_few_receive_buffers) {
     // 40 first parts, never completed: at most 16 wait (each holds a receive buffer); the
-    // older are dropped with a line each, and the receiver keeps receiving.
+    // older are dropped with a line each, and the receiver keeps receiving. A waiting first
+    // part is still joined when its second part comes (before the stall timeout drops it).
+    auto whole = real_large_parcel();
+    testing::internal::CaptureStderr();
+    for (std::uint64_t id = 100; id < 140; ++id) {
+        e_->raw(fragment(whole, id, 0, 4048).bytes);
+    }
+    e_->raw(fragment(whole, 139, 1, 4048).bytes);
+    bool joined = e_->pump([&] { return e_->got_b.size() == 1; });
+    std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(joined) << err;
+    expect_large_parcel(e_->got_b[0]);
+    std::size_t lines = 0;
+    for (std::size_t at = 0; (at = err.find("others waited", at)) != std::string::npos; ++at) {
+        ++lines;
+    }
+    EXPECT_EQ(lines, 40u - 16u) << err;
+    e_->still_works();
+}
+
+TEST_P(malformed, a_first_part_whose_second_never_comes_is_dropped_after_the_stall_timeout) {
+    // Its sender died between the parts: after read_stall_timeout (200 ms here) the waiting
+    // parts are dropped with a line each and their receive buffers re-posted.
     auto whole = real_large_parcel();
     std::vector<forged> fs;
-    for (std::uint64_t id = 100; id < 140; ++id) {
+    for (std::uint64_t id = 200; id < 203; ++id) {
         fs.push_back(fragment(whole, id, 0, 4048));
     }
-    expect_dropped(fs, "first parts alone", 40 - 16);
-    // A waiting first part is still joined when its second part comes.
-    e_->got_b.clear();
-    e_->raw(fragment(whole, 139, 1, 4048).bytes);
-    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 1; }));
-    expect_large_parcel(e_->got_b[0]);
+    fs.push_back(fragment(whole, 203, 1, 4048)); // a lone second part too
+    testing::internal::CaptureStderr();
+    for (auto const& f : fs) {
+        e_->raw(f.bytes);
+    }
+    e_->settle(std::chrono::milliseconds(700));
+    std::string err = testing::internal::GetCapturedStderr();
+    std::size_t lines = 0;
+    for (std::size_t at = 0; (at = err.find("has not come within", at)) != std::string::npos;
+         ++at) {
+        ++lines;
+    }
+    EXPECT_EQ(lines, 4u) << err;
+    // Dropped, not waiting: a second part now finds nothing to join.
+    e_->raw(fragment(whole, 202, 1, 4048).bytes);
+    e_->settle(std::chrono::milliseconds(100));
+    EXPECT_TRUE(e_->got_b.empty());
+    e_->still_works();
 }
 
 TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {

@@ -115,7 +115,8 @@ struct transport_options {
     /// A parcel whose RMA reads are still outstanding after this long gives its read budget
     /// back, so that one stuck parcel cannot hold up every later one (a read the provider
     /// failed without saying which — libfabric 1.17's shm does that for a bad remote address —
-    /// never completes). Its buffers stay until the reads complete. 0: never.
+    /// never completes). Its buffers stay until the reads complete. The same limit drops a
+    /// split message (split_messages) whose second part has not come. 0: never.
     std::chrono::milliseconds read_stall_timeout{10000};
     /// Register the process's rma pool with this transport (rma::attach): pool memory
     /// (rma_vector, rma_object, rma_allocator) then travels without registration on send and
