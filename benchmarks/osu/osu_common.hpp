@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,7 +85,9 @@ inline plan parse(int argc, char** argv, std::vector<std::string>* rest = nullpt
                 char* end = nullptr;
                 auto n = std::strtoull(at, &end, 10);
                 if (end == at || n == 0 || (*end != ',' && *end != '\0')) {
-                    throw std::invalid_argument("--sizes: expected sizes in bytes, e.g. 4096,6000");
+                    std::fprintf(stderr, "%s: --sizes: expected sizes in bytes, e.g. 4096,6000\n",
+                                 argv[0]);
+                    std::exit(2);
                 }
                 listed.push_back(n);
                 at = *end == ',' ? end + 1 : end;

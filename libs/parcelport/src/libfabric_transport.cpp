@@ -73,15 +73,6 @@ void libfabric_transport::open() {
                                                 .c_str(),
                                             rc));
     }
-    if (core_provider(info_->fabric_attr->prov_name) == "shm" && opts_.split_messages &&
-        info_->tx_attr->inject_size > 2 * sizeof(wire::header)) {
-        // A part must fit in the inject size with its header, and a joined message in a
-        // receive buffer behind part 0's header.
-        split_part_ = info_->tx_attr->inject_size;
-        split_max_ =
-            std::min(2 * (split_part_ - sizeof(wire::header)), recv_size_ - sizeof(wire::header));
-    }
-    batch_limit_ = split_part_ != 0 ? std::min(split_part_, recv_size_) : recv_size_;
     auto mode = info_->domain_attr->mr_mode;
     mr_local_ = (mode & FI_MR_LOCAL) != 0;
     mr_virt_ = (mode & FI_MR_VIRT_ADDR) != 0;
@@ -95,6 +86,14 @@ void libfabric_transport::open() {
     check("fi_av_open", fi_av_open(domain_, &av_attr, &av_, nullptr));
     std::string_view core = core_provider(info_->fabric_attr->prov_name);
     shm_ = core == "shm";
+    if (shm_ && opts_.split_messages && info_->tx_attr->inject_size > 2 * sizeof(wire::header)) {
+        // A part must fit in the inject size with its header, and a joined message in a
+        // receive buffer behind part 0's header.
+        split_part_ = info_->tx_attr->inject_size;
+        split_max_ =
+            std::min(2 * (split_part_ - sizeof(wire::header)), recv_size_ - sizeof(wire::header));
+    }
+    batch_limit_ = split_part_ != 0 ? std::min(split_part_, recv_size_) : recv_size_;
     // shm names its region after the pid unless told otherwise, and a killed process leaves
     // the region behind: a later process with the same pid then fails fi_enable with EBUSY. A
     // name unique to the job and rank avoids that, and lets courier-run remove the leftovers
@@ -265,7 +264,7 @@ bool libfabric_transport::progress() {
             if (o != nullptr && o->k == op::kind::send) {
                 auto* s = static_cast<send_op*>(o)->s;
                 s->part_failed.store(true, std::memory_order_relaxed);
-                if (s->parts_left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+                if (!last_part(s)) {
                     any = true;
                     continue; // the other part of a split message completes it
                 }
@@ -297,7 +296,7 @@ bool libfabric_transport::progress() {
             }
             case op::kind::send: {
                 auto* s = static_cast<send_op*>(o)->s;
-                if (s->parts_left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+                if (!last_part(s)) {
                     break; // the other part of a split message completes it
                 }
                 out_[s->dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
@@ -405,17 +404,19 @@ void libfabric_transport::release_stalled_reads() {
 }
 
 void libfabric_transport::handle_recv(recv_op* r, std::size_t len) {
-    wire::header h;
-    if (len >= sizeof h) {
-        std::memcpy(&h, r->buf.get(), sizeof h);
-        if (h.kind == wire::fragment && header_ok(h)) {
+    std::byte const* p = r->buf.get();
+    if (len >= sizeof(wire::header) &&
+        std::to_integer<std::uint8_t>(p[offsetof(wire::header, kind)]) == wire::fragment) {
+        wire::header h;
+        std::memcpy(&h, p, sizeof h);
+        if (header_ok(h)) {
             if (!handle_fragment(r, h, len)) {
                 post_recv(r);
             } // else a part 0, held until its message is whole
             return;
         }
     }
-    handle_message(r->buf.get(), len);
+    handle_message(p, len); // checks the header (and logs a fragment with a bad one)
     post_recv(r);
 }
 
@@ -435,14 +436,10 @@ bool libfabric_transport::handle_fragment(recv_op* r, wire::header const& h, std
     });
     if (w == fragments_.end()) {
         if (fragments_.size() >= max_fragment_waits) {
-            fragment_wait& old = fragments_.front();
-            std::fprintf(stderr,
-                         "courier: dropped a split message from locality %u: its other part "
-                         "has not come while %zu others waited\n",
-                         old.source, max_fragment_waits);
-            if (old.head != nullptr) {
-                post_recv(old.head);
-            }
+            char why[96];
+            std::snprintf(why, sizeof why, "its other part has not come while %zu others waited",
+                          max_fragment_waits);
+            drop_fragment_wait(fragments_.front(), why);
             fragments_.erase(fragments_.begin());
         }
         fragment_wait f;
@@ -460,16 +457,16 @@ bool libfabric_transport::handle_fragment(recv_op* r, wire::header const& h, std
         fragments_.push_back(std::move(f));
         return part == 0;
     }
-    bool dup = part == 0 ? w->head != nullptr : w->head == nullptr;
+    // The other part's bytes (none if this part came twice: the sum then fails, as part_len
+    // is less than the whole).
     std::size_t have = part == 0 ? w->tail.size() : w->head_len;
-    if (dup || w->total != h.index_size || have + part_len != h.index_size) {
-        std::fprintf(stderr,
-                     "courier: dropped a split message from locality %u: its parts do not "
-                     "match (part %u of %zu bytes, %llu in all; %zu bytes before)\n",
-                     h.source, part, part_len, static_cast<unsigned long long>(h.index_size), have);
-        if (w->head != nullptr) {
-            post_recv(w->head);
-        }
+    if (w->total != h.index_size || have + part_len != h.index_size) {
+        char why[128];
+        std::snprintf(why, sizeof why,
+                      "its parts do not match (part %u of %zu bytes, %llu in all; %zu bytes "
+                      "before)",
+                      part, part_len, static_cast<unsigned long long>(h.index_size), have);
+        drop_fragment_wait(*w, why);
         fragments_.erase(w);
         return false;
     }
@@ -494,19 +491,23 @@ void libfabric_transport::drop_stale_fragments() {
         return;
     }
     auto now = std::chrono::steady_clock::now();
+    char why[96];
+    std::snprintf(why, sizeof why, "its other part has not come within %lld ms",
+                  static_cast<long long>(opts_.read_stall_timeout.count()));
     std::erase_if(fragments_, [&](fragment_wait const& f) {
         if (now - f.since <= opts_.read_stall_timeout) {
             return false;
         }
-        std::fprintf(stderr,
-                     "courier: dropped a split message from locality %u: its other part has "
-                     "not come within %lld ms\n",
-                     f.source, static_cast<long long>(opts_.read_stall_timeout.count()));
-        if (f.head != nullptr) {
-            post_recv(f.head);
-        }
+        drop_fragment_wait(f, why);
         return true;
     });
+}
+
+void libfabric_transport::drop_fragment_wait(fragment_wait const& f, char const* why) {
+    std::fprintf(stderr, "courier: dropped a split message from locality %u: %s\n", f.source, why);
+    if (f.head != nullptr) {
+        post_recv(f.head);
+    }
 }
 
 void libfabric_transport::handle_message(std::byte const* p, std::size_t len) {

@@ -489,6 +489,17 @@ private:
     /// Drops the split messages whose other part has not come within read_stall_timeout
     /// (checked every 256 progress passes), re-posting the receive buffers they held.
     void drop_stale_fragments();
+    /// Logs why `f` is dropped and re-posts the receive buffer it holds, if any (the caller
+    /// erases it from fragments_).
+    void drop_fragment_wait(fragment_wait const& f, char const* why);
+    /// A send's completion (success or error) came: true if it was its last part. Only a split
+    /// message has two (post_split); every other send skips the atomic decrement. The one
+    /// other decrement, send_impl's for a second part refused outright, makes that part 0's
+    /// completion the last.
+    static bool last_part(send_state* s) noexcept {
+        return s->parts_left.load(std::memory_order_acquire) == 1 ||
+               s->parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1;
+    }
     /// Posts the published send `s` as two messages within the inject size (split_max_).
     void post_split(send_state* s);
     /// admit_parcel(), logging and dropping a malformed parcel.

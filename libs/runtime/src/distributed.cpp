@@ -516,15 +516,7 @@ std::size_t pending_requests() {
     return n;
 }
 
-bool distributed_start(config const& cfg, scheduler& s) {
-    auto boot = make_bootstrap_from_environment();
-    g.rank = 0;
-    g.size = 1;
-    g.exit_requested = false;
-    g.sent = g.received = 0;
-    if (!boot) {
-        return false;
-    }
+parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers) {
     parcelport::transport_options o;
     o.provider = cfg.get("provider");
     if (o.provider == "tcp") {
@@ -542,11 +534,24 @@ bool distributed_start(config const& cfg, scheduler& s) {
     // took 50-59 us one-way in 5 of 6 runs against 14-77 (median ~28) with the fd. One worker
     // has nobody else to poll: the bell costs nothing then, and the fd ~1.3 us per message.
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
-    o.tcp_doorbell = bell == "1" || (bell == "auto" && s.workers().size() == 1);
+    o.tcp_doorbell = bell == "1" || (bell == "auto" && workers == 1);
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
         static_cast<std::size_t>(cfg.get_int("registration_cache", 0, 1 << 20));
+    return o;
+}
+
+bool distributed_start(config const& cfg, scheduler& s) {
+    auto boot = make_bootstrap_from_environment();
+    g.rank = 0;
+    g.size = 1;
+    g.exit_requested = false;
+    g.sent = g.received = 0;
+    if (!boot) {
+        return false;
+    }
+    auto o = transport_options_from(cfg, s.workers().size());
     if (char const* job = std::getenv("COURIER_JOB_ID"); job != nullptr && *job != '\0') {
         o.endpoint_name = fmt::format("courier-{}-{}", job, boot->rank());
     }

@@ -4,12 +4,19 @@
 
 #include "options.hpp"
 
+#include <courier/parcelport/transport.hpp>
+
+#include <cstddef>
 #include <cstdint>
 
 namespace courier::detail {
 
 class scheduler;
 
+/// The transport's options from the --courier: options (throws config_error for a bad
+/// value). `workers`: the locality's worker threads (tcp_doorbell's auto depends on them).
+/// init() calls it in every run, so that a bad value is an error without courier-run too.
+parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers);
 /// Joins the job if started by courier-run (returns true), else runs as a lone locality.
 /// Throws std::runtime_error (with the provider's words) if the network cannot be set up.
 bool distributed_start(config const& cfg, scheduler& s);

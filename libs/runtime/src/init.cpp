@@ -117,16 +117,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         // runs, and 7.4-27 us (median ~17) unpinned, interleaved (1 worker each, pinned:
         // 6.8-7.6). OpenMPI does not bind when oversubscribed either.
         so.bind = bind == "cores" || (bind == "auto" && !so.oversubscribed);
-        // Used by distributed_start, checked here too: a bad value is an error in a
-        // single-process run as well, not ignored.
-        (void)cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
-        (void)cfg.get_threshold("eager_threshold", 256, 1 << 24);
-        (void)cfg.get_int("read_budget", 0, 1LL << 40);
-        (void)cfg.get_int("read_piece", 0, 1LL << 40);
-        (void)cfg.get_int("shm_doorbell", 0, 1);
-        (void)cfg.get_int("shm_split", 0, 1);
-        (void)cfg.get_int("coalesce", 0, 1);
-        (void)cfg.get_int("registration_cache", 0, 1 << 20);
+        // What distributed_start will read: a bad value is an error in a single-process run
+        // as well, not ignored.
+        (void)transport_options_from(cfg, so.threads);
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc = cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40);
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
