@@ -10,7 +10,7 @@
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS, e.g.
 #   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults).
-# Session 17's tcp read piece and budget measurements (benchmarks/RESULTS.md) ran like
+# The tcp read piece and budget comparison in benchmarks/RESULTS.md runs like
 #   benchmarks/osu/compare.sh --rounds=16 new= old="--courier:read_piece=1048576
 #       --courier:read_budget=16777216" mpi
 set -euo pipefail

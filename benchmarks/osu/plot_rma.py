@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSL-1.0
-"""Figure 5 of the HPX paper on this machine: serialize_buffer vs rma_vector vs std::vector.
+"""Figure 5 of the HPX paper, measured locally: serialize_buffer vs rma_vector vs std::vector.
 
 usage: plot_rma.py RAW_RESULTS OUT_CSV PLOT_DIR
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
-# The HPX paper's Figure 5 on this machine: Courier actions carrying a serialize_buffer (pointer
+# The HPX paper's Figure 5, measured locally: Courier actions carrying a serialize_buffer (pointer
 # chunks, registration from the cache), an rma_vector (rma chunks from the registered pool,
 # adopted on receive) and a std::vector (pointer chunk, one copy on receive), with 1 and 2
 # worker threads per locality, on tcp and shm, REPEAT times interleaved; then the cost of

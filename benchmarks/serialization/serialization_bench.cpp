@@ -596,5 +596,5 @@ int main(int argc, char** argv) {
                         std::to_string(m.index_size()) + " B, growth copied " +
                         std::to_string(m.growth_copied_bytes()) + " B");
     std::printf("\n%s\n", failures == 0 ? "all targets met" : "SOME TARGETS MISSED");
-    return 0; // timing targets are reported, not enforced: this machine is shared and noisy
+    return 0; // timing targets are reported, not enforced: shared machines are noisy
 }

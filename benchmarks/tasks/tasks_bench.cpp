@@ -261,7 +261,7 @@ double raw_switch_once(int n) {
 
 /// The raw switch plus the least synchronization a thread-safe future hand-off needs per hop:
 /// one atomic exchange (publishing a value) and one compare-exchange (registering a waiter).
-/// Not a target; it shows how much of the ping-pong is the cost of atomics on this machine.
+/// Not a target; it shows how much of the ping-pong is the cost of atomics where it runs.
 stats raw_switch_with_atomics_ns(int n) {
     static std::atomic<std::uintptr_t> word{0};
     auto sync = [] {

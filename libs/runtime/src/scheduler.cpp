@@ -341,10 +341,10 @@ void worker::idle() {
     if (worked_since_sleep && sched.has_hooks()) {
         // Work was found since the last sleep and a network hook is registered: keep polling
         // for up to 1 ms, so that a conversation in progress does not wait for a sleep to end.
-        // A wake-up through ppoll costs 100-300 µs on this VM, whether a wait fd (tcp) or
-        // the doorbell (shm) rings it; the bounded backoff of a hook without an fd, up to 1 ms.
-        // Measured on tcp, 1 worker, 5 interleaved pairs: 1 MiB latency 408-593 -> 322-436 µs,
-        // 256 KiB 116-157 -> 82-93 µs. Only a locality idle for longer than that sleeps.
+        // A wake-up through ppoll costs 100s of µs on a VM, whether a wait fd (tcp) or the
+        // doorbell (shm) rings it, and a hook without an fd backs off up to 1 ms: more than the
+        // gaps between the messages of a transfer, so sleeping in them would add that to every
+        // large message. Only a locality idle for longer than that sleeps.
         spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
     }
     auto until = std::chrono::steady_clock::now() + spin;
@@ -363,7 +363,7 @@ void worker::idle() {
             return;
         }
         // No PAUSE here: under KVM, pause-loop exiting deschedules a vCPU that spins on PAUSE,
-        // which costs far more wake-up latency than the spin saves (measured: see RESULTS.md).
+        // which costs far more wake-up latency than the spin saves.
         if (sched.options().oversubscribed) {
             std::this_thread::yield(); // a runnable worker of ours or of another locality
         }

@@ -59,7 +59,7 @@ std::uint32_t crc32c_portable(std::uint32_t crc, unsigned char const* p, std::si
 
 #if defined(__x86_64__)
 // The crc32 instruction has a latency of 3 cycles and a throughput of 1 per cycle, so one chain
-// of them runs at a third of the instruction's rate (~7 GB/s here). Long inputs are therefore
+// of them runs at a third of the instruction's rate. Long inputs are therefore
 // cut into blocks of 3 x `lane` bytes whose thirds run as three independent chains; the chains
 // are then joined by the CRC's linearity: for register values, crc(c, A||B) equals
 // crc(crc(c, A), B), and crc(v, B) = crc(v, zeros(|B|)) ^ crc(0, B), where advancing a value

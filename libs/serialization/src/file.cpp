@@ -139,8 +139,8 @@ private:
 // Swaps the finished file with the checkpoint at `path` (renameat2 RENAME_EXCHANGE), when
 // `path` exists and is not a directory. Renaming over an existing file makes ext4 allocate and
 // start writing the new file's delayed blocks inside rename(2) (its auto_da_alloc heuristic for
-// replace-by-rename): 150-220 us for a 100 B checkpoint and 3.0-3.9 ms for 2 MiB on this
-// machine, against 15-18 us and 0.9-1.0 ms for exchange + unlink. Both are atomic for readers
+// replace-by-rename), an order of magnitude slower for a small checkpoint than exchange +
+// unlink (benchmarks/RESULTS.md, Deep copy). Both are atomic for readers
 // and against a crash of this process; against power loss only `durable` is (POSIX promises no
 // more for either). Returns false where the exchange is not possible (no earlier file, a file
 // system or kernel without RENAME_EXCHANGE): the caller then renames.

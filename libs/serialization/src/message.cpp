@@ -20,9 +20,8 @@ namespace {
 /// still be used (as "closed") by destructors that run after the drain at thread exit, such as
 /// those of static objects holding messages.
 /// 256 buffers (at most 1 MiB per thread): a window of parcels builds all its messages before
-/// the first is freed. With 16, 4257 of 5635 receive-side messages of an OSU bw run (window
-/// 64) missed the cache and went to realloc (callgrind); with 256, small-message bw rose
-/// 1.1-1.3x on shm and tcp (3 interleaved pairs, medians; osu_courier bw and bibw).
+/// the first is freed, so a cache much smaller than an OSU window (64) mostly misses and sends
+/// every message to realloc.
 struct thread_cache {
     static constexpr std::size_t slots = 256;
     static constexpr std::size_t max_list_capacity = 16; // larger chunk lists are freed

@@ -91,9 +91,8 @@ shared_vector_ref<T, A> shared(std::vector<T*, A>& v) {
 enum class deep_mode : std::uint8_t { buffered, non_buffered, adaptive };
 
 /// Arrays at or above this many bytes become pointer chunks in adaptive mode, in memory and in
-/// files (measured: benchmarks/deep_copy; below it, packing costs less than a chunk). Actions
-/// send deep arrays with `--courier:deep_array_threshold` (default: the zero-copy threshold;
-/// 64 KiB measured no different for 8 KiB arrays over tcp here).
+/// files (below it, packing costs less than a chunk; benchmarks/deep_copy). Actions send deep
+/// arrays with `--courier:deep_array_threshold` (default: the zero-copy threshold).
 inline constexpr std::size_t adaptive_threshold = 1024;
 
 /// Archive options for a deep-copy mode, on top of `base` (pointer tracking and so on).

@@ -49,8 +49,8 @@ struct checkpoint_options {
     /// file system cannot exchange. A failed save (or a crash of this process) leaves the
     /// earlier checkpoint intact and readers never see a partial file; memory that a load
     /// adopted from the earlier file keeps its bytes. The exchange avoids ext4's
-    /// replace-by-rename flush (auto_da_alloc), which made a 100 B save cost ~200 us and a
-    /// 2 MiB one 3.0-3.9 ms here (exchange: ~15 us and ~1 ms). Against power loss use `durable`.
+    /// replace-by-rename flush (auto_da_alloc), which makes a small save an order of magnitude
+    /// slower (benchmarks/RESULTS.md). Against power loss use `durable`.
     /// false: write PATH in place (truncating it), as a plain ofstream does; a failed save
     /// leaves a file that fails to load with a clear error (its header is written last). Do not
     /// save in place over a file whose loaded data is still in use: loads map the file.
