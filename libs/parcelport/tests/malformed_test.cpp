@@ -4,9 +4,9 @@
 // are wrong. The receiver must drop each with a log line — no crash, no undefined behaviour
 // (this runs under ASan/UBSan in CI), no hang, no leaked read budget — and then still receive
 // a well-formed parcel, small and large. Forged messages are sent raw, exactly as written.
-#include "../src/libfabric_transport.hpp"
 #include "../src/wire.hpp"
 #include "pump.hpp"
+#include "raw_endpoint.hpp"
 
 #include <courier/serialization.hpp>
 
@@ -37,7 +37,8 @@ std::size_t occurrences(std::string const& text, std::string_view needle) {
 }
 
 struct endpoints {
-    std::unique_ptr<pp::fabric::libfabric_transport> a, b;
+    std::unique_ptr<pp::transport> a, b;
+    std::unique_ptr<pp::test::raw_endpoint> forger; // sends forged bytes to b
     std::vector<cs::message> got_b;
 
     explicit endpoints(std::string const& provider) {
@@ -46,11 +47,13 @@ struct endpoints {
         o.job_token = 42;
         o.read_budget = std::size_t{1} << 20;
         o.read_stall_timeout = std::chrono::milliseconds(200);
-        a = std::make_unique<pp::fabric::libfabric_transport>(o);
-        b = std::make_unique<pp::fabric::libfabric_transport>(o);
+        a = pp::make_libfabric_transport(o);
+        b = pp::make_libfabric_transport(o);
+        forger = std::make_unique<pp::test::raw_endpoint>(o);
         std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
         a->set_peers(addrs, 0);
         b->set_peers(addrs, 1);
+        forger->connect(b->address());
         b->set_receive_handler(
             [this](std::uint32_t, cs::message&& m) { got_b.push_back(std::move(m)); });
     }
@@ -84,7 +87,8 @@ struct endpoints {
     // Sends a forged message as it is, progressing both sides until the provider takes it.
     void raw(std::vector<std::byte> const& bytes) {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (!a->send_raw_for_testing(1, bytes.data(), bytes.size())) {
+        while (!forger->send(bytes)) {
+            forger->progress();
             a->progress();
             b->progress();
             ASSERT_LT(std::chrono::steady_clock::now(), until) << "the provider never took it";
@@ -160,7 +164,7 @@ protected:
         e_->settle(std::chrono::milliseconds(300));
         std::string err = testing::internal::GetCapturedStderr();
         EXPECT_TRUE(e_->got_b.empty()) << why;
-        EXPECT_GE(occurrences(err, "courier: "), min_lines) << why << "\n" << err;
+        EXPECT_GE(occurrences(err, "courier ["), min_lines) << why << "\n" << err;
         e_->still_works();
         if (HasFailure()) {
             std::fprintf(stderr, "what the receiver logged:\n%s", err.c_str());

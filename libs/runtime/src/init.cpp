@@ -85,11 +85,11 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
             return 0;
         }
         log_level level;
-        if (!parse_log_level(cfg.get("log"), level)) {
+        if (!courier::logging::parse_level(cfg.get("log"), level)) {
             throw config_error("--courier:log=" + cfg.get("log") +
                                ": expected error, warn, info or debug");
         }
-        set_log_level(level);
+        courier::logging::set_level(level);
         // Localities that courier-run starts on this machine share its cores: by default each
         // gets cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
         std::size_t local_rank = 0, local_size = 1;

@@ -1,25 +1,19 @@
 // SPDX-License-Identifier: BSL-1.0
-// Runtime logging through fmt, to stderr, filtered by --courier:log=LEVEL.
+// The runtime's spelling of Courier's one logging facility (courier/common/log.hpp): inside
+// courier::detail, `log(log_level::error, "...", args...)`.
 #pragma once
 
-#include <fmt/format.h>
+#include <courier/common/log.hpp>
 
-#include <string_view>
+#include <utility>
 
 namespace courier::detail {
 
-enum class log_level { error = 0, warn = 1, info = 2, debug = 3 };
-
-log_level current_log_level() noexcept;
-void set_log_level(log_level l) noexcept;
-bool parse_log_level(std::string_view s, log_level& out) noexcept;
-void write_log(log_level l, std::string_view message) noexcept;
+using log_level = courier::logging::level;
 
 template <class... Args>
-void log(log_level l, fmt::format_string<Args...> f, Args&&... args) {
-    if (l <= current_log_level()) {
-        write_log(l, fmt::format(f, std::forward<Args>(args)...));
-    }
+void log(log_level l, fmt::format_string<Args...> f, Args&&... args) noexcept {
+    courier::logging::at(l, f, std::forward<Args>(args)...);
 }
 
 } // namespace courier::detail

@@ -13,6 +13,7 @@
 // by the receiver with an error reply and a log line.
 #pragma once
 
+#include <courier/parcelport/error.hpp>
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/detail/function_ref.hpp>
@@ -109,12 +110,6 @@ public:
 private:
     std::string type_, message_;
     std::uint32_t locality_;
-};
-
-/// A locality that died or cannot be reached.
-class network_error : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
 };
 
 namespace detail {

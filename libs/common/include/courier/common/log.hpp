@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: BSL-1.0
+// The one logging facility of every Courier library: fmt formatting, four levels, one line per
+// call on stderr, each line prefixed with "courier", the level and where it came from.
+//
+// Thread safety: every function may be called from any thread; a line is written whole (one
+// write under a mutex), never interleaved with another. The level and the prefix provider are
+// process-wide; the runtime sets them from --courier:log and to "locality N, worker K".
+// Errors: logging never throws; a line that cannot be formatted or written is dropped.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+
+namespace courier::logging {
+
+enum class level { error = 0, warn = 1, info = 2, debug = 3 };
+
+/// Lines of a level above this one are not written (default: warn).
+level current_level() noexcept;
+void set_level(level l) noexcept;
+/// "error", "warn", "info" or "debug"; false for anything else.
+bool parse_level(std::string_view s, level& out) noexcept;
+
+/// Where a line comes from, written after the level: the runtime's returns "L1 w0" (locality 1,
+/// worker 0). Called on the logging thread for every written line; must not log. nullptr: none.
+using prefix_provider = std::string (*)();
+void set_prefix_provider(prefix_provider p) noexcept;
+
+/// Writes one line at level `l` (no trailing newline needed).
+void write(level l, std::string_view message) noexcept;
+
+/// `courier::logging::error("dropped a parcel from locality {}", src)` and so on.
+template <class... Args>
+void at(level l, fmt::format_string<Args...> f, Args&&... args) noexcept {
+    if (l <= current_level()) {
+        try {
+            write(l, fmt::format(f, std::forward<Args>(args)...));
+        } catch (...) {
+        }
+    }
+}
+template <class... Args>
+void error(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    at(level::error, f, std::forward<Args>(args)...);
+}
+template <class... Args>
+void warn(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    at(level::warn, f, std::forward<Args>(args)...);
+}
+template <class... Args>
+void info(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    at(level::info, f, std::forward<Args>(args)...);
+}
+template <class... Args>
+void debug(fmt::format_string<Args...> f, Args&&... args) noexcept {
+    at(level::debug, f, std::forward<Args>(args)...);
+}
+
+} // namespace courier::logging

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: BSL-1.0
+// Coalescing small parcels per destination into batches (coalescer.hpp).
+#include "coalescer.hpp"
+
+#include "sender.hpp"
+
+#include <courier/common/log.hpp>
+
+#include <cstring>
+
+namespace courier::parcelport::fabric {
+
+coalescer::coalescer(endpoint& ep, peer_table& peers, backlog& bl, counters& c, sender& s,
+                     std::size_t batch_limit)
+    : ep_(ep), peers_(peers), backlog_(bl), counters_(c), sender_(s), batch_limit_(batch_limit) {}
+
+coalescer::~coalescer() = default;
+
+void coalescer::set_peers(std::size_t n) {
+    out_ = std::make_unique<peer_out[]>(n);
+}
+
+void coalescer::posted(std::uint32_t dest) noexcept {
+    out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void coalescer::completed(std::uint32_t dest) noexcept {
+    out_[dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool coalescer::try_coalesce(send_state* s) {
+    if (s->needs_done) {
+        // A rendezvous parcel leaves at once: held in a batch, its announcement would wait for
+        // the end of a progress pass, and so would the receiver's reads of its chunks, which
+        // are what its transfer waits for.
+        return false;
+    }
+    std::size_t rec = wire::record_size(s->eager.size());
+    if (4 * rec > batch_limit_ - sizeof(wire::header)) {
+        return false; // a quarter of a batch or more: little to gain, a copy to lose
+    }
+    peer_out& po = out_[s->dest];
+    auto nothing_to_wait_for = [&] {
+        return po.open.load(std::memory_order_acquire) == nullptr &&
+               po.in_flight.load(std::memory_order_acquire) < coalesce_in_flight;
+    };
+    if (nothing_to_wait_for()) {
+        return false; // it leaves at once (the request/reply case: no lock taken)
+    }
+    batch_op* full = nullptr;
+    {
+        std::lock_guard g(po.m);
+        if (nothing_to_wait_for()) {
+            return false;
+        }
+        batch_op* b = po.open.load(std::memory_order_relaxed);
+        if (b != nullptr && b->buf.size() + rec > batch_limit_) {
+            full = b; // posted below; a new batch takes its place (still listed as open)
+            b = take_batch(s->dest);
+            po.open.store(b, std::memory_order_release);
+            po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+        } else if (b == nullptr) {
+            b = take_batch(s->dest);
+            po.open.store(b, std::memory_order_release);
+            open_batches_.fetch_add(1, std::memory_order_acq_rel);
+            std::lock_guard lg(batch_mutex_);
+            open_list_.push_back(s->dest);
+        }
+        std::size_t at = b->buf.size();
+        b->buf.resize(at + rec); // zero-filled: the prefix's upper half and the padding
+        auto len = static_cast<std::uint32_t>(s->eager.size());
+        std::memcpy(b->buf.data() + at, &len, sizeof len);
+        std::memcpy(b->buf.data() + at + wire::record_prefix, s->eager.data(), s->eager.size());
+        b->members.push_back(s);
+    }
+    if (full != nullptr) {
+        post_batch(full);
+    }
+    return true;
+}
+
+batch_op* coalescer::take_batch(std::uint32_t dest) {
+    batch_op* b = nullptr;
+    {
+        std::lock_guard g(batch_mutex_);
+        if (!free_.empty()) {
+            b = free_.back();
+            free_.pop_back();
+        } else {
+            all_.push_back(std::make_unique<batch_op>());
+            b = all_.back().get();
+        }
+    }
+    b->dest = dest;
+    b->buf.assign(sizeof(wire::header), std::byte{0});
+    b->members.clear();
+    return b;
+}
+
+bool coalescer::flush() {
+    if (!has_open()) {
+        return false;
+    }
+    // Only the poller flushes: flushing_ is its own, and the swap keeps both lists' capacity,
+    // so a flush allocates nothing once warm.
+    {
+        std::lock_guard g(batch_mutex_);
+        flushing_.swap(open_list_);
+    }
+    for (std::uint32_t d : flushing_) {
+        peer_out& po = out_[d];
+        batch_op* b = nullptr;
+        {
+            std::lock_guard g(po.m);
+            b = po.open.exchange(nullptr, std::memory_order_acq_rel);
+            if (b != nullptr) {
+                open_batches_.fetch_sub(1, std::memory_order_acq_rel);
+                po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+            }
+        }
+        if (b != nullptr) {
+            post_batch(b);
+        }
+    }
+    flushing_.clear();
+    return true;
+}
+
+void coalescer::post_batch(batch_op* b) {
+    wire::header h = peers_.header_of(wire::batch);
+    h.chunk_count = static_cast<std::uint32_t>(b->members.size());
+    h.index_size = b->buf.size() - sizeof h;
+    std::memcpy(b->buf.data(), &h, sizeof h);
+    ++counters_.batches_sent;
+    counters_.parcels_in_batches += b->members.size();
+    std::uint32_t dest = b->dest;
+    fi_addr_t to = peers_[dest];
+    try {
+        backlog_.post_or_defer(
+            [this, b, to, dest] {
+                return peers_.wake(dest,
+                                   static_cast<long>(fi_send(ep_.ep(), b->buf.data(), b->buf.size(),
+                                                             nullptr, to, &b->ctx)));
+            },
+            "fi_send");
+    } catch (std::exception const& e) {
+        // Refused outright: its senders have returned, so they learn it from their handlers.
+        logging::error("a coalesced message to locality {} failed: {}", dest, e.what());
+        on_completion(b, std::make_error_code(std::errc::io_error));
+    }
+}
+
+void coalescer::on_completion(batch_op* b, std::error_code ec) {
+    for (send_state* s : b->members) { // eager-only parcels (try_coalesce): no DONE to wait for
+        sender_.complete(s, ec);
+    }
+    completed(b->dest);
+    b->members.clear();
+    std::lock_guard g(batch_mutex_);
+    free_.push_back(b);
+}
+
+} // namespace courier::parcelport::fabric

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: BSL-1.0
+// progress(): the completion queue, read by one thread at a time, each entry dispatched to the
+// object that posted it (op::kind); then the periodic checks, open batches and the backlog.
+#include "libfabric_transport.hpp"
+
+#include <courier/common/log.hpp>
+
+namespace courier::parcelport::fabric {
+
+void libfabric_transport::on_error_entry() {
+    fi_cq_err_entry err{};
+    fi_cq_readerr(endpoint_->cq(), &err, 0);
+    auto* o = static_cast<op*>(err.op_context);
+    auto ec = std::make_error_code(std::errc::connection_reset);
+    if (o == nullptr) {
+        // libfabric 1.17's shm reports a failed fi_read without its context: such an error
+        // cannot be tied to a parcel, whose reads then never complete. The stall timeout
+        // returns their read budget.
+        logging::error("libfabric completion error: {} (the provider did not say which operation)",
+                       fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0));
+        return;
+    }
+    logging::debug("libfabric completion error: {}",
+                   fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0));
+    switch (o->k) {
+    case op::kind::send:
+        sender_->on_completion(static_cast<send_op*>(o), true);
+        break;
+    case op::kind::batch:
+        coalescer_->on_completion(static_cast<batch_op*>(o), ec);
+        break;
+    case op::kind::read:
+        rendezvous_->on_completion(static_cast<read_op*>(o), true);
+        break;
+    case op::kind::recv:
+        break; // the endpoint is closing: its buffers go with it
+    }
+}
+
+bool libfabric_transport::progress() {
+    // One poller at a time (others have nothing to add and would only contend on the CQ;
+    // libfabric 1.17's tcp/rxm also crashed with concurrent fi_cq_read and fi_trywait).
+    std::unique_lock poll_lock(poll_mutex_, std::try_to_lock);
+    if (!poll_lock) {
+        return false;
+    }
+    bool any = rendezvous_->admit_deferred();
+    fi_cq_msg_entry entries[16];
+    for (;;) {
+        ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);
+        if (n == -FI_EAGAIN) {
+            break;
+        }
+        if (n == -FI_EAVAIL) {
+            on_error_entry();
+            any = true;
+            continue;
+        }
+        if (n < 0) {
+            throw error_of("fi_cq_read", n);
+        }
+        any = true;
+        for (ssize_t i = 0; i < n; ++i) {
+            auto* o = static_cast<op*>(entries[i].op_context);
+            switch (o->k) {
+            case op::kind::recv:
+                receiver_->on_completion(static_cast<recv_op*>(o), entries[i].len);
+                break;
+            case op::kind::send:
+                sender_->on_completion(static_cast<send_op*>(o), false);
+                break;
+            case op::kind::read:
+                rendezvous_->on_completion(static_cast<read_op*>(o), false);
+                break;
+            case op::kind::batch:
+                coalescer_->on_completion(static_cast<batch_op*>(o), {});
+                break;
+            }
+        }
+        if (n < 16) {
+            // A partial batch: the queue was empty a moment ago. Another fi_cq_read now would
+            // cost a provider progress pass (an epoll_wait on tcp) for nothing; the caller
+            // comes back soon.
+            break;
+        }
+    }
+    if ((++progress_calls_ & 255) == 0) {
+        rendezvous_->release_stalled();
+        receiver_->housekeeping();
+    }
+    // Coalesced parcels wait at most until here (the message before them has had the time this
+    // pass took to complete; if it has not, the batch follows it anyway).
+    any = coalescer_->flush() || any;
+    // Retry what -FI_EAGAIN deferred, in order (the empty case costs one atomic load).
+    any = backlog_.retry() || any;
+    return any;
+}
+
+} // namespace courier::parcelport::fabric

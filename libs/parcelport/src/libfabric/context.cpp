@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: BSL-1.0
+// The shared parts of the libfabric transport: statistics, peers, the -FI_EAGAIN backlog.
+#include "context.hpp"
+
+#include <courier/common/log.hpp>
+
+namespace courier::parcelport::fabric {
+
+statistics counters::snapshot() const {
+    statistics s;
+    s.messages_sent = messages_sent;
+    s.messages_received = messages_received;
+    s.eager_bytes_sent = eager_bytes_sent;
+    s.rma_bytes_read = rma_bytes_read;
+    s.rma_reads = rma_reads;
+    s.stalled_reads = stalled_reads;
+    s.rendezvous_sends = rendezvous_sends;
+    s.registrations = registrations;
+    s.eagain_retries = eagain_retries;
+    s.bytes_copied_on_send = bytes_copied_on_send;
+    s.receive_buffers_reused = receive_buffers_reused;
+    s.deferred_rendezvous = deferred_rendezvous;
+    s.pool_chunks_sent = pool_chunks_sent;
+    s.registration_cache_hits = registration_cache_hits;
+    s.registration_cache_misses = registration_cache_misses;
+    s.pool_receive_buffers = pool_receive_buffers;
+    s.batches_sent = batches_sent;
+    s.parcels_in_batches = parcels_in_batches;
+    s.doorbell_rings = doorbell_rings;
+    s.split_sends = split_sends;
+    return s;
+}
+
+void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
+                     std::uint32_t rank, detail::doorbell* bell, bool& bell_wait) {
+    std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
+    std::vector<std::string> bells(addresses.size());
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+        auto const& a = addresses[i];
+        std::size_t bell_len = a.size() < 2
+                                   ? SIZE_MAX
+                                   : std::to_integer<std::size_t>(a[a.size() - 2]) |
+                                         std::to_integer<std::size_t>(a[a.size() - 1]) << 8;
+        if (bell_len > a.size() - 2) {
+            throw network_error("courier: malformed address of locality " + std::to_string(i));
+        }
+        std::size_t fi_len = a.size() - 2 - bell_len;
+        bells[i].assign(reinterpret_cast<char const*>(a.data()) + fi_len, bell_len);
+        addrs[i] = ep.insert(a.data(), static_cast<std::uint32_t>(i));
+    }
+    addrs_ = std::move(addrs);
+    rank_ = rank;
+    bell_ = bell;
+    if (bell != nullptr && bell->connect(bells) != 0) {
+        if (ep.shm()) {
+            logging::warn("could not open every peer's doorbell; idle localities will answer some "
+                          "peers late");
+        } else {
+            // A peer that cannot ring (another host) would find this locality asleep with
+            // nothing to wake it: its idle workers poll in the bounded backoff instead. Peers
+            // whose bells opened are still rung.
+            bell_wait = false;
+        }
+    }
+}
+
+wire::header peer_table::header_of(wire::kind kind) const noexcept {
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = kind;
+    h.token = token_;
+    h.source = rank_;
+    return h;
+}
+
+void backlog::defer(long rc, std::function<long()> post, char const* what) {
+    if (rc != -FI_EAGAIN) {
+        throw error_of(what, rc);
+    }
+    ++counters_.eagain_retries;
+    std::lock_guard g(mutex_);
+    queue_.emplace_back(std::move(post), what);
+    size_.store(queue_.size(), std::memory_order_release);
+}
+
+bool backlog::retry() {
+    if (size_.load(std::memory_order_acquire) == 0) {
+        return false;
+    }
+    // One entry at a time from the front; one the provider still refuses goes back to the
+    // front and the pass ends (taking the whole queue out and putting the rest back would cost
+    // a move per waiting entry on every pass: quadratic under a flood).
+    bool any = false;
+    for (;;) {
+        std::pair<std::function<long()>, char const*> item;
+        {
+            std::lock_guard g(mutex_);
+            if (queue_.empty()) {
+                break;
+            }
+            item = std::move(queue_.front());
+            queue_.pop_front();
+            size_.store(queue_.size(), std::memory_order_release);
+        }
+        long rc = item.first();
+        if (rc == -FI_EAGAIN) {
+            std::lock_guard g(mutex_);
+            queue_.push_front(std::move(item));
+            size_.store(queue_.size(), std::memory_order_release);
+            break;
+        }
+        if (rc != 0) {
+            logging::error("{}", error_of(item.second, rc).what());
+        }
+        any = true;
+    }
+    return any;
+}
+
+} // namespace courier::parcelport::fabric

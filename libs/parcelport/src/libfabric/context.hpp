@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: BSL-1.0
+// What the parts of the libfabric transport share: the operation contexts the completion queue
+// hands back (op), the statistics counters, the peers (addresses, rank, job token, doorbell)
+// and the backlog of posts the provider refused with -FI_EAGAIN.
+#pragma once
+
+#include "../doorbell.hpp"
+#include "../wire.hpp"
+#include "fabric.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace courier::parcelport::fabric {
+
+/// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it); the
+/// completion queue dispatches on `k` (completion_queue.cpp).
+struct op {
+    enum class kind : std::uint8_t { recv, send, read, batch };
+    fi_context2 ctx;
+    kind k;
+    explicit op(kind kk) : ctx{}, k(kk) {}
+};
+
+/// The transport's statistics, counted without a lock (read only as a snapshot).
+struct counters {
+    using c = std::atomic<std::uint64_t>;
+    c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0}, rma_reads{0},
+        stalled_reads{0}, rendezvous_sends{0}, registrations{0}, eagain_retries{0},
+        bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
+        pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
+        pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0}, doorbell_rings{0},
+        split_sends{0};
+    statistics snapshot() const;
+};
+
+/// The localities of the job as this endpoint addresses them, and what every message carries.
+/// Set once (set_peers) before any send; read-only afterwards.
+class peer_table {
+public:
+    peer_table(counters& c) : counters_(c) {}
+    /// Parses each locality's address (the provider's, then the doorbell's name and its length
+    /// in two bytes), inserts it into the endpoint's address vector and opens the doorbells.
+    void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
+             detail::doorbell* bell, bool& bell_wait);
+    std::size_t size() const noexcept { return addrs_.size(); }
+    fi_addr_t operator[](std::uint32_t rank) const noexcept { return addrs_[rank]; }
+    std::uint32_t rank() const noexcept { return rank_; }
+    void set_token(std::uint64_t t) noexcept { token_ = t; }
+    /// A header of `kind` from this locality, with the job token; the rest zero.
+    wire::header header_of(wire::kind kind) const noexcept;
+    /// Magic, version, job token and a known source: a message of this job (any kind).
+    bool header_ok(wire::header const& h) const noexcept {
+        return h.magic == wire::magic && h.version == wire::version && h.token == token_ &&
+               h.source < addrs_.size();
+    }
+    /// After posting something for `rank` (rc 0), or when the provider refused it for now
+    /// (-FI_EAGAIN: the peer must progress, e.g. shm's first contact or a full queue): rings
+    /// the peer's doorbell, if there is one. Passes `rc` through.
+    long wake(std::uint32_t rank, long rc) noexcept {
+        if ((rc == 0 || rc == -FI_EAGAIN) && bell_ != nullptr && bell_->ring(rank)) {
+            ++counters_.doorbell_rings;
+        }
+        return rc;
+    }
+
+private:
+    counters& counters_;
+    std::vector<fi_addr_t> addrs_;
+    std::uint32_t rank_ = 0;
+    std::uint64_t token_ = 0;
+    detail::doorbell* bell_ = nullptr;
+};
+
+/// Posts the provider refused with -FI_EAGAIN, retried in order by progress(). A post is a
+/// callable returning the provider's code; it stays queued while it says -FI_EAGAIN.
+class backlog {
+public:
+    explicit backlog(counters& c) : counters_(c) {}
+    /// Runs `post`; on -FI_EAGAIN queues it (wrapped in a std::function, which allocates, only
+    /// then). Any other error throws network_error naming `what`.
+    template <class Post>
+    void post_or_defer(Post&& post, char const* what) {
+        long rc = post();
+        if (rc != 0) {
+            defer(rc, std::function<long()>(std::forward<Post>(post)), what);
+        }
+    }
+    /// Retries queued posts from the front until one is refused again; true if any went.
+    /// Costs one atomic load when empty.
+    bool retry();
+    std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
+
+private:
+    void defer(long rc, std::function<long()> post, char const* what);
+
+    counters& counters_;
+    std::mutex mutex_;
+    std::deque<std::pair<std::function<long()>, char const*>> queue_;
+    std::atomic<std::size_t> size_{0};
+};
+
+} // namespace courier::parcelport::fabric

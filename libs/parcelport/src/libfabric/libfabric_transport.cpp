@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: BSL-1.0
+// Opening, addressing and closing the libfabric transport; the per-provider defaults.
+#include "libfabric_transport.hpp"
+
+#include <courier/common/log.hpp>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <random>
+
+namespace courier::parcelport {
+
+namespace {
+/// The per-provider defaults of transport.hpp (why each value: its comments there).
+struct provider_defaults {
+    std::size_t read_budget, read_piece, eager_threshold;
+};
+provider_defaults defaults_for(std::string_view provider) noexcept {
+    auto core = fabric::core_provider(provider);
+    if (core == "shm") {
+        return {std::size_t{1} << 20, std::size_t{1} << 30, std::size_t{8} << 10};
+    }
+    if (core == "tcp") {
+        return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{64} << 10};
+    }
+    return {std::size_t{16} << 20, std::size_t{1} << 20, std::size_t{4} << 10};
+}
+} // namespace
+
+std::size_t default_read_budget(std::string_view provider) noexcept {
+    return defaults_for(provider).read_budget;
+}
+std::size_t default_eager_threshold(std::string_view provider) noexcept {
+    return defaults_for(provider).eager_threshold;
+}
+std::size_t default_read_piece(std::string_view provider) noexcept {
+    return defaults_for(provider).read_piece;
+}
+
+std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {
+    return std::make_unique<fabric::libfabric_transport>(o);
+}
+
+} // namespace courier::parcelport
+
+namespace courier::parcelport::fabric {
+
+libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) {
+    peers_.set_token(opts_.job_token);
+    std::size_t recv_size =
+        sizeof(wire::header) + opts_.eager_threshold + 32 * sizeof(wire::descriptor);
+    endpoint_ = std::make_unique<endpoint>(opts_, recv_size);
+    endpoint& ep = *endpoint_;
+    std::string prov = ep.provider();
+    if (opts_.read_budget == 0) {
+        opts_.read_budget = default_read_budget(prov);
+    }
+    if (opts_.read_piece == 0) {
+        opts_.read_piece = default_read_piece(prov);
+    }
+    std::size_t max_read = std::min<std::size_t>(ep.max_msg_size(), std::size_t{1} << 30);
+    max_read = std::min(max_read, std::max<std::size_t>(opts_.read_piece, 4096));
+    // Split messages (shm): a part must fit in the inject size with its header, and a joined
+    // message in a receive buffer behind part 0's header.
+    std::size_t split_part = 0, split_max = 0;
+    if (ep.shm() && opts_.split_messages && ep.inject_size() > 2 * sizeof(wire::header)) {
+        split_part = ep.inject_size();
+        split_max =
+            std::min(2 * (split_part - sizeof(wire::header)), recv_size - sizeof(wire::header));
+    }
+    // The largest coalesced message: a receive buffer, or on shm the inject size (a larger
+    // batch would take shm's CMA protocol; batches are not split).
+    std::size_t batch_limit = split_part != 0 ? std::min(split_part, recv_size) : recv_size;
+    // shm names its region after the pid unless told otherwise, and a killed process leaves
+    // the region behind: a later process with the same pid then fails fi_enable with EBUSY. A
+    // name unique to the job and rank avoids that, and lets courier-run remove the leftovers of
+    // a killed locality (the doorbell's shared word is named after it too).
+    bool wants_bell = ep.shm() ? opts_.doorbell : (ep.core() == "tcp" && opts_.tcp_doorbell);
+    std::string name = opts_.endpoint_name;
+    if (name.empty() && (ep.shm() || wants_bell)) {
+        static std::atomic<unsigned> counter{0};
+        name = fmt::format("courier-{}-{}-{}", ::getpid(), counter++, std::random_device{}());
+    }
+    if (wants_bell) {
+        opening_step("doorbell");
+        try {
+            bell_ = std::make_unique<detail::doorbell>(name);
+        } catch (std::exception const& e) {
+            logging::warn("{}; idle workers will {} instead", e.what(),
+                          ep.shm() ? "poll" : "wait on the completion queue");
+        }
+    }
+    // A wait fd lets idle workers sleep until a completion arrives, but costs on every message.
+    // libfabric 1.17's shm never signals it when a peer writes into our region (fi_trywait
+    // always says "busy") while every completion still costs a write and a read on it; rxm over
+    // tcp signals it through nested epoll sets. With a doorbell, peers wake us instead; shm
+    // without one gets the scheduler's bounded-backoff sleep.
+    ep.enable(!ep.shm() && !bell_, name);
+    memory_ = std::make_unique<memory>(ep, counters_, opts_);
+    sender_ = std::make_unique<sender>(ep, peers_, backlog_, *memory_, counters_, recv_size,
+                                       split_part, split_max);
+    coalescer_ =
+        std::make_unique<coalescer>(ep, peers_, backlog_, counters_, *sender_, batch_limit);
+    sender_->set_coalescer(coalescer_.get());
+    rendezvous_ = std::make_unique<rendezvous>(ep, peers_, backlog_, *memory_, counters_, *sender_,
+                                               on_receive_, opts_, max_read, recv_size);
+    receiver_ = std::make_unique<receiver>(ep, peers_, backlog_, *memory_, counters_, *sender_,
+                                           *rendezvous_, on_receive_, opts_, recv_size);
+    receiver_->post_buffers(opts_.posted_receives);
+}
+
+libfabric_transport::~libfabric_transport() {
+    // The endpoint first: no operation runs while the objects below free their buffers and
+    // registrations (in reverse order of their declaration), then the rest of the fabric.
+    endpoint_->close_endpoint();
+}
+
+std::vector<std::byte> libfabric_transport::address() const {
+    std::vector<std::byte> a = endpoint_->name();
+    std::string bell = bell_ ? bell_->name() : std::string();
+    for (char c : bell) {
+        a.push_back(static_cast<std::byte>(c));
+    }
+    a.push_back(static_cast<std::byte>(bell.size() & 0xff));
+    a.push_back(static_cast<std::byte>(bell.size() >> 8));
+    return a;
+}
+
+void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,
+                                    std::uint32_t my_rank) {
+    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_);
+    coalescer_->set_peers(addresses.size());
+}
+
+bool libfabric_transport::can_sleep() {
+    if (!endpoint_->shm() && transfers_pending()) {
+        // Over tcp the bytes of a send or of a read move only while both sides progress, and
+        // no completion (hence no ring) marks their progress: a worker that slept mid-transfer
+        // would stall it until its timeout.
+        return false;
+    }
+    if (bell_ && bell_wait_) {
+        // Raise the word, then look: a peer's post after this rings; one before it is found.
+        bell_->arm();
+        if (progress()) {
+            bell_->disarm();
+            return false;
+        }
+        return true;
+    }
+    if (coalescer_->has_open()) {
+        return false; // a coalesced message waits for progress()
+    }
+    if (endpoint_->wait_fd() < 0) {
+        return true; // no fd to wait on: the scheduler sleeps briefly and polls again
+    }
+    // Wait for a poller to finish rather than stay awake: with two idle workers, each one's
+    // polling would make the other's check fail, and they would keep each other awake.
+    std::lock_guard lk(poll_mutex_);
+    fid* f = &endpoint_->cq()->fid;
+    return fi_trywait(endpoint_->fabric(), &f, 1) == FI_SUCCESS;
+}
+
+std::string libfabric_transport::debug_state() const {
+    return fmt::format("sends in flight {}, {}, backlog {}, messages sent {}, received {}, "
+                       "EAGAIN retries {}",
+                       sender_->in_flight(), rendezvous_->debug_state(), backlog_.size(),
+                       counters_.messages_sent.load(), counters_.messages_received.load(),
+                       counters_.eagain_retries.load());
+}
+
+} // namespace courier::parcelport::fabric

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: BSL-1.0
+// The libfabric transport: one FI_EP_RDM endpoint, one completion queue, pre-posted receives,
+// and the objects that do the work, each in its own file:
+//   fabric.cpp            the libfabric objects and their opening (RAII owners)
+//   context.cpp           peers, statistics, the -FI_EAGAIN backlog
+//   memory.cpp            registrations and the receive buffer pool
+//   sender.cpp            eager messages, descriptors, split messages, send completion, DONE
+//   coalescer.cpp         batches of small parcels per destination
+//   receiver.cpp          posted receives, messages by kind, eager-only parcels
+//   fragments.cpp         joining split messages
+//   read_budget.cpp       admitting rendezvous parcels within the read budget
+//   rendezvous.cpp        the RMA reads (fi_read) and delivery after them
+//   completion_queue.cpp  progress(): the completion queue, dispatched to the objects above
+// Protocol: libs/parcelport/README.md; wire format: ../wire.hpp.
+#pragma once
+
+#include "coalescer.hpp"
+#include "context.hpp"
+#include "fabric.hpp"
+#include "memory.hpp"
+#include "receiver.hpp"
+#include "rendezvous.hpp"
+#include "sender.hpp"
+
+#include <courier/parcelport/transport.hpp>
+
+#include <memory>
+#include <mutex>
+
+namespace courier::parcelport::fabric {
+
+class libfabric_transport final : public transport {
+public:
+    /// Opens the transport; throws network_error (closing whatever was opened) on failure.
+    explicit libfabric_transport(transport_options const& o);
+    ~libfabric_transport() override;
+
+    std::vector<std::byte> address() const override;
+    void set_peers(std::vector<std::vector<std::byte>> const& addresses,
+                   std::uint32_t my_rank) override;
+    void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+    void set_job_token(std::uint64_t token) override { peers_.set_token(token); }
+    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override {
+        sender_->send(dest, std::move(m), std::move(on_sent), false);
+    }
+    bool send_coalesced(std::uint32_t dest, serialization::message&& m,
+                        sent_handler on_sent) override {
+        return sender_->send(dest, std::move(m), std::move(on_sent), opts_.coalescing);
+    }
+    bool progress() override;
+    std::string debug_state() const override;
+    int wait_fd() const override {
+        return bell_ && bell_wait_ ? bell_->fd() : endpoint_->wait_fd();
+    }
+    bool wait_fd_may_miss() const override { return bell_ && bell_wait_; }
+    bool can_sleep() override;
+    statistics stats() const override { return counters_.snapshot(); }
+    std::string provider_name() const override { return endpoint_->provider(); }
+
+    /// The receive path, for tests that feed it bytes directly.
+    receiver& receive_path() noexcept { return *receiver_; }
+
+private:
+    /// Sends not yet completed, or rendezvous reads under way or waiting for the budget.
+    bool transfers_pending() const { return rendezvous_->busy() || sender_->in_flight() != 0; }
+    /// One completion-queue error entry, dispatched.
+    void on_error_entry();
+
+    transport_options opts_;
+    std::unique_ptr<endpoint> endpoint_;
+    counters counters_;
+    peer_table peers_{counters_};
+    std::unique_ptr<detail::doorbell> bell_; // shm, and tcp if asked: peers' posts wake us
+    bool bell_wait_ = true; ///< idle workers wait on bell_ (false: some peer cannot ring it)
+    backlog backlog_{counters_};
+    std::unique_ptr<memory> memory_;
+    receive_handler on_receive_;
+    std::unique_ptr<sender> sender_;
+    std::unique_ptr<coalescer> coalescer_;
+    std::unique_ptr<rendezvous> rendezvous_;
+    std::unique_ptr<receiver> receiver_;
+    std::mutex poll_mutex_;            // the completion queue is polled by one thread at a time
+    std::uint64_t progress_calls_ = 0; // by the poller only
+};
+
+} // namespace courier::parcelport::fabric

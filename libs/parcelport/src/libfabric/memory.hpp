@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: BSL-1.0
+// Memory for the libfabric transport: registrations (the rma pool's, the registration cache's,
+// and one-off ones for FI_MR_LOCAL providers) and the receive buffer pool that RMA reads land
+// in. Why two pools (the rma pool and receive_buffer_pool): libs/parcelport/README.md.
+#pragma once
+
+#include "context.hpp"
+
+#include <courier/rma/pool.hpp>
+#include <courier/rma/registration_cache.hpp>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace courier::parcelport::fabric {
+
+/// Receive buffers for RMA-read chunks, reused by power-of-two size class (4 KiB ... 1 GiB).
+/// A fresh large buffer costs a page fault per 4 KiB on first touch (and glibc returns large
+/// blocks to the kernel on free), more than the copy itself at megabytes; a reused one is
+/// mapped already. The buffers go to the user inside the message (a serialize_buffer adopts
+/// them); their deleter returns them here, also after the transport is gone. At most `limit`
+/// bytes are kept. Thread safety: get() and the deleters may run on any thread.
+class receive_buffer_pool : public std::enable_shared_from_this<receive_buffer_pool> {
+public:
+    static constexpr unsigned min_shift = 12, max_shift = 30;
+    explicit receive_buffer_pool(std::size_t limit) : limit_(limit) {}
+    ~receive_buffer_pool();
+    receive_buffer_pool(receive_buffer_pool const&) = delete;
+    receive_buffer_pool& operator=(receive_buffer_pool const&) = delete;
+
+    /// A buffer of at least `n` bytes; `reused` says whether it came from the pool.
+    std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused);
+
+private:
+    void put(std::byte* p, unsigned shift) noexcept;
+
+    std::mutex mutex_;
+    std::size_t limit_;
+    std::size_t cached_ = 0;
+    std::array<std::vector<std::byte*>, max_shift - min_shift + 1> free_;
+};
+
+/// Registrations of one endpoint's domain, as the rma pool and the registration cache see them.
+class memory final : public rma::memory_registrar {
+public:
+    /// Attaches the rma pool if `attach_pool` (detached again when destroyed, also when a later
+    /// step of opening the transport fails).
+    memory(endpoint& ep, counters& c, transport_options const& o);
+    ~memory() override;
+    memory(memory const&) = delete;
+    memory& operator=(memory const&) = delete;
+
+    // rma::memory_registrar
+    rma::registration register_memory(void* base, std::size_t bytes) override;
+    void deregister_memory(rma::registration const& r) noexcept override {
+        fi_close(&static_cast<fid_mr*>(r.handle)->fid);
+    }
+    bool resolves_addresses_at_access() const noexcept override { return va_based_; }
+    char const* name() const noexcept override { return "libfabric"; }
+
+    /// A one-off registration (FI_MR_LOCAL providers' local buffers), counted in the statistics.
+    fid_mr* register_local(void const* p, std::size_t n, std::uint64_t access);
+    /// The remote address and key of [p, p + n) for a peer's fi_read: the rma pool's
+    /// registration when it is pool memory registered here (nothing to do), else one from the
+    /// registration cache, whose lease goes to `leases` (released by release()).
+    std::pair<std::uint64_t, std::uint64_t>
+    remote_access(void const* p, std::size_t n,
+                  std::vector<rma::registration_cache::lease>& leases);
+    void release(std::vector<rma::registration_cache::lease>& leases) noexcept;
+    /// The local descriptor of [p, p + n) if it is pool memory registered here, else nullptr.
+    void* pool_desc(void const* p, std::size_t n) const noexcept;
+    /// A destination for an RMA-read chunk: rma chunks go to pool memory (which a received
+    /// rma_vector adopts), the rest to the receive buffer pool.
+    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
+
+private:
+    endpoint& ep_;
+    counters& counters_;
+    bool va_based_ = false;
+    bool mr_virt_ = false;
+    bool pool_attached_ = false;
+    std::unique_ptr<rma::registration_cache> cache_;
+    std::shared_ptr<receive_buffer_pool> buffers_ =
+        std::make_shared<receive_buffer_pool>(std::size_t{256} << 20);
+};
+
+} // namespace courier::parcelport::fabric

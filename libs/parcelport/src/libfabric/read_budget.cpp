@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: BSL-1.0
+// The rendezvous's read budget (rendezvous.hpp): admitting parcels, deferring them while the
+// reads in flight use it up, giving it back, and releasing the budget of stalled reads.
+#include "rendezvous.hpp"
+
+#include <courier/common/log.hpp>
+#include <courier/serialization/chunk.hpp>
+
+#include <cstring>
+
+namespace courier::parcelport::fabric {
+
+namespace {
+/// Bytes the descriptors at `p` (n_desc of them; the one at `chunk_count`, if any, is the
+/// non-inline index) have the receiver read: pointer/rma chunks and a non-inline index.
+std::size_t bytes_to_read(std::byte const* p, std::size_t n_desc, std::uint32_t chunk_count) {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n_desc; ++i) {
+        wire::descriptor d;
+        std::memcpy(&d, p + i * sizeof d, sizeof d);
+        if (i == chunk_count ||
+            d.type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            total += static_cast<std::size_t>(std::min<std::uint64_t>(d.size, SIZE_MAX / 4));
+        }
+    }
+    return total;
+}
+} // namespace
+
+std::size_t rendezvous_bytes(wire::header const& h, std::byte const* p, std::size_t len) {
+    if ((h.flags & wire::descriptors_remote) != 0) {
+        if (len < sizeof h + sizeof(wire::descriptor)) {
+            return 0;
+        }
+        wire::descriptor d;
+        std::memcpy(&d, p + sizeof h, sizeof d);
+        return static_cast<std::size_t>(std::min<std::uint64_t>(d.size, SIZE_MAX / 4));
+    }
+    bool index_inline = (h.flags & wire::index_inline) != 0;
+    std::size_t n_desc = std::size_t{h.chunk_count} + (index_inline ? 0 : 1);
+    if (n_desc > (len - sizeof h) / sizeof(wire::descriptor)) {
+        return 0;
+    }
+    return bytes_to_read(p + sizeof h, n_desc, h.chunk_count);
+}
+
+std::size_t descriptor_payload(std::vector<std::byte> const& table, std::uint32_t chunk_count) {
+    return bytes_to_read(table.data(), table.size() / sizeof(wire::descriptor), chunk_count);
+}
+
+void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t len,
+                       std::size_t rma_bytes) {
+    if (rma_bytes != 0) {
+        std::lock_guard g(mutex_);
+        if (reading_bytes_ != 0 && reading_bytes_ + rma_bytes > opts_.read_budget) {
+            deferred_.push_back({h, std::vector<std::byte>(p, p + len), rma_bytes});
+            ++counters_.deferred_rendezvous;
+            return;
+        }
+        reading_bytes_ += rma_bytes;
+    }
+    try {
+        start(h, p, len, rma_bytes);
+    } catch (...) {
+        release_budget(rma_bytes);
+        throw;
+    }
+}
+
+void rendezvous::release_budget(std::size_t bytes) {
+    if (bytes == 0) {
+        return;
+    }
+    std::lock_guard g(mutex_);
+    reading_bytes_ -= bytes;
+    if (!deferred_.empty()) {
+        admit_pending_.store(true, std::memory_order_release);
+    }
+}
+
+bool rendezvous::admit_deferred() {
+    if (!admit_pending_.load(std::memory_order_relaxed) ||
+        !admit_pending_.exchange(false, std::memory_order_acq_rel)) {
+        return false;
+    }
+    bool any = false;
+    for (;;) {
+        deferred_parcel next;
+        {
+            std::lock_guard g(mutex_);
+            if (deferred_.empty() ||
+                (reading_bytes_ != 0 &&
+                 reading_bytes_ + deferred_.front().rma_bytes > opts_.read_budget)) {
+                return any;
+            }
+            next = std::move(deferred_.front());
+            deferred_.pop_front();
+            reading_bytes_ += next.rma_bytes;
+        }
+        any = true;
+        try {
+            start(next.h, next.eager.data(), next.eager.size(), next.rma_bytes);
+        } catch (std::exception const& e) {
+            logging::error("dropped a malformed parcel from locality {}: {}", next.h.source,
+                           e.what());
+            std::lock_guard g(mutex_);
+            reading_bytes_ -= next.rma_bytes; // give it back and try the next one
+        }
+    }
+}
+
+void rendezvous::release_stalled() {
+    if (opts_.read_stall_timeout.count() <= 0) {
+        return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    std::size_t freed = 0;
+    std::vector<std::uint32_t> sources;
+    {
+        std::lock_guard g(mutex_);
+        for (auto& [p, in] : incoming_) {
+            if (in->outstanding != 0 && in->rma_bytes != 0 &&
+                now - in->started > opts_.read_stall_timeout) {
+                freed += in->rma_bytes;
+                in->rma_bytes = 0; // finish() then releases nothing
+                sources.push_back(in->source);
+                ++counters_.stalled_reads;
+            }
+        }
+    }
+    for (auto s : sources) {
+        logging::error("RMA reads from locality {} stalled for over {} ms; their read budget is "
+                       "released (the parcel stays pending until they complete)",
+                       s, opts_.read_stall_timeout.count());
+    }
+    release_budget(freed);
+}
+
+bool rendezvous::busy() const {
+    std::lock_guard g(mutex_);
+    return reading_bytes_ != 0 || !deferred_.empty();
+}
+
+std::string rendezvous::debug_state() const {
+    std::lock_guard g(mutex_);
+    std::size_t reads = 0;
+    for (auto const& [p, in] : incoming_) {
+        reads += in->outstanding;
+    }
+    return fmt::format("incoming rendezvous {} (reads outstanding {}), waiting for the read "
+                       "budget {}",
+                       incoming_.size(), reads, deferred_.size());
+}
+
+} // namespace courier::parcelport::fabric

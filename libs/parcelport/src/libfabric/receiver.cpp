@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: BSL-1.0
+// The receive path (receiver.hpp): posted buffers, messages by kind, eager-only parcels.
+#include "receiver.hpp"
+
+#include "rendezvous.hpp"
+#include "sender.hpp"
+
+#include <courier/common/log.hpp>
+#include <courier/serialization/error.hpp>
+
+#include <cstring>
+
+namespace courier::parcelport::fabric {
+
+receiver::receiver(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
+                   sender& s, rendezvous& rv, transport::receive_handler& on_receive,
+                   transport_options const& o, std::size_t recv_size)
+    : ep_(ep), peers_(peers), backlog_(bl), memory_(mem), counters_(c), sender_(s), rendezvous_(rv),
+      on_receive_(on_receive), recv_size_(recv_size), joiner_(*this, o.read_stall_timeout) {}
+
+receiver::~receiver() {
+    for (auto& r : recvs_) {
+        if (r->mr != nullptr) {
+            fi_close(&r->mr->fid);
+        }
+    }
+}
+
+void receiver::post_buffers(std::size_t n) {
+    opening_step("posting receives");
+    for (std::size_t i = 0; i < n; ++i) {
+        auto r = std::make_unique<recv_op>();
+        r->buf.reset(new std::byte[recv_size_]);
+        if (ep_.mr_local()) {
+            r->mr = memory_.register_local(r->buf.get(), recv_size_, FI_RECV);
+        }
+        recvs_.push_back(std::move(r));
+        repost(recvs_.back().get());
+    }
+}
+
+void receiver::repost(recv_op* r) {
+    backlog_.post_or_defer(
+        [this, r] {
+            return static_cast<long>(fi_recv(ep_.ep(), r->buf.get(), recv_size_,
+                                             r->mr != nullptr ? fi_mr_desc(r->mr) : nullptr,
+                                             FI_ADDR_UNSPEC, &r->ctx));
+        },
+        "fi_recv");
+}
+
+void receiver::on_completion(recv_op* r, std::size_t len) {
+    std::byte const* p = r->buf.get();
+    if (len >= sizeof(wire::header) &&
+        std::to_integer<std::uint8_t>(p[offsetof(wire::header, kind)]) == wire::fragment) {
+        wire::header h;
+        std::memcpy(&h, p, sizeof h);
+        if (peers_.header_ok(h)) {
+            if (!joiner_.add(r, h, len)) {
+                repost(r);
+            } // else a part 0, held until its message is whole
+            return;
+        }
+    }
+    handle_message(p, len); // checks the header (and logs a fragment with a bad one)
+    repost(r);
+}
+
+void receiver::handle_message(std::byte const* p, std::size_t len) {
+    wire::header h;
+    bool ok = len >= sizeof h;
+    if (ok) {
+        std::memcpy(&h, p, sizeof h);
+        ok = peers_.header_ok(h);
+    }
+    if (!ok) {
+        logging::error("dropped a message with a bad header or job token ({} bytes)", len);
+    } else if (h.kind == wire::done) {
+        sender_.on_done(h.send_id);
+    } else if (h.kind == wire::parcel) {
+        handle_parcel(h, p, len);
+    } else if (h.kind == wire::batch) {
+        handle_batch(h, p, len);
+    } else {
+        logging::error("dropped a message of unknown kind {} from locality {}",
+                       static_cast<unsigned>(h.kind), h.source);
+    }
+}
+
+void receiver::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len) {
+    try {
+        std::size_t rma = rendezvous_bytes(h, p, len);
+        bool eager_only = (h.flags & wire::index_inline) != 0 &&
+                          (h.flags & wire::descriptors_remote) == 0 && rma == 0;
+        if (eager_only) {
+            deliver_eager(h, p, len);
+        } else {
+            rendezvous_.admit(h, p, len, rma);
+        }
+    } catch (std::exception const& e) {
+        logging::error("dropped a malformed parcel from locality {}: {}", h.source, e.what());
+    }
+}
+
+void receiver::deliver_eager(wire::header const& h, std::byte const* p, std::size_t len) {
+    std::size_t fixed = sizeof h + std::size_t{h.chunk_count} * sizeof(wire::descriptor);
+    if (h.chunk_count > recv_size_ || fixed > len || h.index_size > len - fixed) {
+        throw serialization::serialization_error("eager message sizes are inconsistent");
+    }
+    auto chunks = serialization::message::chunk_list();
+    chunks.reserve(h.chunk_count);
+    std::size_t offset = 0;
+    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+        wire::descriptor d;
+        std::memcpy(&d, p + sizeof h + i * sizeof d, sizeof d);
+        if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            chunks.push_back({serialization::chunk_type::index, d.size, offset, nullptr, 0});
+            offset += d.size;
+        } else if (d.size == 0 &&
+                   (d.type == static_cast<std::uint8_t>(serialization::chunk_type::pointer) ||
+                    d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma))) {
+            chunks.push_back({static_cast<serialization::chunk_type>(d.type), 0, 0, nullptr, 0});
+        } else {
+            throw serialization::serialization_error(
+                "bad chunk descriptor (type " + std::to_string(d.type) + ", " +
+                std::to_string(d.size) + " bytes) in an eager-only parcel");
+        }
+    }
+    if (offset != h.index_size) {
+        throw serialization::serialization_error("index chunks do not add up to the index size");
+    }
+    auto m = serialization::message::from_parts({p + fixed, h.index_size}, std::move(chunks));
+    ++counters_.messages_received;
+    if (on_receive_) {
+        on_receive_(h.source, std::move(m));
+    }
+}
+
+void receiver::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
+    if (h.index_size != len - sizeof h) {
+        logging::error("dropped a coalesced message from locality {}: it announces {} bytes of "
+                       "parcels and carries {}",
+                       h.source, h.index_size, len - sizeof h);
+        return;
+    }
+    std::size_t at = sizeof h;
+    std::uint32_t n = 0;
+    while (at < len) {
+        std::uint32_t rl = 0, zero = 0;
+        if (len - at < wire::record_prefix) {
+            break;
+        }
+        std::memcpy(&rl, p + at, sizeof rl);
+        std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
+        at += wire::record_prefix;
+        if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
+            logging::error(
+                "dropped the rest of a coalesced message from locality {}: a record of {} "
+                "bytes where {} remain",
+                h.source, rl, len - at);
+            return;
+        }
+        wire::header ih;
+        std::memcpy(&ih, p + at, sizeof ih);
+        if (!peers_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+            logging::error("dropped parcel {} of a coalesced message from locality {}: bad header",
+                           n, h.source);
+        } else {
+            handle_parcel(ih, p + at, rl);
+        }
+        at += wire::record_size(rl) - wire::record_prefix;
+        ++n;
+    }
+    if (n != h.chunk_count || at != len) {
+        logging::error("a coalesced message from locality {} announced {} parcels and held {}",
+                       h.source, h.chunk_count, n);
+    }
+}
+
+} // namespace courier::parcelport::fabric

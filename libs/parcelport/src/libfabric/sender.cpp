@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: BSL-1.0
+// The send path (sender.hpp): eager message, descriptors, split messages, completion, DONE.
+#include "sender.hpp"
+
+#include "coalescer.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <tuple>
+
+namespace courier::parcelport::fabric {
+
+sender::sender(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
+               std::size_t recv_size, std::size_t split_part, std::size_t split_max)
+    : ep_(ep), peers_(peers), backlog_(bl), memory_(mem), counters_(c), recv_size_(recv_size),
+      split_part_(split_part), split_max_(split_max) {}
+
+sender::~sender() {
+    // The endpoint is closed: nothing completes any more. Registrations go back.
+    sends_.for_each_published([this](send_table::slot& slot, std::uint64_t) {
+        memory_.release(slot.value.leases);
+        for (auto* mr : slot.value.mrs) {
+            fi_close(&mr->fid);
+        }
+    });
+}
+
+void sender::build(send_state* s) {
+    auto data = s->msg.data();
+    auto chunks = s->msg.chunks();
+    // Layout of the eager message: header, one descriptor per chunk (+ one for the index data
+    // when it does not fit and is read remotely), then the index data when it fits.
+    if (chunks.size() > wire::max_chunks) {
+        throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
+                                " chunks is more than the protocol carries (" +
+                                std::to_string(wire::max_chunks) + ")");
+    }
+    std::size_t fixed = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor);
+    bool remote_table = fixed + sizeof(wire::descriptor) > recv_size_;
+    if (remote_table) {
+        // Too many chunks to describe inline: the list goes in a table the receiver reads.
+        fixed = sizeof(wire::header) + sizeof(wire::descriptor);
+    }
+    bool inline_index = fixed + data.size() <= recv_size_;
+    if (!inline_index && !remote_table) {
+        fixed += sizeof(wire::descriptor);
+    }
+    s->eager.resize(fixed + (inline_index ? data.size() : 0));
+    if (remote_table) {
+        s->table.resize((chunks.size() + (inline_index ? 0 : 1)) * sizeof(wire::descriptor));
+    }
+    std::byte* desc_out = remote_table ? s->table.data() : s->eager.data() + sizeof(wire::header);
+    auto put = [&](wire::descriptor const& d) {
+        std::memcpy(desc_out, &d, sizeof d);
+        desc_out += sizeof d;
+    };
+    try {
+        for (auto const& c : chunks) {
+            wire::descriptor d{};
+            d.type = static_cast<std::uint8_t>(c.type);
+            d.size = c.size;
+            if (c.type != serialization::chunk_type::index && c.size != 0) {
+                // The receiver reads the chunk in place: nothing is copied. Pool memory is
+                // registered already; other memory through the registration cache.
+                std::tie(d.address, d.key) = memory_.remote_access(c.address, c.size, s->leases);
+                s->needs_done = true;
+            }
+            put(d);
+        }
+        if (!inline_index) {
+            wire::descriptor d{};
+            d.type = wire::index_buffer_type;
+            d.size = data.size();
+            std::tie(d.address, d.key) = memory_.remote_access(data.data(), data.size(), s->leases);
+            put(d);
+            s->needs_done = true;
+        }
+        if (remote_table) {
+            wire::descriptor d{};
+            d.type = wire::descriptor_table_type;
+            d.size = s->table.size();
+            std::tie(d.address, d.key) =
+                memory_.remote_access(s->table.data(), s->table.size(), s->leases);
+            std::memcpy(s->eager.data() + sizeof(wire::header), &d, sizeof d);
+            s->needs_done = true;
+        }
+    } catch (...) {
+        memory_.release(s->leases);
+        throw;
+    }
+    wire::header h = peers_.header_of(wire::parcel);
+    h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
+                                        (remote_table ? wire::descriptors_remote : 0));
+    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
+    h.send_id = s->id;
+    h.index_size = data.size();
+    std::memcpy(s->eager.data(), &h, sizeof h);
+    if (inline_index && !data.empty()) {
+        std::memcpy(s->eager.data() + fixed, data.data(), data.size());
+    }
+    counters_.bytes_copied_on_send += inline_index ? data.size() : 0;
+}
+
+bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
+                  bool coalesce) {
+    if (dest >= peers_.size()) {
+        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
+    }
+    send_table::slot* slot = sends_.acquire();
+    // Until the message is posted, a failure gives the slot back.
+    struct slot_guard {
+        sender* self;
+        send_table::slot* slot;
+        ~slot_guard() {
+            if (slot != nullptr) {
+                self->recycle(slot);
+            }
+        }
+    } guard{this, slot};
+    send_state* s = &slot->value;
+    s->id = slot->id();
+    s->dest = dest;
+    s->msg = std::move(m);
+    s->on_sent = std::move(on_sent);
+    build(s);
+    fid_mr* eager_mr = nullptr;
+    if (ep_.mr_local()) {
+        eager_mr = memory_.register_local(s->eager.data(), s->eager.size(), FI_SEND);
+        s->mrs.push_back(eager_mr);
+    }
+    sends_.publish(std::exchange(guard.slot, nullptr));
+    send_state* raw = s;
+    ++counters_.messages_sent;
+    counters_.eager_bytes_sent += raw->eager.size();
+    counters_.rendezvous_sends += raw->needs_done;
+    if (coalesce && eager_mr == nullptr && coalescer_->try_coalesce(raw)) {
+        return true;
+    }
+    coalescer_->posted(dest);
+    fi_addr_t to = peers_[dest];
+    try {
+        if (eager_mr == nullptr && raw->eager.size() > split_part_ &&
+            raw->eager.size() <= split_max_) {
+            post_split(raw);
+            return false;
+        }
+        void* desc = eager_mr != nullptr ? fi_mr_desc(eager_mr) : nullptr;
+        backlog_.post_or_defer(
+            [this, raw, desc, to, dest] {
+                // Once posted, `raw` may complete and be reused at any moment: only copies
+                // (`dest`) after the call.
+                return peers_.wake(
+                    dest, static_cast<long>(fi_send(ep_.ep(), raw->eager.data(), raw->eager.size(),
+                                                    desc, to, &raw->op.ctx)));
+            },
+            "fi_send");
+    } catch (...) {
+        // Refused outright (not -FI_EAGAIN): the caller gets the error. If that was the
+        // second part of a split message, the first part is in flight and its completion
+        // ends the send (unless it came already), without a handler to call.
+        if (raw->split.posted == 1) {
+            raw->on_sent = nullptr;
+            raw->split.failed.store(true, std::memory_order_relaxed);
+            if (raw->split.left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+                throw;
+            }
+        }
+        coalescer_->completed(dest);
+        if (send_table::slot* failed = sends_.claim(raw->id); failed != nullptr) {
+            for (auto* mr : raw->mrs) {
+                fi_close(&mr->fid);
+            }
+            memory_.release(raw->leases);
+            recycle(failed);
+        }
+        throw;
+    }
+    return false;
+}
+
+void sender::post_split(send_state* s) {
+    // Part 0: the message's first (inject size - header) bytes; part 1: the rest. Each within
+    // the inject size, so shm copies both through its inject buffers; the receiver copies the
+    // smaller part in behind the larger (fragment_joiner).
+    std::size_t const n = s->eager.size();
+    std::size_t const first = split_part_ - sizeof(wire::header);
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        wire::header h = peers_.header_of(wire::fragment);
+        h.send_id = s->id; // unique among this side's sends in flight
+        h.chunk_count = i;
+        h.index_size = n;
+        s->split.headers[i] = h;
+    }
+    s->split.posted = 0;
+    s->split.left.store(2, std::memory_order_release);
+    ++counters_.split_sends;
+    fi_addr_t to = peers_[s->dest];
+    std::uint32_t dest = s->dest;
+    backlog_.post_or_defer(
+        [this, s, to, dest, n, first] {
+            auto part = [&](std::uint32_t i) {
+                iovec iov[2] = {
+                    {&s->split.headers[i], sizeof(wire::header)},
+                    {s->eager.data() + (i == 0 ? 0 : first), i == 0 ? first : n - first}};
+                return static_cast<long>(fi_sendv(ep_.ep(), iov, nullptr, 2, to,
+                                                  i == 0 ? &s->op.ctx : &s->split.op2.ctx));
+            };
+            if (s->split.posted == 0) {
+                long rc = part(0);
+                if (rc != 0) {
+                    return peers_.wake(dest, rc);
+                }
+                s->split.posted = 1; // before part 1 is posted: s may complete after that
+            }
+            // Once posted, `s` may complete and be reused at any moment: nothing after it.
+            return peers_.wake(dest, part(1));
+        },
+        "fi_sendv");
+}
+
+void sender::on_completion(send_op* o, bool failed) {
+    send_state* s = o->s;
+    if (failed) {
+        s->split.failed.store(true, std::memory_order_relaxed);
+    }
+    if (!last_part(s)) {
+        return; // the other part of a split message completes it
+    }
+    coalescer_->completed(s->dest);
+    if (s->split.failed.load(std::memory_order_relaxed)) {
+        complete(s, std::make_error_code(std::errc::connection_reset));
+        return;
+    }
+    s->eager_done = true;
+    if (!s->needs_done || s->remote_done) {
+        complete(s, {});
+    }
+}
+
+void sender::on_done(std::uint64_t id) {
+    // Only the poller completes sends, so the slot stays as found until complete().
+    if (send_table::slot* slot = sends_.find(id); slot != nullptr) {
+        slot->value.remote_done = true;
+        if (slot->value.eager_done) {
+            complete(&slot->value, {});
+        }
+    }
+}
+
+void sender::complete(send_state* s, std::error_code ec) {
+    send_table::slot* slot = sends_.claim(s->id);
+    if (slot == nullptr) {
+        return; // completed already
+    }
+    for (auto* mr : s->mrs) {
+        fi_close(&mr->fid);
+    }
+    memory_.release(s->leases);
+    if (s->on_sent) {
+        s->on_sent(ec);
+    }
+    recycle(slot);
+}
+
+void sender::recycle(send_table::slot* slot) noexcept {
+    // What the send held goes now (the message and the handler's captures), as when the
+    // state was destroyed; its vectors keep their capacity for the next send.
+    send_state* s = &slot->value;
+    s->msg = serialization::message();
+    s->on_sent = nullptr;
+    s->mrs.clear();
+    s->leases.clear();
+    s->eager.clear();
+    s->table.clear();
+    auto index = static_cast<std::uint32_t>(s->id);
+    bool large = s->eager.capacity() > kept_eager || s->table.capacity() > kept_eager;
+    if (index >= kept_slots || (large && index >= kept_large_slots)) {
+        std::vector<std::byte>().swap(s->eager);
+        std::vector<std::byte>().swap(s->table);
+    }
+    s->needs_done = s->eager_done = s->remote_done = false;
+    s->split.posted = 0;
+    s->split.left.store(1, std::memory_order_relaxed);
+    s->split.failed.store(false, std::memory_order_relaxed);
+    sends_.release(slot);
+}
+
+void sender::send_done(std::uint32_t dest, std::uint64_t id) {
+    wire::header h = peers_.header_of(wire::done);
+    h.send_id = id;
+    fi_addr_t to = peers_[dest];
+    backlog_.post_or_defer(
+        [this, h, to, dest] {
+            return peers_.wake(dest, static_cast<long>(fi_inject(ep_.ep(), &h, sizeof h, to)));
+        },
+        "fi_inject");
+}
+
+std::size_t sender::in_flight() const {
+    std::size_t n = 0;
+    sends_.for_each_published([&](send_table::slot&, std::uint64_t) { ++n; });
+    return n;
+}
+
+} // namespace courier::parcelport::fabric

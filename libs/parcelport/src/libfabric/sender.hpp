@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: BSL-1.0
+// The send path: a parcel's eager message (header, chunk descriptors, inline index data), the
+// registrations that let the receiver read its pointer and rma chunks, the table of sends in
+// flight, split messages (two parts within shm's inject size), completion and DONE.
+#pragma once
+
+#include "context.hpp"
+#include "memory.hpp"
+
+#include <courier/parcelport/detail/slot_table.hpp>
+
+#include <array>
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace courier::parcelport::fabric {
+
+class coalescer;
+struct send_state;
+
+struct send_op : op {
+    send_state* s;
+    explicit send_op(send_state* st) : op(kind::send), s(st) {}
+};
+
+/// A message sent as two parts (wire::fragment, sender::post_split): the second part's
+/// context, the parts' headers, the parts posted so far (by the sender) and the parts whose
+/// completion is still to come (the poller counts them down; the last one completes the send).
+struct split_parts {
+    explicit split_parts(send_state* s) : op2(s) {}
+    send_op op2;
+    std::array<wire::header, 2> headers{};
+    std::uint8_t posted = 0;
+    std::atomic<std::uint8_t> left{1};
+    std::atomic<bool> failed{false};
+};
+
+struct send_state {
+    std::uint64_t id = 0; // its slot's id in the send table
+    std::uint32_t dest = 0;
+    serialization::message msg;
+    std::vector<fid_mr*> mrs;                           // FI_MR_LOCAL registrations
+    std::vector<rma::registration_cache::lease> leases; // released when the send completes
+    transport::sent_handler on_sent;
+    std::vector<std::byte> eager;
+    std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
+    send_op op{this};
+    split_parts split{this};
+    bool needs_done = false; // the receiver reads chunks and answers with DONE
+    // Set by the poller only (completions and DONEs are handled under the poll lock).
+    bool eager_done = false;
+    bool remote_done = false;
+};
+
+/// Sends in flight (see slot_table: a DONE for a completed or forged id finds nothing). Slots
+/// keep their send_state, and with it the capacity of its vectors (the eager message above
+/// all), so a send allocates nothing here once the table is warm. A recycled state gives its
+/// buffers back beyond the first `kept_slots` slots, and beyond the first `kept_large_slots`
+/// when they hold more than `kept_eager` bytes: at most 256 x the largest eager message stays
+/// after a burst. Large eager messages must be kept: allocating and zero-filling 64 KiB per
+/// send costs its page faults again each time.
+using send_table = detail::slot_table<send_state>;
+constexpr std::size_t kept_slots = 4096;
+constexpr std::size_t kept_large_slots = 256;
+constexpr std::size_t kept_eager = 16 * 1024;
+
+/// Thread safety: send() from any thread; the completion handlers (on_*) from the poller only.
+class sender {
+public:
+    /// `recv_size`: the receivers' buffer size; `split_part`/`split_max`: messages of more than
+    /// split_part and at most split_max bytes go as two (0: never).
+    sender(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
+           std::size_t recv_size, std::size_t split_part, std::size_t split_max);
+    ~sender();
+    void set_coalescer(coalescer* c) noexcept { coalescer_ = c; }
+
+    /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
+    bool send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
+              bool coalesce);
+    /// A send's (or one part's) completion came, with an error if `failed`.
+    void on_completion(send_op* o, bool failed);
+    /// The receiver read every chunk of send `id` (its DONE came).
+    void on_done(std::uint64_t id);
+    /// Runs `s`'s handler with `ec` and recycles it (no-op if completed already).
+    void complete(send_state* s, std::error_code ec);
+    /// Tells `dest` that its rendezvous send `id` was read.
+    void send_done(std::uint32_t dest, std::uint64_t id);
+    /// Sends not yet completed.
+    std::size_t in_flight() const;
+
+private:
+    void post_split(send_state* s);
+    /// A completion came: true if it was `s`'s last part (only a split message has two).
+    static bool last_part(send_state* s) noexcept {
+        return s->split.left.load(std::memory_order_acquire) == 1 ||
+               s->split.left.fetch_sub(1, std::memory_order_acq_rel) == 1;
+    }
+    /// Builds `s`'s eager message and descriptors from its message.
+    void build(send_state* s);
+    /// Clears a send whose slot the caller holds (claimed, or never published) and gives the
+    /// slot back.
+    void recycle(send_table::slot* slot) noexcept;
+
+    endpoint& ep_;
+    peer_table& peers_;
+    backlog& backlog_;
+    memory& memory_;
+    counters& counters_;
+    coalescer* coalescer_ = nullptr;
+    mutable send_table sends_; // lock-free
+    std::size_t recv_size_;
+    std::size_t split_part_, split_max_;
+};
+
+} // namespace courier::parcelport::fabric
