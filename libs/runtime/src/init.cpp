@@ -10,6 +10,7 @@
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/init.hpp>
+#include <courier/runtime/this_thread.hpp>
 #include <courier/serialization/chunk.hpp>
 
 #include <algorithm>
@@ -29,6 +30,11 @@ std::mutex g_config_mutex;
 } // namespace
 
 namespace detail {
+/// Where a log line comes from: "L<locality> w<worker>" ("w-1": not a worker thread).
+std::string log_prefix() {
+    return fmt::format("L{} w{}", get_locality_id(), this_thread::get_worker_id());
+}
+
 void report_unhandled_exception(std::exception_ptr e) noexcept {
     g_unhandled.fetch_add(1, std::memory_order_relaxed);
     try {
@@ -90,6 +96,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
                                ": expected error, warn, info or debug");
         }
         courier::logging::set_level(level);
+        courier::logging::set_prefix_provider(&log_prefix);
         // Localities that courier-run starts on this machine share its cores: by default each
         // gets cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
         std::size_t local_rank = 0, local_size = 1;
@@ -137,7 +144,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
             throw config_error(e.what());
         }
     } catch (config_error const& e) {
-        std::fprintf(stderr, "courier: %s\n", e.what());
+        log(log_level::error, "{}", e.what());
         return 1;
     }
     {

@@ -82,7 +82,7 @@ TEST(options, bad_values_are_rejected) {
         testing::internal::CaptureStderr();
         EXPECT_EQ(init_with({bad}), 1) << bad;
         std::string err = testing::internal::GetCapturedStderr();
-        EXPECT_NE(err.find("courier: --courier:"), std::string::npos) << bad << ": " << err;
+        EXPECT_NE(err.find("]: --courier:"), std::string::npos) << bad << ": " << err;
     }
 }
 

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: BSL-1.0
+// The state of this locality in a distributed run (locality_state), and what the runtime's
+// distributed parts (parcel_protocol, failure, termination, locality, components) share.
+#pragma once
+
+#include "bootstrap.hpp"
+
+#include <courier/parcelport/detail/slot_table.hpp>
+#include <courier/parcelport/transport.hpp>
+#include <courier/runtime/actions.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <typeinfo>
+#include <unordered_map>
+#include <vector>
+
+namespace courier::detail {
+
+/// A parcel is a request {u8 kind, u64 action id, u64 request id, arguments} or a reply
+/// {u8 kind, u64 request id, u8 control, u8 status, result or exception}. Request id 0: a post,
+/// no reply wanted.
+enum parcel_kind : std::uint8_t { request = 1, reply = 2 };
+enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
+
+using completion = reply_handler;
+
+/// The components that live on this locality, by the lsb of their id, with the credits handed
+/// out for them (components.cpp).
+struct component_table {
+    struct entry {
+        std::shared_ptr<void> obj;
+        std::type_info const* type;
+        std::uint64_t outstanding; // credits handed out and not yet returned
+    };
+    std::mutex mutex;
+    std::unordered_map<std::uint64_t, entry> entries;
+    std::atomic<std::uint64_t> next{1};
+    std::atomic<bool> open{true}; // false once shutdown destroyed them
+};
+
+/// What a locality of a distributed run holds: its transport, the requests awaiting replies,
+/// which peers have failed, the launcher's connection and the counts termination needs.
+/// Created by distributed_start, destroyed by distributed_close; a run without a launcher
+/// uses a default one (rank 0 of 1, no transport).
+struct locality_state {
+    std::unique_ptr<parcelport::transport> tp;
+    std::uint32_t rank = 0;
+    std::uint32_t size = 1;
+    std::size_t hook = static_cast<std::size_t>(-1);
+    // Requests awaiting replies, by request id (= the slot's id): no lock on the request or
+    // reply path. `dest` and `control` are atomic because diagnosis, peer failure and the
+    // quiescence count read them in published slots; `done` belongs to whoever claims the id.
+    struct pending_request {
+        completion done;
+        std::atomic<bool> control{false};
+        std::atomic<std::uint32_t> dest{0};
+    };
+    using pending_table = parcelport::detail::slot_table<pending_request>;
+    pending_table pending;
+    std::vector<std::atomic<bool>> dead; // by rank: reported failed by the launcher
+    std::unique_ptr<bootstrap> boot;
+    std::thread monitor;
+    std::atomic<std::uint64_t> sent{0}, received{0}; // user parcels, for termination
+    std::atomic<std::uint64_t> in_flight{0};         // every send not yet completed
+    std::mutex exit_mutex;
+    std::condition_variable exit_cv;
+    bool exit_requested = false;
+    component_table components;
+};
+
+/// This locality's state (the default one outside a distributed run).
+locality_state& here() noexcept;
+/// Makes `s` this locality's state (nullptr: back to the default); returns the previous one.
+std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) noexcept;
+
+/// The registered action with wire id `id` ({nullptr, nullptr} if none; action_registry.cpp).
+struct action_entry {
+    char const* name;
+    action_invoker invoke;
+};
+action_entry find_action(std::uint64_t id) noexcept;
+/// Whether an action is one of the runtime's own (termination), not counted as user traffic.
+bool is_control(std::uint64_t action_id);
+/// A parcel arrived from `source` (or from this locality itself).
+void deliver(std::uint32_t source, serialization::message&& m);
+/// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
+/// answered, failed or never issued). Exactly one caller gets it.
+completion take_pending(std::uint64_t rid);
+/// The launcher's job time limit ran out: logs what this locality is waiting for.
+void log_diagnosis();
+/// A locality is gone: every request waiting on it fails with network_error, and so will
+/// every later one.
+void peer_failed(std::uint32_t rank);
+
+} // namespace courier::detail

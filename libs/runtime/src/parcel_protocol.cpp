@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: BSL-1.0
+// The request/reply protocol: a remote call becomes a request parcel, runs as a task on its
+// destination and comes back as a reply parcel that completes the caller's future. Layout of
+// the parcels: locality_state.hpp.
+#include "locality_state.hpp"
+#include "log.hpp"
+#include "scheduler.hpp"
+
+#include <courier/runtime/init.hpp>
+
+#include <fmt/format.h>
+
+namespace courier::detail {
+
+namespace {
+
+/// A parcel has left (or failed to): a failed request fails its caller's future at once.
+void sent(std::uint64_t rid, std::error_code const& ec) {
+    locality_state& st = here();
+    if (ec && rid != 0) {
+        if (completion done = take_pending(rid)) {
+            done(nullptr, std::make_exception_ptr(network_error(
+                              "courier: sending to a locality failed: " + ec.message())));
+        }
+    }
+    st.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
+                 std::function<void(std::error_code const&)> on_sent) {
+    locality_state& st = here();
+    if (dest == st.rank) {
+        // Local target: the same parcel path without the network (no copy: the message still
+        // references the sender's arguments, kept alive by it).
+        deliver(dest, std::move(m));
+        if (on_sent) {
+            on_sent({});
+        }
+        return;
+    }
+    st.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    // One handler per parcel, built here: without a caller's callback it captures only the
+    // request id (0 for a reply), which std::function stores inline; only a caller's own
+    // callback costs an allocation.
+    parcelport::transport::sent_handler handler;
+    if (on_sent) {
+        handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
+            cb(ec);
+            sent(rid, ec);
+        };
+    } else {
+        handler = [rid](std::error_code ec) { sent(rid, ec); };
+    }
+    // A worker polls the network regularly (when idle and every few tasks), so parcels it
+    // sends may be coalesced; another thread's go out at once. A parcel held in a batch must
+    // not wait for this worker's task to end: another worker sends it at its next progress
+    // pass, and if every other worker sleeps, one is woken for it (the burst_then_compute
+    // test). With a single worker per locality a batch waits until the task yields or ends.
+    if (scheduler* s = current_scheduler(); s != nullptr && detail::current_worker() != nullptr) {
+        if (st.tp->send_coalesced(dest, std::move(m), std::move(handler))) {
+            s->notify_one();
+        }
+        return;
+    }
+    st.tp->send(dest, std::move(m), std::move(handler));
+}
+
+void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
+                std::function<void(serialization::output_archive&)> const& body, bool ok) {
+    locality_state& st = here();
+    serialization::message m;
+    {
+        serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(reply));
+        ar.save(rid);
+        ar.save(static_cast<std::uint8_t>(control));
+        ar.save(static_cast<std::uint8_t>(ok ? status_ok : status_failed));
+        body(ar);
+    }
+    if (!control) {
+        st.sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    send_parcel(dest, std::move(m), 0, nullptr);
+}
+
+void handle_request(std::uint32_t source, serialization::input_archive& in) {
+    locality_state& st = here();
+    auto action_id = in.load_value<std::uint64_t>();
+    auto rid = in.load_value<std::uint64_t>();
+    bool control = is_control(action_id);
+    if (!control) {
+        st.received.fetch_add(1, std::memory_order_acq_rel);
+    }
+    auto const found = find_action(action_id); // (no structured binding: lambdas use it)
+    action_invoker invoke = found.invoke;
+    char const* name = found.name != nullptr ? found.name : "?";
+    auto fail_reply = [&](std::string const& type, std::string const& what) {
+        if (rid == 0) {
+            log(log_level::error, "posted action {} from locality {} failed: {}: {}", name, source,
+                type, what);
+            return;
+        }
+        send_reply(
+            source, rid, control,
+            [&](serialization::output_archive& ar) {
+                ar.save(type);
+                ar.save(what);
+            },
+            false);
+    };
+    if (invoke == nullptr) {
+        log(log_level::error, "rejected a parcel from locality {}: unknown action id {:#018x}",
+            source, action_id);
+        fail_reply("courier::unknown_action",
+                   fmt::format("no action with id {:#018x} is registered on locality {}", action_id,
+                               st.rank));
+        return;
+    }
+    // Run the action, writing the result into a fresh reply; on an exception, reply with it.
+    serialization::message result;
+    try {
+        serialization::output_archive ar(result);
+        ar.save(static_cast<std::uint8_t>(reply));
+        ar.save(rid);
+        ar.save(static_cast<std::uint8_t>(control));
+        ar.save(static_cast<std::uint8_t>(status_ok));
+        invoke(in, ar);
+    } catch (std::exception const& e) {
+        fail_reply(serialization::detail::demangle(typeid(e).name()), e.what());
+        return;
+    } catch (...) {
+        fail_reply("unknown", "an exception of unknown type");
+        return;
+    }
+    if (rid == 0) {
+        return;
+    }
+    if (!control) {
+        st.sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    send_parcel(source, std::move(result), 0, nullptr);
+}
+
+} // namespace
+
+// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
+// answered, failed or never issued). Exactly one caller gets it.
+completion take_pending(std::uint64_t rid) {
+    locality_state& st = here();
+    auto* slot = st.pending.claim(rid);
+    if (slot == nullptr) {
+        return {};
+    }
+    completion done = std::move(slot->value.done); // leaves the slot's handler empty
+    st.pending.release(slot);
+    return done;
+}
+
+namespace {
+
+void handle_reply(std::uint32_t source, serialization::input_archive& in) {
+    locality_state& st = here();
+    auto rid = in.load_value<std::uint64_t>();
+    bool control = in.load_value<std::uint8_t>() != 0;
+    auto status = in.load_value<std::uint8_t>();
+    if (!control) {
+        st.received.fetch_add(1, std::memory_order_acq_rel);
+    }
+    completion done = take_pending(rid);
+    if (!done) {
+        log(log_level::error, "reply from locality {} for unknown request {}", source, rid);
+        return;
+    }
+    if (status == status_ok) {
+        done(&in, nullptr);
+        return;
+    }
+    std::string type, what;
+    in.load(type);
+    in.load(what);
+    done(nullptr, std::make_exception_ptr(remote_exception(type, what, source)));
+}
+
+void handle_parcel(std::uint32_t source, serialization::message const& msg) noexcept {
+    try {
+        serialization::input_archive in(msg);
+        auto kind = in.load_value<std::uint8_t>();
+        if (kind == request) {
+            handle_request(source, in);
+        } else if (kind == reply) {
+            handle_reply(source, in);
+        } else {
+            log(log_level::error, "dropped a parcel of unknown kind {} from locality {}", kind,
+                source);
+        }
+    } catch (std::exception const& e) {
+        log(log_level::error, "dropped a malformed parcel from locality {}: {}", source, e.what());
+    } catch (...) {
+        log(log_level::error, "dropped a parcel from locality {}: unknown exception", source);
+    }
+}
+
+/// Replies whose index data is at most this large and that have no external chunk are handled
+/// where they arrive.
+constexpr std::size_t inline_reply_bytes = 4096;
+
+} // namespace
+
+void deliver(std::uint32_t source, serialization::message&& m) {
+    // A small reply only fulfils a promise (resuming the waiting thread, or queueing its
+    // continuations as tasks): handled at once, on the thread that received it, it costs no
+    // task and no switch. Requests (actions may block) and large replies (their loading
+    // copies) run as tasks, so that progress passes stay short.
+    auto d = m.data();
+    if (d.size() > serialization::message_header_size && d.size() <= inline_reply_bytes &&
+        m.external_chunk_count() == 0 &&
+        std::to_integer<std::uint8_t>(d[serialization::message_header_size]) == reply) {
+        handle_parcel(source, m);
+        return;
+    }
+    post([source, msg = std::move(m)]() mutable { handle_parcel(source, msg); });
+}
+
+void send_request(std::uint32_t dest, std::uint64_t action_id,
+                  function_ref<void(serialization::output_archive&)> write_args,
+                  completion complete, std::function<void(std::error_code const&)> on_sent,
+                  bool wants_reply) {
+    locality_state& st = here();
+    if (!runtime_running()) {
+        throw std::logic_error("courier: remote actions need a running runtime");
+    }
+    if (dest >= st.size) {
+        throw std::out_of_range("courier: locality " + std::to_string(dest) + " does not exist (" +
+                                std::to_string(st.size) + " localities)");
+    }
+    bool control = is_control(action_id);
+    auto dead = [&] { return dest < st.dead.size() && st.dead[dest].load(); };
+    auto fail_dead = [&](completion& done) {
+        if (done) {
+            done(nullptr, std::make_exception_ptr(network_error(
+                              "courier: locality " + std::to_string(dest) + " has failed")));
+        }
+        if (on_sent) {
+            on_sent(std::make_error_code(std::errc::host_unreachable));
+        }
+    };
+    if (dead()) {
+        fail_dead(complete);
+        return;
+    }
+    // The request's slot first: its id goes into the message. Until published, a failure
+    // gives it back.
+    locality_state::pending_table::slot* slot = wants_reply ? st.pending.acquire() : nullptr;
+    std::uint64_t rid = slot != nullptr ? slot->id() : 0;
+    serialization::message m;
+    try {
+        serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(request));
+        ar.save(action_id);
+        ar.save(rid);
+        write_args(ar);
+    } catch (...) {
+        if (slot != nullptr) {
+            st.pending.release(slot);
+        }
+        throw;
+    }
+    if (slot != nullptr) {
+        slot->value.done = std::move(complete);
+        slot->value.control.store(control, std::memory_order_relaxed);
+        slot->value.dest.store(dest, std::memory_order_relaxed);
+        st.pending.publish(slot);
+        if (dead()) {
+            // The peer failed after the first check and peer_failed() may have scanned the
+            // table before this request was in it: fail it here (unless that scan took it).
+            completion done = take_pending(rid);
+            fail_dead(done);
+            return;
+        }
+    }
+    if (!control) {
+        st.sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    // A send the transport refuses (say, a message it cannot describe) must not leave a
+    // request pending or a parcel counted: shutdown would wait for them forever.
+    auto undo = [&] {
+        if (wants_reply) {
+            take_pending(rid);
+        }
+        if (!control) {
+            st.sent.fetch_sub(1, std::memory_order_acq_rel);
+        }
+    };
+    try {
+        send_parcel(dest, std::move(m), rid, std::move(on_sent));
+    } catch (...) {
+        undo();
+        throw;
+    }
+}
+
+std::size_t pending_requests() {
+    locality_state& st = here();
+    std::size_t n = 0;
+    st.pending.for_each_published([&](auto& slot, std::uint64_t) {
+        n += !slot.value.control.load(std::memory_order_relaxed);
+    });
+    return n;
+}
+
+} // namespace courier::detail

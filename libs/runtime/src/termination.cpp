@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSL-1.0
+// Termination: locality 0 probes every locality for {idle, parcels sent, parcels received}
+// (user parcels only) until two consecutive rounds agree and sent == received, then tells every
+// locality to exit; the others wait for that word. Stopping waits for the last sends.
+#include "distributed.hpp"
+#include "gid.hpp"
+#include "locality_state.hpp"
+#include "scheduler.hpp"
+
+#include <courier/runtime/init.hpp>
+
+#include <chrono>
+#include <thread>
+#include <tuple>
+
+namespace courier::detail {
+std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe();
+void exit_locality();
+} // namespace courier::detail
+
+COURIER_PLAIN_ACTION(courier::detail::quiescence_probe, courier_quiescence_probe_action);
+COURIER_PLAIN_ACTION(courier::detail::exit_locality, courier_exit_locality_action);
+
+namespace courier::detail {
+
+bool is_control(std::uint64_t action_id) {
+    return action_id == courier_quiescence_probe_action::id ||
+           action_id == courier_exit_locality_action::id;
+}
+
+std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe() {
+    locality_state& st = here();
+    bool idle = current_scheduler()->live_tasks() <= 1 && pending_requests() == 0;
+    return {idle, st.sent.load(), st.received.load()};
+}
+
+void exit_locality() {
+    locality_state& st = here();
+    std::lock_guard lk(st.exit_mutex);
+    st.exit_requested = true;
+    st.exit_cv.notify_all();
+}
+
+void distributed_shutdown_all() {
+    locality_state& st = here();
+    if (st.size <= 1) {
+        return;
+    }
+    std::tuple<std::uint64_t, std::uint64_t> previous{~0ull, ~0ull};
+    for (;;) {
+        bool idle = current_scheduler()->live_tasks() == 0 && pending_requests() == 0;
+        std::uint64_t sent = st.sent.load(), received = st.received.load();
+        for (std::uint32_t k = 1; k < st.size; ++k) {
+            auto [i, s, r] = async<courier_quiescence_probe_action>(locality_id(k)).get();
+            idle = idle && i;
+            sent += s;
+            received += r;
+        }
+        std::tuple<std::uint64_t, std::uint64_t> now{sent, received};
+        if (idle && sent == received && now == previous) {
+            break;
+        }
+        previous = now;
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    for (std::uint32_t k = 1; k < st.size; ++k) {
+        async<courier_exit_locality_action>(locality_id(k)).get();
+    }
+}
+
+void distributed_wait_for_exit() {
+    locality_state& st = here();
+    std::unique_lock lk(st.exit_mutex);
+    st.exit_cv.wait(lk, [&] { return st.exit_requested; });
+}
+
+void distributed_stop() {
+    locality_state& st = here();
+    // Let the last replies leave before the endpoint closes; a send to a failed locality may
+    // never complete, so with a dead peer the wait is bounded.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (st.tp && st.in_flight.load() != 0) {
+        bool any_dead = false;
+        for (auto const& d : st.dead) {
+            any_dead = any_dead || d.load();
+        }
+        if (any_dead && std::chrono::steady_clock::now() > until) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (st.hook != static_cast<std::size_t>(-1)) {
+        unregister_progress_hook(st.hook);
+        st.hook = static_cast<std::size_t>(-1);
+    }
+}
+
+} // namespace courier::detail
