@@ -9,7 +9,9 @@
 #            [--raw=FILE] CONFIG...
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS, e.g.
-#   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults).
+#   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults);
+#   LABEL@DIR=ARGS: the same with the courier-run and osu_courier binaries in DIR (another
+#   build: old and new code in the same rounds).
 # The tcp read piece and budget comparison in benchmarks/RESULTS.md runs like
 #   benchmarks/osu/compare.sh --rounds=16 new= old="--courier:read_piece=1048576
 #       --courier:read_budget=16777216" mpi
@@ -69,9 +71,14 @@ run_one() {
         *=*)
             label=${spec%%=*}
             args=${spec#*=}
+            local dir=$bin
+            if [[ $label == *@* ]]; then
+                dir=${label#*@}
+                label=${label%%@*}
+            fi
             # shellcheck disable=SC2206 # the options are meant to split at spaces
-            cmd=("$bin/courier-run" -n 2 --courier:provider="$provider"
-                --courier:threads="$threads" $args "$bin/osu_courier") ;;
+            cmd=("$dir/courier-run" -n 2 --courier:provider="$provider"
+                --courier:threads="$threads" $args "$dir/osu_courier") ;;
         *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
     esac
     if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2>> "$raw.stderr" |
@@ -86,5 +93,6 @@ for r in $(seq 1 "$rounds"); do
     done
 done
 first=${configs[0]%%=*}
+first=${first%%@*}
 /usr/bin/python3 "$here/compare.py" "$raw" "${base:-$first}"
 [ $keep_raw = 1 ] || rm -f "$raw" "$raw.stderr" # a failed run keeps them for its message
