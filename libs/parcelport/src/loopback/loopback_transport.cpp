@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <stdexcept>
 
 namespace courier::parcelport {
@@ -248,6 +249,11 @@ bool loopback_endpoint::progress() {
 void loopback_endpoint::deliver(parcel&& p) {
     if (p.token != token_.load(std::memory_order_relaxed)) {
         refused_.fetch_add(1, std::memory_order_relaxed);
+        std::fprintf(stderr,
+                     "courier: loopback rank %u dropped a message from rank %u: job token %llu, "
+                     "expected %llu\n",
+                     rank_, p.source, static_cast<unsigned long long>(p.token),
+                     static_cast<unsigned long long>(token_.load(std::memory_order_relaxed)));
         post_completion(p, std::make_error_code(std::errc::permission_denied));
         return;
     }

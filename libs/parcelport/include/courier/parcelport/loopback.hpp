@@ -21,7 +21,8 @@
 //   std::errc::connection_reset     dropped by a fault rule;
 //   std::errc::not_connected        no endpoint for the destination rank when sent;
 //   std::errc::connection_aborted   the destination endpoint was destroyed before delivering it;
-//   std::errc::permission_denied    the destination's job token differs from the sender's.
+//   std::errc::permission_denied    the destination's job token differs from the sender's
+//                                   (the destination also logs a line to stderr).
 // A sender destroyed before its message is delivered never runs that on_sent (it is destroyed).
 //
 // Faults: each send is checked against the hub's rules in the order they were added; the first
