@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // The bookkeeping behind collectives: per generation, the contributions gathered on the root
 // and the promised result on every other locality. Either side may arrive first.
+#include "locality_state.hpp"
+
 #include <courier/runtime/collectives.hpp>
 
 #include <map>
@@ -10,20 +12,14 @@ namespace courier::collectives::detail {
 
 namespace {
 
-struct slot {
-    std::vector<std::optional<bytes>> parts; // root: by rank
-    std::size_t arrived = 0;
-    std::optional<promise<std::vector<bytes>>> all;
-    std::optional<promise<bytes>> result; // non-root
-    std::optional<bytes> early_result;    // a result that came before its await_result
-};
+using courier::detail::collective_table;
 
-std::mutex g_mutex;
-std::map<std::uint64_t, slot> g_slots;
-std::atomic<std::uint64_t> g_generation{0};
+collective_table& table() {
+    return courier::detail::here().collectives;
+}
 
-slot& get(std::uint64_t gen) {
-    auto& s = g_slots[gen];
+collective_table::slot& get(collective_table& t, std::uint64_t gen) {
+    auto& s = t.slots[gen];
     if (s.parts.empty()) {
         s.parts.resize(get_num_localities());
     }
@@ -34,9 +30,10 @@ slot& get(std::uint64_t gen) {
 void arrive(std::uint64_t gen, std::uint32_t rank, bytes part) {
     std::optional<promise<std::vector<bytes>>> done;
     std::vector<bytes> all;
+    auto& t = table();
     {
-        std::lock_guard g(g_mutex);
-        auto& s = get(gen);
+        std::lock_guard g(t.mutex);
+        auto& s = get(t, gen);
         if (rank >= s.parts.size() || s.parts[rank]) {
             throw std::invalid_argument("collective generation " + std::to_string(gen) +
                                         ": duplicate or invalid contribution from locality " +
@@ -48,7 +45,7 @@ void arrive(std::uint64_t gen, std::uint32_t rank, bytes part) {
                 all.push_back(std::move(*p));
             }
             done = std::move(s.all);
-            g_slots.erase(gen);
+            t.slots.erase(gen);
         }
     }
     if (done) {
@@ -68,12 +65,13 @@ COURIER_PLAIN_ACTION(courier_collective_contribute, courier_collective_contribut
 void courier_collective_result(std::uint64_t gen, courier::collectives::detail::bytes result) {
     using namespace courier::collectives::detail;
     std::optional<courier::promise<bytes>> p;
+    auto& t = table();
     {
-        std::lock_guard g(g_mutex);
-        auto& s = get(gen);
+        std::lock_guard g(t.mutex);
+        auto& s = get(t, gen);
         if (s.result) {
             p = std::move(s.result);
-            g_slots.erase(gen);
+            t.slots.erase(gen);
         } else {
             s.early_result = std::move(result);
             return;
@@ -86,14 +84,15 @@ COURIER_PLAIN_ACTION(courier_collective_result, courier_collective_result_action
 namespace courier::collectives::detail {
 
 std::uint64_t next_generation() {
-    return g_generation.fetch_add(1);
+    return table().generation.fetch_add(1);
 }
 
 future<std::vector<bytes>> gather_at_root(std::uint64_t gen, bytes mine) {
     future<std::vector<bytes>> f;
+    auto& t = table();
     {
-        std::lock_guard g(g_mutex);
-        auto& s = get(gen);
+        std::lock_guard g(t.mutex);
+        auto& s = get(t, gen);
         s.all.emplace();
         f = s.all->get_future();
     }
@@ -120,11 +119,12 @@ void publish(std::uint64_t gen, bytes const& result) {
 }
 
 future<bytes> await_result(std::uint64_t gen) {
-    std::lock_guard g(g_mutex);
-    auto& s = get(gen);
+    auto& t = table();
+    std::lock_guard g(t.mutex);
+    auto& s = get(t, gen);
     if (s.early_result) {
         auto r = std::move(*s.early_result);
-        g_slots.erase(gen);
+        t.slots.erase(gen);
         return make_ready_future(std::move(r));
     }
     s.result.emplace();

@@ -139,14 +139,18 @@ std::shared_ptr<void> find_component(std::uint64_t lsb, std::type_info const& ty
     return it->second.obj;
 }
 
-void clear_components() {
+void clear_components(locality_state& st) {
     std::unordered_map<std::uint64_t, component_table::entry> all;
     {
-        std::lock_guard lk(here().components.mutex);
-        here().components.open.store(false);
-        all.swap(here().components.entries);
+        std::lock_guard lk(st.components.mutex);
+        st.components.open.store(false);
+        all.swap(st.components.entries);
     }
     // destroyed here, outside the lock
+}
+
+void clear_components() {
+    clear_components(here());
 }
 
 } // namespace courier::detail

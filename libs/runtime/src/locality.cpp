@@ -27,6 +27,9 @@ std::unique_ptr<locality_state> g_owned; // the distributed run's (replace_here)
 } // namespace
 
 locality_state& here() noexcept {
+    if (worker* w = current_worker(); w != nullptr && w->sched.locality != nullptr) {
+        return *w->sched.locality;
+    }
     return *g_here.load(std::memory_order_acquire);
 }
 

@@ -8,12 +8,15 @@
 #include <courier/parcelport/detail/slot_table.hpp>
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/actions.hpp>
+#include <courier/runtime/collectives.hpp>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <typeinfo>
 #include <unordered_map>
@@ -41,6 +44,22 @@ struct component_table {
     std::unordered_map<std::uint64_t, entry> entries;
     std::atomic<std::uint64_t> next{1};
     std::atomic<bool> open{true}; // false once shutdown destroyed them
+};
+
+/// Collectives in progress on this locality, by generation (collectives.cpp): the contributions
+/// gathered on the root and the promised result on every other locality.
+struct collective_table {
+    using bytes = collectives::detail::bytes;
+    struct slot {
+        std::vector<std::optional<bytes>> parts; // root: by rank
+        std::size_t arrived = 0;
+        std::optional<promise<std::vector<bytes>>> all;
+        std::optional<promise<bytes>> result; // non-root
+        std::optional<bytes> early_result;    // a result that came before its await_result
+    };
+    std::mutex mutex;
+    std::map<std::uint64_t, slot> slots;
+    std::atomic<std::uint64_t> generation{0};
 };
 
 /// What a locality of a distributed run holds: its transport, the requests awaiting replies,
@@ -71,6 +90,7 @@ struct locality_state {
     std::condition_variable exit_cv;
     bool exit_requested = false;
     component_table components;
+    collective_table collectives;
 };
 
 /// This locality's state (the default one outside a distributed run).
@@ -93,6 +113,10 @@ void deliver(std::uint32_t source, serialization::message&& m);
 completion take_pending(std::uint64_t rid);
 /// The launcher's job time limit ran out: logs what this locality is waiting for.
 void log_diagnosis();
+/// Requests with replies still waiting on locality `st`.
+std::size_t pending_requests(locality_state& st);
+/// Destroys every component of locality `st` (at shutdown).
+void clear_components(locality_state& st);
 /// A locality is gone: every request waiting on it fails with network_error, and so will
 /// every later one.
 void peer_failed(std::uint32_t rank);

@@ -5,11 +5,15 @@
 
 #include <courier/common/log.hpp>
 
+#include <string>
 #include <utility>
 
 namespace courier::detail {
 
 using log_level = courier::logging::level;
+
+/// "L<locality> w<worker>": the prefix of every log line (init and in_process_job set it).
+std::string log_prefix();
 
 template <class... Args>
 void log(log_level l, fmt::format_string<Args...> f, Args&&... args) noexcept {

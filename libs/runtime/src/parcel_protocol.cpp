@@ -299,13 +299,16 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     }
 }
 
-std::size_t pending_requests() {
-    locality_state& st = here();
+std::size_t pending_requests(locality_state& st) {
     std::size_t n = 0;
     st.pending.for_each_published([&](auto& slot, std::uint64_t) {
         n += !slot.value.control.load(std::memory_order_relaxed);
     });
     return n;
+}
+
+std::size_t pending_requests() {
+    return pending_requests(here());
 }
 
 } // namespace courier::detail

@@ -173,6 +173,9 @@ bool in_guard_page_of_current_thread(std::uintptr_t addr) noexcept {
 }
 
 scheduler* current_scheduler() noexcept {
+    if (worker* w = get_tl_worker()) {
+        return &w->sched;
+    }
     return g_scheduler.load(std::memory_order_acquire);
 }
 void set_current_scheduler(scheduler* s) noexcept {

@@ -27,6 +27,10 @@
 #include <vector>
 
 namespace courier::detail {
+struct locality_state;
+}
+
+namespace courier::detail {
 
 struct fiber_ctx {
     enum class state : std::uint8_t { running, suspended, idle };
@@ -153,6 +157,9 @@ public:
     bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
     std::atomic<int> sleepers_{0};
+    /// The locality these workers serve when several run in one process (in_process.hpp);
+    /// nullptr: the process's one locality (locality_state.hpp, here()).
+    locality_state* locality = nullptr;
 
     static constexpr std::size_t max_hooks = 16;
 
@@ -176,7 +183,8 @@ private:
 
 bool worker_has_work(worker const& w) noexcept;
 
-/// The scheduler of the running runtime (nullptr when none).
+/// The scheduler of the calling worker thread, else the process's running runtime's (nullptr
+/// when none).
 scheduler* current_scheduler() noexcept;
 void set_current_scheduler(scheduler* s) noexcept;
 worker* current_worker() noexcept;

@@ -6,9 +6,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <courier/common/log.hpp>
+
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <stdexcept>
 
 namespace courier::parcelport {
@@ -249,11 +250,8 @@ bool loopback_endpoint::progress() {
 void loopback_endpoint::deliver(parcel&& p) {
     if (p.token != token_.load(std::memory_order_relaxed)) {
         refused_.fetch_add(1, std::memory_order_relaxed);
-        std::fprintf(stderr,
-                     "courier: loopback rank %u dropped a message from rank %u: job token %llu, "
-                     "expected %llu\n",
-                     rank_, p.source, static_cast<unsigned long long>(p.token),
-                     static_cast<unsigned long long>(token_.load(std::memory_order_relaxed)));
+        logging::error("loopback rank {} dropped a message from rank {}: job token {}, expected {}",
+                       rank_, p.source, p.token, token_.load(std::memory_order_relaxed));
         post_completion(p, std::make_error_code(std::errc::permission_denied));
         return;
     }
