@@ -10,9 +10,8 @@
 
 namespace courier::parcelport::fabric {
 
-coalescer::coalescer(endpoint& ep, peer_table& peers, backlog& bl, counters& c, sender& s,
-                     std::size_t batch_limit)
-    : ep_(ep), peers_(peers), backlog_(bl), counters_(c), sender_(s), batch_limit_(batch_limit) {}
+coalescer::coalescer(transport_parts const& parts, sender& s, std::size_t batch_limit)
+    : parts_(parts), sender_(s), batch_limit_(batch_limit) {}
 
 coalescer::~coalescer() = default;
 
@@ -127,20 +126,20 @@ bool coalescer::flush() {
 }
 
 void coalescer::post_batch(batch_op* b) {
-    wire::header h = peers_.header_of(wire::batch);
+    wire::header h = parts_.peers.header_of(wire::batch);
     h.chunk_count = static_cast<std::uint32_t>(b->members.size());
     h.index_size = b->buf.size() - sizeof h;
     std::memcpy(b->buf.data(), &h, sizeof h);
-    ++counters_.batches_sent;
-    counters_.parcels_in_batches += b->members.size();
+    ++parts_.stats.batches_sent;
+    parts_.stats.parcels_in_batches += b->members.size();
     std::uint32_t dest = b->dest;
-    fi_addr_t to = peers_[dest];
+    fi_addr_t to = parts_.peers[dest];
     try {
-        backlog_.post_or_defer(
+        parts_.posts.post_or_defer(
             [this, b, to, dest] {
-                return peers_.wake(dest,
-                                   static_cast<long>(fi_send(ep_.ep(), b->buf.data(), b->buf.size(),
-                                                             nullptr, to, &b->ctx)));
+                return parts_.peers.wake(
+                    dest, static_cast<long>(fi_send(parts_.ep.ep(), b->buf.data(), b->buf.size(),
+                                                    nullptr, to, &b->ctx)));
             },
             "fi_send");
     } catch (std::exception const& e) {

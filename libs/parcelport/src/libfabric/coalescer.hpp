@@ -35,8 +35,7 @@ constexpr std::uint32_t coalesce_in_flight = 2;
 class coalescer {
 public:
     /// `batch_limit`: the largest coalesced message.
-    coalescer(endpoint& ep, peer_table& peers, backlog& bl, counters& c, sender& s,
-              std::size_t batch_limit);
+    coalescer(transport_parts const& parts, sender& s, std::size_t batch_limit);
     ~coalescer();
     void set_peers(std::size_t n);
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
@@ -63,10 +62,7 @@ private:
     batch_op* take_batch(std::uint32_t dest);
     void post_batch(batch_op* b);
 
-    endpoint& ep_;
-    peer_table& peers_;
-    backlog& backlog_;
-    counters& counters_;
+    transport_parts parts_;
     sender& sender_;
     std::size_t batch_limit_;
     std::unique_ptr<peer_out[]> out_;

@@ -106,4 +106,13 @@ private:
     std::atomic<std::size_t> size_{0};
 };
 
+/// The parts every object of the transport works with (owned by libfabric_transport, which
+/// outlives them all).
+struct transport_parts {
+    endpoint& ep;
+    peer_table& peers;
+    backlog& posts;
+    counters& stats;
+};
+
 } // namespace courier::parcelport::fabric

@@ -98,15 +98,14 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     // without one gets the scheduler's bounded-backoff sleep.
     ep.enable(!ep.shm() && !bell_, name);
     memory_ = std::make_unique<memory>(ep, counters_, opts_);
-    sender_ = std::make_unique<sender>(ep, peers_, backlog_, *memory_, counters_, recv_size,
-                                       split_part, split_max);
-    coalescer_ =
-        std::make_unique<coalescer>(ep, peers_, backlog_, counters_, *sender_, batch_limit);
+    transport_parts parts{ep, peers_, backlog_, counters_};
+    sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
+    coalescer_ = std::make_unique<coalescer>(parts, *sender_, batch_limit);
     sender_->set_coalescer(coalescer_.get());
-    rendezvous_ = std::make_unique<rendezvous>(ep, peers_, backlog_, *memory_, counters_, *sender_,
-                                               on_receive_, opts_, max_read, recv_size);
-    receiver_ = std::make_unique<receiver>(ep, peers_, backlog_, *memory_, counters_, *sender_,
-                                           *rendezvous_, on_receive_, opts_, recv_size);
+    rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
+                                               max_read, recv_size);
+    receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
+                                           opts_, recv_size);
     receiver_->post_buffers(opts_.posted_receives);
 }
 

@@ -54,7 +54,7 @@ void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t le
         std::lock_guard g(mutex_);
         if (reading_bytes_ != 0 && reading_bytes_ + rma_bytes > opts_.read_budget) {
             deferred_.push_back({h, std::vector<std::byte>(p, p + len), rma_bytes});
-            ++counters_.deferred_rendezvous;
+            ++parts_.stats.deferred_rendezvous;
             return;
         }
         reading_bytes_ += rma_bytes;
@@ -124,7 +124,7 @@ void rendezvous::release_stalled() {
                 freed += in->rma_bytes;
                 in->rma_bytes = 0; // finish() then releases nothing
                 sources.push_back(in->source);
-                ++counters_.stalled_reads;
+                ++parts_.stats.stalled_reads;
             }
         }
     }

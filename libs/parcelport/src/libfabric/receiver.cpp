@@ -12,11 +12,11 @@
 
 namespace courier::parcelport::fabric {
 
-receiver::receiver(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
-                   sender& s, rendezvous& rv, transport::receive_handler& on_receive,
-                   transport_options const& o, std::size_t recv_size)
-    : ep_(ep), peers_(peers), backlog_(bl), memory_(mem), counters_(c), sender_(s), rendezvous_(rv),
-      on_receive_(on_receive), recv_size_(recv_size), joiner_(*this, o.read_stall_timeout) {}
+receiver::receiver(transport_parts const& parts, memory& mem, sender& s, rendezvous& rv,
+                   transport::receive_handler& on_receive, transport_options const& o,
+                   std::size_t recv_size)
+    : parts_(parts), memory_(mem), sender_(s), rendezvous_(rv), on_receive_(on_receive),
+      recv_size_(recv_size), joiner_(*this, o.read_stall_timeout) {}
 
 receiver::~receiver() {
     for (auto& r : recvs_) {
@@ -31,7 +31,7 @@ void receiver::post_buffers(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         auto r = std::make_unique<recv_op>();
         r->buf.reset(new std::byte[recv_size_]);
-        if (ep_.mr_local()) {
+        if (parts_.ep.mr_local()) {
             r->mr = memory_.register_local(r->buf.get(), recv_size_, FI_RECV);
         }
         recvs_.push_back(std::move(r));
@@ -40,9 +40,9 @@ void receiver::post_buffers(std::size_t n) {
 }
 
 void receiver::repost(recv_op* r) {
-    backlog_.post_or_defer(
+    parts_.posts.post_or_defer(
         [this, r] {
-            return static_cast<long>(fi_recv(ep_.ep(), r->buf.get(), recv_size_,
+            return static_cast<long>(fi_recv(parts_.ep.ep(), r->buf.get(), recv_size_,
                                              r->mr != nullptr ? fi_mr_desc(r->mr) : nullptr,
                                              FI_ADDR_UNSPEC, &r->ctx));
         },
@@ -55,7 +55,7 @@ void receiver::on_completion(recv_op* r, std::size_t len) {
         std::to_integer<std::uint8_t>(p[offsetof(wire::header, kind)]) == wire::fragment) {
         wire::header h;
         std::memcpy(&h, p, sizeof h);
-        if (peers_.header_ok(h)) {
+        if (parts_.peers.header_ok(h)) {
             if (!joiner_.add(r, h, len)) {
                 repost(r);
             } // else a part 0, held until its message is whole
@@ -71,7 +71,7 @@ void receiver::handle_message(std::byte const* p, std::size_t len) {
     bool ok = len >= sizeof h;
     if (ok) {
         std::memcpy(&h, p, sizeof h);
-        ok = peers_.header_ok(h);
+        ok = parts_.peers.header_ok(h);
     }
     if (!ok) {
         logging::error("dropped a message with a bad header or job token ({} bytes)", len);
@@ -130,7 +130,7 @@ void receiver::deliver_eager(wire::header const& h, std::byte const* p, std::siz
         throw serialization::serialization_error("index chunks do not add up to the index size");
     }
     auto m = serialization::message::from_parts({p + fixed, h.index_size}, std::move(chunks));
-    ++counters_.messages_received;
+    ++parts_.stats.messages_received;
     if (on_receive_) {
         on_receive_(h.source, std::move(m));
     }
@@ -162,7 +162,7 @@ void receiver::handle_batch(wire::header const& h, std::byte const* p, std::size
         }
         wire::header ih;
         std::memcpy(&ih, p + at, sizeof ih);
-        if (!peers_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+        if (!parts_.peers.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
             logging::error("dropped parcel {} of a coalesced message from locality {}: bad header",
                            n, h.source);
         } else {

@@ -25,8 +25,8 @@ struct recv_op : op {
 /// Thread safety: on_completion and handle_message from the poller only.
 class receiver {
 public:
-    receiver(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c, sender& s,
-             rendezvous& rv, transport::receive_handler& on_receive, transport_options const& o,
+    receiver(transport_parts const& parts, memory& mem, sender& s, rendezvous& rv,
+             transport::receive_handler& on_receive, transport_options const& o,
              std::size_t recv_size);
     ~receiver();
     receiver(receiver const&) = delete;
@@ -54,11 +54,8 @@ private:
     /// the index data, no bookkeeping object).
     void deliver_eager(wire::header const& h, std::byte const* p, std::size_t len);
 
-    endpoint& ep_;
-    peer_table& peers_;
-    backlog& backlog_;
+    transport_parts parts_;
     memory& memory_;
-    counters& counters_;
     sender& sender_;
     rendezvous& rendezvous_;
     transport::receive_handler& on_receive_;

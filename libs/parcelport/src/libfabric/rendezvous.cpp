@@ -38,11 +38,11 @@ bool is_type(wire::descriptor const& d, serialization::chunk_type t) {
 }
 } // namespace
 
-rendezvous::rendezvous(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
-                       sender& s, transport::receive_handler& on_receive,
-                       transport_options const& o, std::size_t max_read, std::size_t recv_size)
-    : ep_(ep), peers_(peers), backlog_(bl), memory_(mem), counters_(c), sender_(s),
-      on_receive_(on_receive), opts_(o), max_read_(max_read), recv_size_(recv_size) {}
+rendezvous::rendezvous(transport_parts const& parts, memory& mem, sender& s,
+                       transport::receive_handler& on_receive, transport_options const& o,
+                       std::size_t max_read, std::size_t recv_size)
+    : parts_(parts), memory_(mem), sender_(s), on_receive_(on_receive), opts_(o),
+      max_read_(max_read), recv_size_(recv_size) {}
 
 rendezvous::~rendezvous() {
     for (auto& [p, in] : incoming_) {
@@ -177,7 +177,7 @@ void rendezvous::start_reads(std::unique_ptr<incoming> in, std::vector<wire::des
             add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
         }
     }
-    if (ep_.mr_local()) {
+    if (parts_.ep.mr_local()) {
         for (auto& pc : pieces) {
             pc.desc = memory_.pool_desc(pc.local, pc.size); // pool memory: registered already
             if (pc.desc == nullptr) {
@@ -199,35 +199,35 @@ void rendezvous::start_reads(std::unique_ptr<incoming> in, std::vector<wire::des
         incoming_.emplace(raw, std::move(in));
     }
     for (auto const& pc : pieces) {
-        counters_.rma_bytes_read += pc.size;
-        ++counters_.rma_reads;
+        parts_.stats.rma_bytes_read += pc.size;
+        ++parts_.stats.rma_reads;
     }
     if (pieces.empty()) { // only empty external chunks: nothing to read, but the sender waits
         finish(raw);
         return;
     }
-    backlog_.post_or_defer([this, raw] { return post_reads(raw); }, "fi_read");
+    parts_.posts.post_or_defer([this, raw] { return post_reads(raw); }, "fi_read");
 }
 
 long rendezvous::post_reads(incoming* in) {
     // Once the last read is posted, `in` may complete and be freed by another thread at any
     // moment: nothing of it is touched after that post.
     std::uint32_t const source = in->source;
-    fi_addr_t from = peers_[source];
+    fi_addr_t from = parts_.peers[source];
     std::size_t i = in->next_piece;
     std::size_t const n = in->pieces.size();
     while (i < n) {
         auto const& pc = in->pieces[i];
         read_op* rop = &in->reads[i];
-        long rc = static_cast<long>(
-            fi_read(ep_.ep(), pc.local, pc.size, pc.desc, from, pc.remote, pc.key, &rop->ctx));
+        long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc, from,
+                                            pc.remote, pc.key, &rop->ctx));
         if (rc != 0) {
             in->next_piece = i; // not posted: `in` is still waiting for it
-            return peers_.wake(source, rc);
+            return parts_.peers.wake(source, rc);
         }
         ++i;
     }
-    return peers_.wake(source, 0); // in case the provider needs the peer's progress for reads
+    return parts_.peers.wake(source, 0); // in case the provider needs the peer's progress for reads
 }
 
 void rendezvous::on_completion(read_op* r, bool failed) {
@@ -287,7 +287,7 @@ void rendezvous::finish(incoming* raw) {
         continue_after_table(std::move(in));
         return;
     }
-    ++counters_.messages_received;
+    ++parts_.stats.messages_received;
     for (auto* mr : in->mrs) {
         fi_close(&mr->fid);
     }

@@ -66,7 +66,7 @@ std::size_t descriptor_payload(std::vector<std::byte> const& table, std::uint32_
 /// debug_state() from any thread.
 class rendezvous {
 public:
-    rendezvous(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c, sender& s,
+    rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
                std::size_t max_read, std::size_t recv_size);
     ~rendezvous();
@@ -108,11 +108,8 @@ private:
     /// that is still in cache.
     void release_budget(std::size_t bytes);
 
-    endpoint& ep_;
-    peer_table& peers_;
-    backlog& backlog_;
+    transport_parts parts_;
     memory& memory_;
-    counters& counters_;
     sender& sender_;
     transport::receive_handler& on_receive_;
     transport_options const& opts_;

@@ -10,10 +10,10 @@
 
 namespace courier::parcelport::fabric {
 
-sender::sender(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
-               std::size_t recv_size, std::size_t split_part, std::size_t split_max)
-    : ep_(ep), peers_(peers), backlog_(bl), memory_(mem), counters_(c), recv_size_(recv_size),
-      split_part_(split_part), split_max_(split_max) {}
+sender::sender(transport_parts const& parts, memory& mem, std::size_t recv_size,
+               std::size_t split_part, std::size_t split_max)
+    : parts_(parts), memory_(mem), recv_size_(recv_size), split_part_(split_part),
+      split_max_(split_max) {}
 
 sender::~sender() {
     // The endpoint is closed: nothing completes any more. Registrations go back.
@@ -88,7 +88,7 @@ void sender::build(send_state* s) {
         memory_.release(s->leases);
         throw;
     }
-    wire::header h = peers_.header_of(wire::parcel);
+    wire::header h = parts_.peers.header_of(wire::parcel);
     h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
                                         (remote_table ? wire::descriptors_remote : 0));
     h.chunk_count = static_cast<std::uint32_t>(chunks.size());
@@ -98,12 +98,12 @@ void sender::build(send_state* s) {
     if (inline_index && !data.empty()) {
         std::memcpy(s->eager.data() + fixed, data.data(), data.size());
     }
-    counters_.bytes_copied_on_send += inline_index ? data.size() : 0;
+    parts_.stats.bytes_copied_on_send += inline_index ? data.size() : 0;
 }
 
 bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
                   bool coalesce) {
-    if (dest >= peers_.size()) {
+    if (dest >= parts_.peers.size()) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
     send_table::slot* slot = sends_.acquire();
@@ -124,20 +124,20 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     s->on_sent = std::move(on_sent);
     build(s);
     fid_mr* eager_mr = nullptr;
-    if (ep_.mr_local()) {
+    if (parts_.ep.mr_local()) {
         eager_mr = memory_.register_local(s->eager.data(), s->eager.size(), FI_SEND);
         s->mrs.push_back(eager_mr);
     }
     sends_.publish(std::exchange(guard.slot, nullptr));
     send_state* raw = s;
-    ++counters_.messages_sent;
-    counters_.eager_bytes_sent += raw->eager.size();
-    counters_.rendezvous_sends += raw->needs_done;
+    ++parts_.stats.messages_sent;
+    parts_.stats.eager_bytes_sent += raw->eager.size();
+    parts_.stats.rendezvous_sends += raw->needs_done;
     if (coalesce && eager_mr == nullptr && coalescer_->try_coalesce(raw)) {
         return true;
     }
     coalescer_->posted(dest);
-    fi_addr_t to = peers_[dest];
+    fi_addr_t to = parts_.peers[dest];
     try {
         if (eager_mr == nullptr && raw->eager.size() > split_part_ &&
             raw->eager.size() <= split_max_) {
@@ -145,13 +145,13 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
             return false;
         }
         void* desc = eager_mr != nullptr ? fi_mr_desc(eager_mr) : nullptr;
-        backlog_.post_or_defer(
+        parts_.posts.post_or_defer(
             [this, raw, desc, to, dest] {
                 // Once posted, `raw` may complete and be reused at any moment: only copies
                 // (`dest`) after the call.
-                return peers_.wake(
-                    dest, static_cast<long>(fi_send(ep_.ep(), raw->eager.data(), raw->eager.size(),
-                                                    desc, to, &raw->op.ctx)));
+                return parts_.peers.wake(
+                    dest, static_cast<long>(fi_send(parts_.ep.ep(), raw->eager.data(),
+                                                    raw->eager.size(), desc, to, &raw->op.ctx)));
             },
             "fi_send");
     } catch (...) {
@@ -185,7 +185,7 @@ void sender::post_split(send_state* s) {
     std::size_t const n = s->eager.size();
     std::size_t const first = split_part_ - sizeof(wire::header);
     for (std::uint32_t i = 0; i < 2; ++i) {
-        wire::header h = peers_.header_of(wire::fragment);
+        wire::header h = parts_.peers.header_of(wire::fragment);
         h.send_id = s->id; // unique among this side's sends in flight
         h.chunk_count = i;
         h.index_size = n;
@@ -193,27 +193,27 @@ void sender::post_split(send_state* s) {
     }
     s->split.posted = 0;
     s->split.left.store(2, std::memory_order_release);
-    ++counters_.split_sends;
-    fi_addr_t to = peers_[s->dest];
+    ++parts_.stats.split_sends;
+    fi_addr_t to = parts_.peers[s->dest];
     std::uint32_t dest = s->dest;
-    backlog_.post_or_defer(
+    parts_.posts.post_or_defer(
         [this, s, to, dest, n, first] {
             auto part = [&](std::uint32_t i) {
                 iovec iov[2] = {
                     {&s->split.headers[i], sizeof(wire::header)},
                     {s->eager.data() + (i == 0 ? 0 : first), i == 0 ? first : n - first}};
-                return static_cast<long>(fi_sendv(ep_.ep(), iov, nullptr, 2, to,
+                return static_cast<long>(fi_sendv(parts_.ep.ep(), iov, nullptr, 2, to,
                                                   i == 0 ? &s->op.ctx : &s->split.op2.ctx));
             };
             if (s->split.posted == 0) {
                 long rc = part(0);
                 if (rc != 0) {
-                    return peers_.wake(dest, rc);
+                    return parts_.peers.wake(dest, rc);
                 }
                 s->split.posted = 1; // before part 1 is posted: s may complete after that
             }
             // Once posted, `s` may complete and be reused at any moment: nothing after it.
-            return peers_.wake(dest, part(1));
+            return parts_.peers.wake(dest, part(1));
         },
         "fi_sendv");
 }
@@ -286,12 +286,13 @@ void sender::recycle(send_table::slot* slot) noexcept {
 }
 
 void sender::send_done(std::uint32_t dest, std::uint64_t id) {
-    wire::header h = peers_.header_of(wire::done);
+    wire::header h = parts_.peers.header_of(wire::done);
     h.send_id = id;
-    fi_addr_t to = peers_[dest];
-    backlog_.post_or_defer(
+    fi_addr_t to = parts_.peers[dest];
+    parts_.posts.post_or_defer(
         [this, h, to, dest] {
-            return peers_.wake(dest, static_cast<long>(fi_inject(ep_.ep(), &h, sizeof h, to)));
+            return parts_.peers.wake(
+                dest, static_cast<long>(fi_inject(parts_.ep.ep(), &h, sizeof h, to)));
         },
         "fi_inject");
 }

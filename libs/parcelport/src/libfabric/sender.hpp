@@ -70,8 +70,8 @@ class sender {
 public:
     /// `recv_size`: the receivers' buffer size; `split_part`/`split_max`: messages of more than
     /// split_part and at most split_max bytes go as two (0: never).
-    sender(endpoint& ep, peer_table& peers, backlog& bl, memory& mem, counters& c,
-           std::size_t recv_size, std::size_t split_part, std::size_t split_max);
+    sender(transport_parts const& parts, memory& mem, std::size_t recv_size, std::size_t split_part,
+           std::size_t split_max);
     ~sender();
     void set_coalescer(coalescer* c) noexcept { coalescer_ = c; }
 
@@ -102,11 +102,8 @@ private:
     /// slot back.
     void recycle(send_table::slot* slot) noexcept;
 
-    endpoint& ep_;
-    peer_table& peers_;
-    backlog& backlog_;
+    transport_parts parts_;
     memory& memory_;
-    counters& counters_;
     coalescer* coalescer_ = nullptr;
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
