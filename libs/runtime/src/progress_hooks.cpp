@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: BSL-1.0
+// The scheduler's progress hooks: functions the workers call to make progress (the network's
+// poll), with a file descriptor to sleep on and a check whether sleeping is allowed now.
+// Registration takes a spinlock; running a hook counts it as running, so that unregistering
+// waits until no worker is inside it.
+#include "log.hpp"
+#include "scheduler.hpp"
+
+#include <stdexcept>
+#include <thread>
+
+namespace courier::detail {
+
+std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
+                                     std::function<bool()> can_sleep, bool fd_may_miss) {
+    std::lock_guard g(hooks_lock_);
+    for (std::size_t i = 0; i < max_hooks; ++i) {
+        auto& h = hooks_[i];
+        if (!h.active.load(std::memory_order_acquire) &&
+            h.running.load(std::memory_order_acquire) == 0) {
+            h.poll = std::move(poll);
+            h.can_sleep = std::move(can_sleep);
+            h.fd.store(fd, std::memory_order_release);
+            h.fd_may_miss.store(fd_may_miss, std::memory_order_release);
+            h.active.store(true, std::memory_order_release);
+            hook_count_.fetch_add(1, std::memory_order_acq_rel);
+            notify_one();
+            return i;
+        }
+    }
+    throw std::length_error("courier: too many progress hooks");
+}
+
+void scheduler::unregister_hook(std::size_t id) {
+    if (id >= max_hooks) {
+        return;
+    }
+    std::lock_guard g(hooks_lock_);
+    auto& h = hooks_[id];
+    if (!h.active.exchange(false, std::memory_order_acq_rel)) {
+        return;
+    }
+    while (h.running.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+    }
+    h.poll = nullptr;
+    h.can_sleep = nullptr;
+    h.fd.store(-1, std::memory_order_release);
+    hook_count_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+bool scheduler::hooks_allow_sleep() {
+    bool ok = true;
+    for (auto& h : hooks_) {
+        if (!ok || !h.active.load(std::memory_order_acquire)) {
+            continue;
+        }
+        h.running.fetch_add(1, std::memory_order_acq_rel);
+        if (h.active.load(std::memory_order_acquire) && h.can_sleep) {
+            ok = h.can_sleep();
+        }
+        h.running.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return ok;
+}
+
+bool scheduler::run_hooks() {
+    bool work = false;
+    for (auto& h : hooks_) {
+        if (!h.active.load(std::memory_order_acquire)) {
+            continue;
+        }
+        h.running.fetch_add(1, std::memory_order_acq_rel);
+        if (h.active.load(std::memory_order_acquire)) {
+            try {
+                work |= h.poll();
+            } catch (std::exception const& e) {
+                log(log_level::error, "progress hook threw: {}", e.what());
+            }
+        }
+        h.running.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return work;
+}
+
+} // namespace courier::detail
