@@ -5,6 +5,8 @@
 
 #include <courier/rma/pool.hpp>
 
+#include <courier/common/log.hpp>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -394,10 +396,9 @@ void pool_impl::deallocate(void* p, std::size_t bytes, std::size_t alignment) no
     std::unique_lock g(map_mutex_);
     auto it = regions_.find(static_cast<std::byte*>(p));
     if (it == regions_.end() || !it->second.large) {
-        std::fprintf(stderr,
-                     "courier::rma: deallocate(%p, %zu) of memory the pool did not "
-                     "hand out as a region; ignored\n",
-                     p, bytes);
+        logging::error("rma: deallocate({}, {}) of memory the pool did not hand out as a region; "
+                       "ignored",
+                       p, bytes);
         return;
     }
     it->second.free = true;

@@ -119,10 +119,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         so.stack_size = static_cast<std::size_t>(cfg.get_int("stack_size", 16384, 1ll << 30));
         std::string const& bind = cfg.get_choice("bind", {"auto", "cores", "none"});
         // Oversubscribed, a pinned worker that polls keeps the worker of another locality
-        // pinned to the same core from running, and the OS cannot move either: with 2
-        // localities of 2 workers on 2 cores, 8 B tcp round trips took 27-33 us pinned in 4
-        // runs, and 7.4-27 us (median ~17) unpinned, interleaved (1 worker each, pinned:
-        // 6.8-7.6). OpenMPI does not bind when oversubscribed either.
+        // pinned to the same core from running, and the OS cannot move either (round trips
+        // measured slower pinned; benchmarks/RESULTS.md). OpenMPI does not bind when
+        // oversubscribed either.
         so.bind = bind == "cores" || (bind == "auto" && !so.oversubscribed);
         // What distributed_start will read: a bad value is an error in a single-process run
         // as well, not ignored.

@@ -52,10 +52,9 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
     o.split_messages = cfg.get_int("shm_split", 0, 1) != 0;
     // auto: the doorbell with one worker, the completion queue's fd with more. A sleeping
-    // worker arms the bell, and then every message to the locality rings it, although another
-    // worker is awake and polling: with 2 workers per locality on 2 cores, 8 B tcp round trips
-    // took 50-59 us one-way in 5 of 6 runs against 14-77 (median ~28) with the fd. One worker
-    // has nobody else to poll: the bell costs nothing then, and the fd ~1.3 us per message.
+    // worker arms the bell, and then every message to the locality rings it although another
+    // worker is awake and polling (measured slower than the fd). One worker has nobody else to
+    // poll: the bell then costs nothing, and the fd costs on every message.
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
     o.tcp_doorbell = bell == "1" || (bell == "auto" && workers == 1);
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
