@@ -93,3 +93,23 @@ INSTANTIATE_TEST_SUITE_P(providers, opening, ::testing::Values("tcp;ofi_rxm", "s
                          });
 
 } // namespace
+
+namespace {
+TEST(make_transport, opens_the_named_parcelport_and_rejects_unknown_names) {
+    pp::fabric::testing::fail_opening_at(-1);
+    pp::transport_options o;
+    o.provider = "tcp;ofi_rxm";
+    try {
+        EXPECT_EQ(pp::make_transport(o)->provider_name().rfind("tcp", 0), 0u);
+    } catch (courier::network_error const& e) {
+        GTEST_SKIP() << "tcp unavailable here: " << e.what();
+    }
+    o.parcelport = "carrier-pigeon";
+    try {
+        (void)pp::make_transport(o);
+        FAIL() << "opened an unknown parcelport";
+    } catch (std::invalid_argument const& e) {
+        EXPECT_NE(std::string(e.what()).find("carrier-pigeon"), std::string::npos) << e.what();
+    }
+}
+} // namespace

@@ -76,7 +76,7 @@ bool distributed_start(config const& cfg, scheduler& s) {
     if (char const* job = std::getenv("COURIER_JOB_ID"); job != nullptr && *job != '\0') {
         o.endpoint_name = fmt::format("courier-{}-{}", job, boot->rank());
     }
-    st.tp = parcelport::make_libfabric_transport(o);
+    st.tp = parcelport::make_transport(o);
     auto result = boot->exchange(st.tp->address());
     st.rank = boot->rank();
     st.size = boot->size();

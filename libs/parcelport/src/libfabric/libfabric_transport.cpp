@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <stdexcept>
 
 namespace courier::parcelport {
 
@@ -40,6 +41,14 @@ std::size_t default_read_piece(std::string_view provider) noexcept {
 
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {
     return std::make_unique<fabric::libfabric_transport>(o);
+}
+
+std::unique_ptr<transport> make_transport(transport_options const& o) {
+    if (o.parcelport == "libfabric") {
+        return make_libfabric_transport(o);
+    }
+    throw std::invalid_argument("courier: no parcelport '" + o.parcelport +
+                                "' (this build has: libfabric)");
 }
 
 } // namespace courier::parcelport

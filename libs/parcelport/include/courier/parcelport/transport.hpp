@@ -100,6 +100,9 @@ std::size_t default_read_piece(std::string_view provider) noexcept;
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 struct transport_options {
+    /// Which transport make_transport() opens: "libfabric" (the only network one today).
+    std::string parcelport = "libfabric";
+    /// The libfabric provider.
     std::string provider = "tcp;ofi_rxm";
     /// The network interface for socket-based providers (tcp, sockets); empty: the provider's
     /// choice. The runtime passes "lo" while every locality runs on one host.
@@ -190,6 +193,11 @@ public:
     virtual statistics stats() const = 0;
     virtual std::string provider_name() const = 0;
 };
+
+/// The transport `o.parcelport` names, opened with `o`: what the runtime calls, so that it
+/// never names an implementation. Throws network_error when it cannot be opened, and
+/// std::invalid_argument for an unknown name.
+std::unique_ptr<transport> make_transport(transport_options const& o);
 
 /// The libfabric transport (FI_EP_RDM, FI_MSG + FI_RMA): eager messages, RMA-read rendezvous
 /// for pointer and rma chunks (libs/parcelport/README.md). Throws network_error, with the
