@@ -87,8 +87,15 @@ run_one() {
         exit 1
     fi
 }
+# Every other round runs the configurations in reverse order: whichever runs second in a
+# round was measured faster (a warmer machine), and alternating cancels that out of the medians.
 for r in $(seq 1 "$rounds"); do
-    for c in "${configs[@]}"; do
+    order=("${configs[@]}")
+    if [ $((r % 2)) -eq 0 ]; then
+        order=()
+        for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[$i]}"); done
+    fi
+    for c in "${order[@]}"; do
         run_one "$r" "$c"
     done
 done

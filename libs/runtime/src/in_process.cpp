@@ -9,12 +9,17 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 namespace courier::detail {
 
 in_process_job::in_process_job(in_process_options const& o)
     : opts_(o), hub_(parcelport::loopback_hub::create({o.localities, o.seed})) {
+    if (current_scheduler() != nullptr) {
+        // Its workers would find the runtime's scheduler and state, not their own.
+        throw std::logic_error("courier: an in_process_job cannot run inside a running runtime");
+    }
     courier::logging::set_prefix_provider(&log_prefix);
     std::vector<std::vector<std::byte>> addresses;
     for (std::uint32_t r = 0; r < o.localities; ++r) {

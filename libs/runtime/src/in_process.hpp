@@ -7,8 +7,9 @@
 // whose worker runs them. The multi-process tests over real libfabric providers stay; this is
 // beside them, not instead.
 //
-// Thread safety: construct, run_on and destroy from one (non-worker) thread. Errors: run_on
-// rethrows what the body threw; the destructor stops every locality even when work is left
+// Thread safety: construct, run_on and destroy from one (non-worker) thread, while no
+// courier::init runtime runs in the process (the constructor throws std::logic_error then). Errors:
+// run_on rethrows what the body threw; the destructor stops every locality even when work is left
 // (after waiting up to drain_timeout for it).
 #pragma once
 

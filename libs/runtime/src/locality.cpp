@@ -27,10 +27,14 @@ std::unique_ptr<locality_state> g_owned; // the distributed run's (replace_here)
 } // namespace
 
 locality_state& here() noexcept {
-    if (worker* w = current_worker(); w != nullptr && w->sched.locality != nullptr) {
-        return *w->sched.locality;
+    locality_state* published = g_here.load(std::memory_order_acquire);
+    if (published != &g_default) {
+        return *published; // a distributed run: one load, as on every parcel
     }
-    return *g_here.load(std::memory_order_acquire);
+    if (worker* w = current_worker(); w != nullptr && w->sched.locality != nullptr) {
+        return *w->sched.locality; // an in_process_job's locality
+    }
+    return g_default;
 }
 
 std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) noexcept {

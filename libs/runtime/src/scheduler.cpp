@@ -173,10 +173,13 @@ bool in_guard_page_of_current_thread(std::uintptr_t addr) noexcept {
 }
 
 scheduler* current_scheduler() noexcept {
-    if (worker* w = get_tl_worker()) {
-        return &w->sched;
+    // The process's runtime first (one load, as on every spawn); else the calling worker's
+    // scheduler (in_process_job's localities, which run while no runtime does).
+    if (scheduler* s = g_scheduler.load(std::memory_order_acquire)) {
+        return s;
     }
-    return g_scheduler.load(std::memory_order_acquire);
+    worker* w = get_tl_worker();
+    return w != nullptr ? &w->sched : nullptr;
 }
 void set_current_scheduler(scheduler* s) noexcept {
     g_scheduler.store(s, std::memory_order_release);

@@ -183,8 +183,8 @@ private:
 
 bool worker_has_work(worker const& w) noexcept;
 
-/// The scheduler of the calling worker thread, else the process's running runtime's (nullptr
-/// when none).
+/// The running runtime's scheduler; while none runs, the calling worker thread's (an
+/// in_process_job's locality); nullptr when neither.
 scheduler* current_scheduler() noexcept;
 void set_current_scheduler(scheduler* s) noexcept;
 worker* current_worker() noexcept;

@@ -33,7 +33,12 @@ void libfabric_transport::on_error_entry() {
         rendezvous_->on_completion(static_cast<read_op*>(o), true);
         break;
     case op::kind::recv:
-        break; // the endpoint is closing: its buffers go with it
+        // A receive that failed (a message larger than the buffer, a provider error): the
+        // buffer is free again and goes back, so that the posted receives do not dwindle.
+        logging::warn("a receive failed: {}",
+                      fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0));
+        receiver_->repost(static_cast<recv_op*>(o));
+        break;
     }
 }
 

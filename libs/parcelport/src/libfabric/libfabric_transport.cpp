@@ -106,16 +106,23 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     // tcp signals it through nested epoll sets. With a doorbell, peers wake us instead; shm
     // without one gets the scheduler's bounded-backoff sleep.
     ep.enable(!ep.shm() && !bell_, name);
-    memory_ = std::make_unique<memory>(ep, counters_, opts_);
-    transport_parts parts{ep, peers_, backlog_, counters_};
-    sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
-    coalescer_ = std::make_unique<coalescer>(parts, *sender_, batch_limit);
-    sender_->set_coalescer(coalescer_.get());
-    rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
-                                               max_read, recv_size);
-    receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
-                                           opts_, recv_size);
-    receiver_->post_buffers(opts_.posted_receives);
+    try {
+        memory_ = std::make_unique<memory>(ep, counters_, opts_);
+        transport_parts parts{ep, peers_, backlog_, counters_};
+        sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
+        coalescer_ = std::make_unique<coalescer>(parts, *sender_, batch_limit);
+        sender_->set_coalescer(coalescer_.get());
+        rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
+                                                   max_read, recv_size);
+        receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
+                                               opts_, recv_size);
+        receiver_->post_buffers(opts_.posted_receives);
+    } catch (...) {
+        // As in the destructor: the endpoint closes before the objects built so far free the
+        // buffers and registrations it may still use (receives posted already).
+        endpoint_->close_endpoint();
+        throw;
+    }
 }
 
 libfabric_transport::~libfabric_transport() {

@@ -36,6 +36,9 @@ void receiver::post_buffers(std::size_t n) {
         }
         recvs_.push_back(std::move(r));
         repost(recvs_.back().get());
+        if (i == 0) {
+            opening_step("posting the other receives"); // a failure with one posted already
+        }
     }
 }
 

@@ -125,7 +125,12 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     build(s);
     fid_mr* eager_mr = nullptr;
     if (parts_.ep.mr_local()) {
-        eager_mr = memory_.register_local(s->eager.data(), s->eager.size(), FI_SEND);
+        try {
+            eager_mr = memory_.register_local(s->eager.data(), s->eager.size(), FI_SEND);
+        } catch (...) {
+            memory_.release(s->leases); // the slot guard gives the slot back
+            throw;
+        }
         s->mrs.push_back(eager_mr);
     }
     sends_.publish(std::exchange(guard.slot, nullptr));
