@@ -20,25 +20,24 @@ remote_exception::remote_exception(std::string type, std::string message, std::u
 
 namespace detail {
 
-namespace {
-locality_state g_default; // outside a distributed run
+namespace state_detail {
+locality_state g_default;
 std::atomic<locality_state*> g_here{&g_default};
-std::unique_ptr<locality_state> g_owned; // the distributed run's (replace_here)
-} // namespace
 
-locality_state& here() noexcept {
-    locality_state* published = g_here.load(std::memory_order_acquire);
-    if (published != &g_default) {
-        return *published; // a distributed run: one load, as on every parcel
-    }
+locality_state& here_slow() noexcept {
     if (worker* w = current_worker(); w != nullptr && w->sched.locality != nullptr) {
         return *w->sched.locality; // an in_process_job's locality
     }
     return g_default;
 }
+} // namespace state_detail
+
+namespace {
+std::unique_ptr<locality_state> g_owned; // the distributed run's (replace_here)
+} // namespace
 
 std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) noexcept {
-    g_here.store(s ? s.get() : &g_default, std::memory_order_release);
+    state_detail::g_here.store(s ? s.get() : &state_detail::g_default, std::memory_order_release);
     std::swap(g_owned, s);
     return s;
 }

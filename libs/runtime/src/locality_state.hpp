@@ -93,8 +93,22 @@ struct locality_state {
     collective_table collectives;
 };
 
-/// This locality's state (the default one outside a distributed run).
-locality_state& here() noexcept;
+namespace state_detail {
+extern locality_state g_default;            // outside a distributed run
+extern std::atomic<locality_state*> g_here; // the published state (&g_default: none)
+/// An in_process_job worker's locality, else the default.
+locality_state& here_slow() noexcept;
+} // namespace state_detail
+
+/// This locality's state (the default one outside a distributed run). One load on every
+/// parcel's path in a distributed run.
+inline locality_state& here() noexcept {
+    locality_state* published = state_detail::g_here.load(std::memory_order_acquire);
+    if (published != &state_detail::g_default) {
+        return *published;
+    }
+    return state_detail::here_slow();
+}
 /// Makes `s` this locality's state (nullptr: back to the default); returns the previous one.
 std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) noexcept;
 

@@ -19,14 +19,6 @@ void coalescer::set_peers(std::size_t n) {
     out_ = std::make_unique<peer_out[]>(n);
 }
 
-void coalescer::posted(std::uint32_t dest) noexcept {
-    out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
-}
-
-void coalescer::completed(std::uint32_t dest) noexcept {
-    out_[dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
-}
-
 bool coalescer::try_coalesce(send_state* s) {
     if (s->needs_done) {
         // A rendezvous parcel leaves at once: held in a batch, its announcement would wait for

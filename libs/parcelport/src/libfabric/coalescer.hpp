@@ -39,8 +39,12 @@ public:
     ~coalescer();
     void set_peers(std::size_t n);
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
-    void posted(std::uint32_t dest) noexcept;
-    void completed(std::uint32_t dest) noexcept;
+    void posted(std::uint32_t dest) noexcept {
+        out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
+    }
+    void completed(std::uint32_t dest) noexcept {
+        out_[dest].in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    }
     /// Appends the published send `s` (eager message built, no local registration) to its
     /// destination's batch if it is eager-only, small, and a message to that destination is in
     /// flight or a batch is open; false: the caller posts it itself.
