@@ -264,6 +264,24 @@ TEST(loopback_transport, drop_fails_the_send_with_connection_reset_and_delivers_
     EXPECT_EQ(j.hub->fault_counts().total(), 1u);
 }
 
+TEST(loopback_transport, refuse_throws_network_error_and_never_runs_on_sent) {
+    job j(2);
+    auto r = rule(pp::fault_kind::refuse, 1);
+    r.dest = 1;
+    j.hub->add_rule(r);
+    sent_log log;
+    EXPECT_THROW(j.eps[0]->send(1, cs::save(1), log.handler()), courier::network_error);
+    j.eps[0]->send(1, cs::save(2), log.handler());
+    ASSERT_TRUE(j.pump([&] { return log.codes.size() == 1; }));
+    j.settle();
+    EXPECT_EQ(log.codes.size(), 1u); // the refused send's handler never ran
+    EXPECT_FALSE(log.codes[0]);
+    ASSERT_EQ(j.got[1].size(), 1u);
+    EXPECT_EQ(number_in(j.got[1][0].second), 2);
+    EXPECT_EQ(j.hub->fault_counts().refuse, 1u);
+    EXPECT_EQ(j.hub->fault_counts().total(), 1u);
+}
+
 TEST(loopback_transport, delay_delivers_no_earlier_than_its_duration) {
     job j(2);
     auto r = rule(pp::fault_kind::delay, 1);

@@ -56,13 +56,21 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     // not wait for this worker's task to end: another worker sends it at its next progress
     // pass, and if every other worker sleeps, one is woken for it (the burst_then_compute
     // test). With a single worker per locality a batch waits until the task yields or ends.
-    if (scheduler* s = current_scheduler(); s != nullptr && detail::current_worker() != nullptr) {
-        if (st.tp->send_coalesced(dest, std::move(m), std::move(handler))) {
-            s->notify_one();
+    try {
+        if (scheduler* s = current_scheduler();
+            s != nullptr && detail::current_worker() != nullptr) {
+            if (st.tp->send_coalesced(dest, std::move(m), std::move(handler))) {
+                s->notify_one();
+            }
+            return;
         }
-        return;
+        st.tp->send(dest, std::move(m), std::move(handler));
+    } catch (...) {
+        // Refused outright: the handler never runs, so the send is not in flight (shutdown
+        // waits for in_flight to reach 0).
+        st.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        throw;
     }
-    st.tp->send(dest, std::move(m), std::move(handler));
 }
 
 void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,

@@ -159,6 +159,20 @@ TEST(in_process, a_dropped_request_fails_its_future_with_network_error) {
     EXPECT_EQ(job.hub().fault_counts().drop, 1u);
 }
 
+TEST(in_process, a_send_the_transport_refuses_fails_the_call_and_leaves_nothing_in_flight) {
+    in_process_job job({.localities = 2});
+    job.hub().add_rule({.kind = fault_kind::refuse, .source = 0, .dest = 1, .next_messages = 1});
+    job.run_on(0, [] {
+        EXPECT_THROW((void)courier::async<where_am_i_action>(locality(1)).get(),
+                     courier::network_error);
+        EXPECT_EQ(courier::async<where_am_i_action>(locality(1)).get(), 1u); // the next one goes
+    });
+    EXPECT_EQ(job.hub().fault_counts().refuse, 1u);
+    EXPECT_EQ(job.state(0).in_flight.load(), 0u); // else shutdown would wait for it forever
+    EXPECT_EQ(courier::detail::pending_requests(job.state(0)), 0u);
+    EXPECT_TRUE(job.drain(std::chrono::seconds(2)));
+}
+
 TEST(in_process, delayed_parcels_still_give_the_right_results) {
     in_process_job job({.localities = 2});
     job.hub().add_rule({.kind = fault_kind::delay,

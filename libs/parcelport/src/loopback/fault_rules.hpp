@@ -130,6 +130,9 @@ private:
         case fault_kind::corrupt:
             ++counts_.corrupt;
             break;
+        case fault_kind::refuse:
+            ++counts_.refuse;
+            break;
         }
     }
 

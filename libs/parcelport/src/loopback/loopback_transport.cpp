@@ -138,6 +138,10 @@ void loopback_endpoint::send(std::uint32_t dest, serialization::message&& m, sen
         case fault_kind::corrupt:
             p.msg.index_buffer()[fault->position] ^= fault->mask;
             break;
+        case fault_kind::refuse:
+            messages_sent_.fetch_sub(1, std::memory_order_relaxed);
+            throw network_error("loopback: a send from rank " + std::to_string(rank_) +
+                                " to rank " + std::to_string(dest) + " refused (fault rule)");
         }
     }
     route(dest, std::move(p));
@@ -314,7 +318,8 @@ std::string loopback_endpoint::debug_state() const {
            ", messages sent " + n(messages_sent_.load()) + ", received " +
            n(messages_received_.load()) + ", refused " + n(refused_.load()) +
            "; hub faults: drop " + n(f.drop) + ", delay " + n(f.delay) + ", reorder " +
-           n(f.reorder) + ", duplicate " + n(f.duplicate) + ", corrupt " + n(f.corrupt);
+           n(f.reorder) + ", duplicate " + n(f.duplicate) + ", corrupt " + n(f.corrupt) +
+           ", refuse " + n(f.refuse);
 }
 
 } // namespace detail
@@ -333,6 +338,8 @@ std::uint64_t fault_counters::of(fault_kind k) const noexcept {
         return duplicate;
     case fault_kind::corrupt:
         return corrupt;
+    case fault_kind::refuse:
+        return refuse;
     }
     return 0;
 }

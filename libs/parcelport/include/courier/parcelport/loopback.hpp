@@ -5,7 +5,7 @@
 // random generator and the count of faults applied), fault_rule, and make_loopback_transport(),
 // which returns a `transport` (transport.hpp) for one rank of a hub. It stands beside the
 // libfabric transport for unit tests: several localities in one process, no network, and
-// faults injected on purpose (drop, delay, reorder, duplicate, corrupt).
+// faults injected on purpose (drop, delay, reorder, duplicate, corrupt, refuse).
 //
 // Ownership: send() copies the message at once, index data and the bytes of every non-empty
 // pointer and rma chunk, into buffers the transport owns, and releases the caller's message
@@ -67,6 +67,8 @@ enum class fault_kind : std::uint8_t {
     corrupt,   ///< one byte of the index data after the 8-byte message header is XORed with a
                ///< non-zero value (position and value random); messages without such data
                ///< never match a corrupt rule
+    refuse,    ///< send() throws courier::network_error (a send the transport refuses
+               ///< outright): nothing is queued and on_sent never runs
 };
 
 /// Which messages a fault applies to, and how often.
@@ -92,9 +94,12 @@ struct fault_counters {
     std::uint64_t reorder = 0;
     std::uint64_t duplicate = 0;
     std::uint64_t corrupt = 0;
+    std::uint64_t refuse = 0;
 
     std::uint64_t of(fault_kind k) const noexcept;
-    std::uint64_t total() const noexcept { return drop + delay + reorder + duplicate + corrupt; }
+    std::uint64_t total() const noexcept {
+        return drop + delay + reorder + duplicate + corrupt + refuse;
+    }
 };
 
 struct loopback_options {
