@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -128,6 +130,12 @@ void die() {
     std::_Exit(3);
 }
 COURIER_PLAIN_ACTION(die, die_action);
+
+void stop_self() {
+    std::fflush(nullptr);
+    ::raise(SIGSTOP); // as a debugger or a hung node would: alive, but silent
+}
+COURIER_PLAIN_ACTION(stop_self, stop_self_action);
 
 // A chain: locality k forwards to k+1, hops times; the last answers with its id.
 int relay(int hops);
@@ -567,6 +575,26 @@ void scenario_killed() {
     } catch (courier::network_error const& e) {
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("killed: network_error after %.2f s: %s\n", s, e.what());
+        std::fflush(stdout);
+    }
+}
+
+void scenario_stopped() {
+    // Locality 1 stops (SIGSTOP) in the middle of the job, with no launcher to report it:
+    // every peer's liveness check declares it failed within --courier:peer_timeout, a future
+    // waiting on it fails with network_error, and (on_peer_failure=exit) the job ends non-zero.
+    auto t0 = std::chrono::steady_clock::now();
+    courier::post<stop_self_action>(courier::find_all_localities()[1]);
+    try {
+        for (int i = 0; i < 100000000; ++i) {
+            courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
+        }
+    } catch (courier::network_error const& e) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double limit = std::stod(courier::get_config_entry("peer_timeout").value_or("5"));
+        std::printf("stopped: network_error after %.2f s (peer_timeout %.1f s): %s\n", s, limit,
+                    e.what());
+        CHECK(s <= limit + 0.5); // detected within peer_timeout
         std::fflush(stdout);
     }
 }
@@ -1025,6 +1053,7 @@ int courier_main(int argc, char** argv) {
         {"flood_not_coalesced", scenario_flood_not_coalesced},
         {"burst_then_compute", scenario_burst_then_compute},
         {"killed", scenario_killed},
+        {"stopped", scenario_stopped},
         {"huge", scenario_huge},
         {"idle", scenario_idle},
         {"doorbell", scenario_doorbell},

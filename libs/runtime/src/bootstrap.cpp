@@ -61,10 +61,13 @@ void read_all(int fd, void* p, std::size_t n, int timeout_ms) {
 
 class courier_run_bootstrap final : public bootstrap {
 public:
-    courier_run_bootstrap(std::string endpoint, std::uint32_t rank, std::uint32_t size)
-        : endpoint_(std::move(endpoint)), rank_(rank), size_(size) {}
+    courier_run_bootstrap(std::string endpoint, std::uint32_t rank, std::uint32_t size,
+                          placement where)
+        : endpoint_(std::move(endpoint)), rank_(rank), size_(size), where_(std::move(where)) {}
+    char const* name() const override { return "courier-run"; }
     std::uint32_t rank() const override { return rank_; }
     std::uint32_t size() const override { return size_; }
+    placement const& where() const override { return where_; }
 
     bootstrap_result exchange(std::vector<std::byte> const& my_address) override {
         auto colon = endpoint_.rfind(':');
@@ -154,23 +157,68 @@ private:
     int fd_ = -1;
     std::string endpoint_;
     std::uint32_t rank_, size_;
+    placement where_;
 };
+
+std::uint32_t number_from(char const* var, std::uint32_t fallback, std::uint32_t min,
+                          std::uint32_t max) {
+    char const* v = std::getenv(var);
+    if (v == nullptr || *v == '\0') {
+        return fallback;
+    }
+    char* end = nullptr;
+    unsigned long n = std::strtoul(v, &end, 10);
+    if (*end != '\0' || n < min || n > max) {
+        fail(std::string("bad ") + var + "='" + v + "'");
+    }
+    return static_cast<std::uint32_t>(n);
+}
+
 
 } // namespace
 
 std::unique_ptr<bootstrap> make_bootstrap_from_environment() {
     char const* ep = std::getenv("COURIER_RUN_ENDPOINT");
-    char const* rank = std::getenv("COURIER_RANK");
-    char const* size = std::getenv("COURIER_SIZE");
-    if (ep == nullptr || rank == nullptr || size == nullptr) {
-        return nullptr;
+    if (ep == nullptr) {
+        if (std::getenv("PMIX_NAMESPACE") == nullptr) {
+            return nullptr;
+        }
+        std::string why;
+        auto b = make_pmix_bootstrap(why);
+        if (!b) {
+            fail(why);
+        }
+        return b;
     }
-    long r = std::strtol(rank, nullptr, 10), s = std::strtol(size, nullptr, 10);
-    if (s < 1 || r < 0 || r >= s) {
-        fail("inconsistent COURIER_RANK/COURIER_SIZE");
+    std::uint32_t s = number_from("COURIER_SIZE", 0, 1, 1u << 20);
+    if (s == 0) {
+        fail("COURIER_RUN_ENDPOINT is set but COURIER_SIZE is not");
     }
-    return std::make_unique<courier_run_bootstrap>(ep, static_cast<std::uint32_t>(r),
-                                                   static_cast<std::uint32_t>(s));
+    std::uint32_t r = number_from("COURIER_RANK", s, 0, s - 1);
+    if (r == s) {
+        fail("COURIER_RUN_ENDPOINT is set but COURIER_RANK is not");
+    }
+    placement where;
+    if (char const* h = std::getenv("COURIER_HOST"); h != nullptr && *h != '\0') {
+        where.host = h;
+    } else {
+        char name[256] = {};
+        ::gethostname(name, sizeof name - 1);
+        where.host = name;
+    }
+    where.host_count = number_from("COURIER_HOST_COUNT", 1, 1, s);
+    where.local_size = number_from("COURIER_LOCAL_SIZE", 1, 1, s);
+    where.local_rank = number_from("COURIER_LOCAL_RANK", 0, 0, where.local_size - 1);
+    if (char const* job = std::getenv("COURIER_JOB_ID"); job != nullptr) {
+        where.job_id = job;
+    }
+    std::string endpoint = ep;
+    auto colon = endpoint.rfind(':');
+    std::string ip = endpoint.substr(0, colon == std::string::npos ? 0 : colon);
+    if (ip.rfind("127.", 0) != 0) {
+        where.launcher_address = ip;
+    }
+    return std::make_unique<courier_run_bootstrap>(std::move(endpoint), r, s, std::move(where));
 }
 
 } // namespace courier::detail

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: BSL-1.0
-// Peer discovery: every locality publishes its transport address and learns everyone's, plus a
-// job-unique token. One implementation today: the rendezvous that courier-run runs on a
-// loopback TCP socket (COURIER_RUN_ENDPOINT, COURIER_RANK, COURIER_SIZE). PMIx under
-// mpirun/srun and a host file are later implementations of the same interface.
+// Peer discovery: every locality learns its rank, the job's size and where it runs, publishes
+// its transport address and learns everyone's, plus a job-unique token. Two implementations:
+// - courier-run's rendezvous (bootstrap.cpp): a TCP socket on the launcher's host
+//   (COURIER_RUN_ENDPOINT, COURIER_RANK, COURIER_SIZE, COURIER_HOST, ...);
+// - PMIx (bootstrap_pmix.cpp), under OpenMPI's mpirun or Slurm's srun --mpi=pmix: rank, size
+//   and host from the PMIx server; addresses through PMIx_Put/Commit/Fence/Get.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace courier::detail {
@@ -23,11 +26,31 @@ struct bootstrap_result {
     std::vector<std::vector<std::byte>> addresses; // by rank
 };
 
+/// Where a locality runs, known before the address exchange.
+struct placement {
+    /// This locality's host, as the launcher names it (two localities share shared memory
+    /// exactly when their hosts are equal).
+    std::string host;
+    std::uint32_t host_count = 1;  ///< distinct hosts in the job
+    std::uint32_t local_rank = 0;  ///< among the localities on this host
+    std::uint32_t local_size = 1;  ///< localities on this host
+    /// An address of the launcher that this host reaches over the network (courier-run's
+    /// rendezvous), or empty: the network interface that routes to it is the default one.
+    std::string launcher_address;
+    /// Names this job among those on the host (its localities' shared-memory names start with
+    /// courier-JOB_ID-RANK); empty: each locality picks a unique name of its own.
+    std::string job_id;
+};
+
 class bootstrap {
 public:
     virtual ~bootstrap() = default;
+    virtual char const* name() const = 0; ///< "courier-run" or "PMIx"
     virtual std::uint32_t rank() const = 0;
     virtual std::uint32_t size() const = 0;
+    virtual placement const& where() const = 0;
+    /// Publishes `my_address`; returns every locality's. Throws std::runtime_error naming the
+    /// problem (a locality that never arrives ends it within the bootstrap's time limit).
     virtual bootstrap_result exchange(std::vector<std::byte> const& my_address) = 0;
     /// After exchange(): blocks until the launcher says something: a locality failed, the job
     /// overran its time limit (diagnose: log your state), or it went away / was closed.
@@ -36,7 +59,12 @@ public:
     virtual void close() = 0;
 };
 
-/// The courier-run rendezvous if this process was started by courier-run, else nullptr.
+/// The bootstrap of the launcher that started this process: courier-run's when its variables
+/// are set, PMIx's when a PMIx server's are (PMIX_NAMESPACE), else nullptr (one locality).
+/// Throws std::runtime_error when the environment names a launcher that cannot be reached.
 std::unique_ptr<bootstrap> make_bootstrap_from_environment();
+
+/// PMIx's, or nullptr when this build has no PMIx support (then `why` says so).
+std::unique_ptr<bootstrap> make_pmix_bootstrap(std::string& why);
 
 } // namespace courier::detail

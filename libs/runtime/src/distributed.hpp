@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 namespace courier::detail {
 
@@ -16,10 +18,19 @@ class scheduler;
 /// The transport's options from the --courier: options (throws config_error for a bad
 /// value). `workers`: the locality's worker threads (tcp_doorbell's auto depends on them).
 /// init() calls it in every run, so that a bad value is an error without courier-run too.
-parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers);
+struct placement;
+/// The provider whose defaults "auto" thresholds take: the one named, or for "auto" shm on one
+/// host and the network provider across hosts.
+std::string threshold_provider(config const& cfg, placement const* where);
+/// The transport's options; throws config_error for values that cannot work (no interface
+/// reaching other hosts).
+parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
+                                                      placement const* where);
 /// Joins the job if started by courier-run (returns true), else runs as a lone locality.
 /// Throws std::runtime_error (with the provider's words) if the network cannot be set up.
-bool distributed_start(config const& cfg, scheduler& s);
+class bootstrap;
+/// Joins the job `boot` describes; false (nothing started) for a one-locality job.
+bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstrap> boot);
 /// Locality 0, after courier_main returned and this locality is quiescent: waits until no
 /// parcel is in flight anywhere, then tells every other locality to exit.
 void distributed_shutdown_all();
@@ -29,6 +40,8 @@ void distributed_wait_for_exit();
 void distributed_stop();
 /// Closes the transport (after the workers stopped).
 void distributed_close();
+/// A peer failed and on_peer_failure=exit: the locality's status must not be 0.
+bool distributed_failed();
 /// Destroys every component of this locality (at shutdown).
 void clear_components();
 /// Requests (with replies) still waiting on this locality.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 // init / finalize: options, the scheduler's lifetime, the main task, quiescence at shutdown.
+#include "bootstrap.hpp"
 #include "distributed.hpp"
 #include "log.hpp"
 #include "options.hpp"
@@ -84,6 +85,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     }
     config cfg;
     scheduler_options so;
+    std::unique_ptr<bootstrap> boot;
     try {
         cfg = parse_config(argc, argv);
         if (cfg.help) {
@@ -97,14 +99,18 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         }
         courier::logging::set_level(level);
         courier::logging::set_prefix_provider(&log_prefix);
-        // Localities that courier-run starts on this machine share its cores: by default each
-        // gets cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
+        try {
+            boot = make_bootstrap_from_environment(); // the launcher's (null: one locality)
+        } catch (std::exception const& e) {
+            log(log_level::error, "cannot join the job: {}", e.what());
+            return 1;
+        }
+        // The localities a launcher starts on one host share its cores: by default each gets
+        // cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
         std::size_t local_rank = 0, local_size = 1;
-        if (char const* r = std::getenv("COURIER_LOCAL_RANK"),
-            *n = std::getenv("COURIER_LOCAL_SIZE");
-            r != nullptr && n != nullptr) {
-            local_rank = std::strtoul(r, nullptr, 10);
-            local_size = std::max<std::size_t>(1, std::strtoul(n, nullptr, 10));
+        if (boot) {
+            local_rank = boot->where().local_rank;
+            local_size = std::max<std::uint32_t>(1, boot->where().local_size);
         }
         void* topo = load_topology();
         std::size_t cores = available_cores(topo);
@@ -125,9 +131,11 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         so.bind = bind == "cores" || (bind == "auto" && !so.oversubscribed);
         // What distributed_start will read: a bad value is an error in a single-process run
         // as well, not ignored.
-        (void)transport_options_from(cfg, so.threads);
+        placement const* where = boot ? &boot->where() : nullptr;
+        (void)transport_options_from(cfg, so.threads, where);
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
-        auto zc = cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40);
+        auto zc = cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40,
+                                    threshold_provider(cfg, where));
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
         serialization::set_default_options(
             {zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0,
@@ -158,7 +166,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     s->start();
     bool distributed = false;
     try {
-        distributed = distributed_start(cfg, *s);
+        distributed = boot && distributed_start(cfg, *s, std::move(boot));
     } catch (std::exception const& e) {
         log(log_level::error, "cannot join the job: {}", e.what());
         s->stop();
@@ -210,6 +218,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
             wait_for_quiescence(*s);
         }
         distributed_stop();
+        if (distributed_failed()) {
+            rc = rc == 0 ? 1 : rc;
+        }
     }
     s->stop();
     set_current_scheduler(nullptr);

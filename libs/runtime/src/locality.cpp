@@ -42,14 +42,45 @@ std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) 
     return s;
 }
 
-parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers) {
+std::string threshold_provider(config const& cfg, placement const* where) {
+    std::string const& p = cfg.get("provider");
+    if (p != "auto") {
+        return p;
+    }
+    return where != nullptr && where->host_count > 1 ? parcelport::network_provider() : "shm";
+}
+
+parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
+                                                      placement const* where) {
     parcelport::transport_options o;
     o.provider = cfg.get("provider");
     if (o.provider == "tcp") {
         o.provider = "tcp;ofi_rxm"; // the tcp provider needs the rxm utility for FI_EP_RDM
     }
+    if (where != nullptr) {
+        o.host = where->host;
+        o.peers_on_this_host = where->local_size > 1;
+        o.peers_on_other_hosts = where->host_count > 1;
+    }
+    // "auto" across hosts: each of the two providers gets its own default (0).
+    bool per_rail = o.provider == "auto" && o.peers_on_other_hosts;
     o.eager_threshold =
-        static_cast<std::size_t>(cfg.get_threshold("eager_threshold", 256, 1 << 24));
+        per_rail && cfg.get("eager_threshold") == "auto"
+            ? 0
+            : static_cast<std::size_t>(cfg.get_threshold("eager_threshold", 256, 1 << 24,
+                                                          threshold_provider(cfg, where)));
+    std::string const& iface = cfg.get("interface");
+    if (iface != "auto") {
+        o.interface = iface;
+    } else if (o.peers_on_other_hosts) {
+        o.interface = parcelport::network_interface_toward(where->launcher_address);
+        if (o.interface.empty() || o.interface == "lo") {
+            throw config_error("no network interface reaches the other hosts of this job (found "
+                               "'" + o.interface + "'); choose one with --courier:interface=NAME");
+        }
+    } else {
+        o.interface = "lo";
+    }
     o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
     o.read_piece = static_cast<std::size_t>(cfg.get_int("read_piece", 0, 1LL << 40));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
@@ -57,9 +88,10 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     // auto: the doorbell with one worker, the completion queue's fd with more. A sleeping
     // worker arms the bell, and then every message to the locality rings it although another
     // worker is awake and polling (measured slower than the fd). One worker has nobody else to
-    // poll: the bell then costs nothing, and the fd costs on every message.
+    // poll: the bell then costs nothing, and the fd costs on every message. A bell reaches
+    // only peers on this host: none between hosts.
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
-    o.tcp_doorbell = bell == "1" || (bell == "auto" && workers == 1);
+    o.tcp_doorbell = !o.peers_on_other_hosts && (bell == "1" || (bell == "auto" && workers == 1));
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
@@ -67,25 +99,40 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     return o;
 }
 
-bool distributed_start(config const& cfg, scheduler& s) {
-    auto boot = make_bootstrap_from_environment();
-    if (!boot) {
-        return false;
-    }
+bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstrap> boot) {
     // Published once the transport is set up (a failure below leaves the default state).
     auto owned = std::make_unique<locality_state>();
     locality_state& st = *owned;
-    auto o = transport_options_from(cfg, s.workers().size());
-    if (char const* job = std::getenv("COURIER_JOB_ID"); job != nullptr && *job != '\0') {
-        o.endpoint_name = fmt::format("courier-{}-{}", job, boot->rank());
+    auto o = transport_options_from(cfg, s.workers().size(), &boot->where());
+    st.job_id = boot->where().job_id;
+    if (!st.job_id.empty()) {
+        o.endpoint_name = fmt::format("courier-{}-{}", st.job_id, boot->rank());
     }
+    st.endpoint_name = o.endpoint_name;
+    double timeout_s = 0;
+    try {
+        timeout_s = std::stod(cfg.get("peer_timeout"));
+    } catch (std::exception const&) {
+        timeout_s = -1;
+    }
+    if (!(timeout_s >= 0 && timeout_s <= 86400)) {
+        throw config_error("--courier:peer_timeout=" + cfg.get("peer_timeout") +
+                           ": expected seconds (0 .. 86400)");
+    }
+    st.live.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    st.live.exit_on_failure = cfg.get_choice("on_peer_failure", {"exit", "continue"}) == "exit";
     st.tp = parcelport::make_transport(o);
     auto result = boot->exchange(st.tp->address());
     st.rank = boot->rank();
     st.size = boot->size();
-    st.dead = std::vector<std::atomic<bool>>(st.size); // before anything can deliver a parcel
+    // Before anything can deliver a parcel:
+    st.dead = std::vector<std::atomic<bool>>(st.size);
+    st.live.heard = std::vector<std::atomic<std::uint32_t>>(st.size);
+    st.live.departed = std::vector<std::atomic<bool>>(st.size);
+    st.live.beat_in_flight = std::vector<std::atomic<bool>>(st.size);
     st.tp->set_job_token(result.token);
     st.tp->set_peers(result.addresses, st.rank);
+    st.tp->set_activity_handler([](std::uint32_t src) { heard_from(here(), src); });
     st.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
     parcelport::transport* tp = st.tp.get();
@@ -106,13 +153,16 @@ bool distributed_start(config const& cfg, scheduler& s) {
             }
         }
     });
-    log(log_level::info, "locality {} of {} up on {}", st.rank, st.size, st.tp->provider_name());
+    liveness_start(st);
+    log(log_level::info, "locality {} of {} on host {} up on {} (bootstrap: {})", st.rank, st.size,
+        st.boot->where().host, st.tp->provider_name(), st.boot->name());
     return true;
 }
 
 void distributed_close() {
     clear_components(); // components live until shutdown
     locality_state& st = here();
+    liveness_stop(st);
     if (st.boot) {
         st.boot->close();
     }

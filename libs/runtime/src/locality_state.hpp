@@ -11,12 +11,14 @@
 #include <courier/runtime/collectives.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <typeinfo>
 #include <unordered_map>
@@ -27,7 +29,8 @@ namespace courier::detail {
 /// A parcel is a request {u8 kind, u64 action id, u64 request id, arguments} or a reply
 /// {u8 kind, u64 request id, u8 control, u8 status, result or exception}. Request id 0: a post,
 /// no reply wanted.
-enum parcel_kind : std::uint8_t { request = 1, reply = 2 };
+/// heartbeat: "I am alive" (liveness.cpp); goodbye: "I am leaving, do not miss me".
+enum parcel_kind : std::uint8_t { request = 1, reply = 2, heartbeat = 3, goodbye = 4 };
 enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
 
 using completion = reply_handler;
@@ -66,6 +69,21 @@ struct collective_table {
 /// which peers have failed, the launcher's connection and the counts termination needs.
 /// Created by distributed_start, destroyed by distributed_close; a run without a launcher
 /// uses a default one (rank 0 of 1, no transport).
+/// What every locality knows of its peers' liveness (liveness.cpp). `tick` advances every
+/// peer_timeout/10; `heard[r]` is the tick at which something last arrived from r.
+struct liveness_state {
+    std::vector<std::atomic<std::uint32_t>> heard;
+    std::vector<std::atomic<bool>> departed;       // r said goodbye: its silence is no failure
+    std::vector<std::atomic<bool>> beat_in_flight; // at most one heartbeat queued per peer
+    std::atomic<std::uint32_t> tick{0};
+    std::chrono::milliseconds timeout{0}; // 0: no checks
+    bool exit_on_failure = true;
+    std::thread thread;
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool stopping = false;
+};
+
 struct locality_state {
     std::unique_ptr<parcelport::transport> tp;
     std::uint32_t rank = 0;
@@ -81,7 +99,10 @@ struct locality_state {
     };
     using pending_table = parcelport::detail::slot_table<pending_request>;
     pending_table pending;
-    std::vector<std::atomic<bool>> dead; // by rank: reported failed by the launcher
+    std::vector<std::atomic<bool>> dead; // by rank: reported failed (launcher or liveness)
+    liveness_state live;
+    std::string endpoint_name; // this locality's shm names (/dev/shm), removed on a failed exit
+    std::string job_id;
     std::unique_ptr<bootstrap> boot;
     std::thread monitor;
     std::atomic<std::uint64_t> sent{0}, received{0}; // user parcels, for termination
@@ -134,5 +155,19 @@ void clear_components(locality_state& st);
 /// A locality is gone: every request waiting on it fails with network_error, and so will
 /// every later one.
 void peer_failed(std::uint32_t rank);
+
+/// Something arrived from `source`: it is alive.
+inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
+    if (source < st.live.heard.size()) {
+        st.live.heard[source].store(st.live.tick.load(std::memory_order_relaxed),
+                                    std::memory_order_relaxed);
+    }
+}
+/// Starts the heartbeat thread (after the transport is set up).
+void liveness_start(locality_state& st);
+/// Leaving normally: tells every peer not to miss this locality, then stops the thread.
+void liveness_stop(locality_state& st);
+/// A failure was declared while on_peer_failure=exit: this locality ends with status 1.
+bool any_peer_failed(locality_state& st);
 
 } // namespace courier::detail

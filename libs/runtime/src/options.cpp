@@ -32,9 +32,14 @@ std::vector<option_spec> const& option_table() {
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
-        {"provider", "tcp;ofi_rxm",
-         "libfabric provider between localities: 'tcp' (= tcp;ofi_rxm, loopback) or 'shm'; "
-         "courier-run, whose localities share one machine, makes 'shm' the default"},
+        {"provider", "auto",
+         "libfabric provider between localities: 'auto' = shm between the localities of one "
+         "host, the network provider between hosts (verbs, efa or cxi where libfabric offers "
+         "them, else tcp); 'tcp' (= tcp;ofi_rxm), 'shm' or another provider forces one for all"},
+        {"interface", "auto",
+         "network interface for tcp between hosts; 'auto' = the one that routes to the "
+         "launcher (courier-run) or the default route's, never loopback when peers are on other "
+         "hosts; while every locality runs on one host tcp uses loopback"},
         {"eager_threshold", "auto",
          "bytes of index data sent inline in the eager message; more is read by RMA; auto = "
          "65536 on tcp, 8192 on shm, else 4096"},
@@ -61,8 +66,13 @@ std::vector<option_spec> const& option_table() {
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
          "workers wait on the completion queue's fd; auto = 1 with one worker, else 0"},
         {"peer_timeout", "5",
-         "seconds courier-run lets the other localities run after one failed (their futures "
-         "on it fail with network_error at once)"},
+         "seconds of silence after which a locality is declared failed by every peer (killed, "
+         "stopped, unreachable); calls to it then fail with network_error; also how long "
+         "courier-run lets the others run after one failed; 0 = no liveness checks"},
+        {"on_peer_failure", "exit",
+         "'exit': when a locality fails, every other ends with status 1 after "
+         "peer_timeout/2 seconds (its futures on the failed one fail at once), as an MPI job "
+         "ends; 'continue': the program handles the network_error and goes on"},
         {"rma_pool_block", "4194304",
          "bytes per registered block of the rma pool (a power of two, 64 KiB .. 1 GiB)"},
         {"rma_pool_limit", "0",
@@ -100,11 +110,12 @@ long long config::get_int(std::string_view name, long long min, long long max) c
     return v;
 }
 
-long long config::get_threshold(std::string_view name, long long min, long long max) const {
+long long config::get_threshold(std::string_view name, long long min, long long max,
+                                std::string_view provider) const {
     if (get(name) != "auto") {
         return get_int(name, min, max);
     }
-    return static_cast<long long>(parcelport::default_eager_threshold(get("provider")));
+    return static_cast<long long>(parcelport::default_eager_threshold(provider));
 }
 
 std::string const& config::get_choice(std::string_view name,

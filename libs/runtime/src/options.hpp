@@ -34,8 +34,9 @@ struct config {
     std::string const& get(std::string_view name) const;
     long long get_int(std::string_view name, long long min, long long max) const;
     /// zero_copy_threshold and eager_threshold: an integer, or "auto" (the default): the
-    /// provider's parcelport::default_eager_threshold().
-    long long get_threshold(std::string_view name, long long min, long long max) const;
+    /// parcelport::default_eager_threshold() of `provider` (threshold_provider()).
+    long long get_threshold(std::string_view name, long long min, long long max,
+                            std::string_view provider) const;
     /// The value if it is one of `choices`; else throws "--courier:NAME=VALUE: expected A, B
     /// or C".
     std::string const& get_choice(std::string_view name,

@@ -219,12 +219,25 @@ void deliver(std::uint32_t source, serialization::message&& m) {
     // continuations as tasks): handled at once, on the thread that received it, it costs no
     // task and no switch. Requests (actions may block) and large replies (their loading
     // copies) run as tasks, so that progress passes stay short.
+    locality_state& st = here();
+    heard_from(st, source);
     auto d = m.data();
     if (d.size() > serialization::message_header_size && d.size() <= inline_reply_bytes &&
-        m.external_chunk_count() == 0 &&
-        std::to_integer<std::uint8_t>(d[serialization::message_header_size]) == reply) {
-        handle_parcel(source, m);
-        return;
+        m.external_chunk_count() == 0) {
+        auto kind = std::to_integer<std::uint8_t>(d[serialization::message_header_size]);
+        if (kind == reply) {
+            handle_parcel(source, m);
+            return;
+        }
+        if (kind == heartbeat) {
+            return;
+        }
+        if (kind == goodbye) {
+            if (source < st.live.departed.size()) {
+                st.live.departed[source].store(true, std::memory_order_relaxed);
+            }
+            return;
+        }
     }
     post([source, msg = std::move(m)]() mutable { handle_parcel(source, msg); });
 }

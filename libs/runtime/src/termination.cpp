@@ -89,6 +89,7 @@ void distributed_stop() {
         }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
+    liveness_stop(st); // its goodbyes still need the progress hook
     if (st.hook != static_cast<std::size_t>(-1)) {
         unregister_progress_hook(st.hook);
         st.hook = static_cast<std::size_t>(-1);

@@ -1,22 +1,29 @@
 // SPDX-License-Identifier: BSL-1.0
-// courier-run -n N [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]
+// courier-run -n N [--hosts=A,B[:K] | --hostfile=FILE [--agent=CMD]] [--courier:OPTION=VALUE ...]
+//             PROGRAM [ARGS ...]
 //
-// Starts N localities of PROGRAM on this machine and runs their rendezvous: each locality
-// connects to a loopback TCP socket, sends {rank, transport address}, and receives the job
-// token and every locality's address. The --courier: options given before PROGRAM are passed
-// to every locality. Exit status: 0 when every locality exits 0; otherwise the first failing
-// locality's status (128 + signal for a signal), after the others were stopped (SIGTERM, then
-// SIGKILL after 5 s). Never waits forever: a locality that does not check in within
-// --courier-run-timeout seconds (default 60) fails the job. The rendezvous sockets stay open:
-// when a locality fails, the others are told at once (their futures on it then fail with
-// courier::network_error) and get --courier:peer_timeout seconds (default 5) to finish before
-// the job is stopped. --courier-run-job-timeout=S (default 0: none) bounds the whole job: when
-// it runs out, every locality is asked to log what it is waiting for, then the job is stopped
-// and courier-run exits 124. Shared-memory endpoints are named courier-JOBID-RANK
-// (COURIER_JOB_ID); whatever a killed locality left in /dev/shm is removed at the end.
-// All localities run on this machine, so unless the provider was chosen (--courier:provider or
-// COURIER_PROVIDER), they talk over libfabric's shm provider (single-copy shared memory) rather
-// than the runtime's portable default, tcp on loopback.
+// Starts N localities of PROGRAM and runs their rendezvous: each locality connects to a TCP
+// socket of courier-run, sends {rank, transport address}, and receives the job token and every
+// locality's address. The --courier: options given before PROGRAM are passed to every
+// locality. Without --hosts/--hostfile every locality runs on this machine (forked, the
+// rendezvous on loopback). With them, each locality is started on its host by the agent as
+// `CMD HOST sh-command` (default CMD: ssh), whose command line carries everything the
+// locality needs (the environment is not inherited, as with ssh): `cd DIR; exec env
+// COURIER_...=... PROGRAM ARGS`, every word shell-quoted. The rendezvous then listens on every
+// interface and the localities are told the address of this machine that routes to the first
+// host (--courier-run-address=IP to choose). Their output comes back through pipes as whole
+// lines prefixed with the rank ("[3] ...").
+// Exit status: 0 when every locality exits 0; otherwise the first failing locality's status
+// (128 + signal for a signal; 255 from ssh: the host could not be reached), after the others
+// were stopped (SIGTERM and SIGCONT, then SIGKILL after 5 s). Never waits forever: a locality
+// that does not check in within --courier-run-timeout seconds (default 60) fails the job. The
+// rendezvous sockets stay open: when a locality fails, the others are told at once (their
+// futures on it then fail with courier::network_error) and get --courier:peer_timeout seconds
+// (default 5) to finish before the job is stopped. --courier-run-job-timeout=S (default 0:
+// none) bounds the whole job: when it runs out, every locality is asked to log what it is
+// waiting for, then the job is stopped and courier-run exits 124. Shared-memory endpoints are
+// named courier-JOBID-RANK (COURIER_JOB_ID); whatever a killed locality left in this machine's
+// /dev/shm is removed at the end.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,6 +33,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hosts.hpp"
+#include "output.hpp"
+
+#include <netdb.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -33,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -43,7 +56,10 @@ namespace {
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: courier-run -n N [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]\n");
+                 "usage: courier-run -n N [--hosts=A,B[:K] | --hostfile=FILE] [--agent=CMD]\n"
+                 "                   [--courier-run-address=IP] [--courier-run-timeout=S]\n"
+                 "                   [--courier-run-job-timeout=S] [--courier:OPTION=VALUE ...]\n"
+                 "                   PROGRAM [ARGS ...]\n");
     return 2;
 }
 
@@ -58,9 +74,61 @@ void stop_all(int sig) {
     for (pid_t p : g_children) {
         if (p > 0) {
             ::kill(p, sig);
+            if (sig == SIGTERM) {
+                ::kill(p, SIGCONT); // a stopped locality handles SIGTERM only once continued
+            }
         }
     }
 }
+
+/// This machine's address from which `host` is reached (a UDP connect() looks the route up
+/// and sends nothing); empty if the host cannot be resolved.
+std::string address_toward(std::string const& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) {
+        return {};
+    }
+    std::string out;
+    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&from), &len) == 0) {
+        char buf[INET_ADDRSTRLEN];
+        if (::inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf) != nullptr) {
+            out = buf;
+        }
+    }
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    ::freeaddrinfo(res);
+    return out;
+}
+
+std::vector<std::string> split_words(std::string const& s) {
+    std::vector<std::string> out;
+    std::size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && s[i] == ' ') {
+            ++i;
+        }
+        std::size_t j = s.find(' ', i);
+        if (j == std::string::npos) {
+            j = s.size();
+        }
+        if (j > i) {
+            out.push_back(s.substr(i, j - i));
+        }
+        i = j;
+    }
+    return out;
+}
+
+std::vector<std::string> g_host_of; // by rank; empty: every locality on this machine
 
 /// Reads or writes all `n` bytes (retrying partial transfers and EINTR); false on EOF/error.
 template <class Io, class Ptr>
@@ -121,9 +189,17 @@ int reap(bool block, std::size_t& alive, int& first_failure) {
                 int code = status_code(status);
                 if (code != 0 && first_failure == 0) {
                     first_failure = code;
+                    std::string where = g_host_of.empty() ? "" : " on host " + g_host_of[i];
+                    char const* why = "";
+                    if (!g_host_of.empty() && code == 255) {
+                        why = " (the agent could not reach the host?)";
+                    } else if (code == 127) {
+                        why = " (command not found)";
+                    }
                     std::fprintf(stderr,
-                                 "courier-run: locality %zu failed (status %d); stopping the job\n",
-                                 i, code);
+                                 "courier-run: locality %zu%s failed (status %d%s); stopping the "
+                                 "job\n",
+                                 i, where.c_str(), code, why);
                 }
             }
         }
@@ -145,24 +221,40 @@ int main(int argc, char** argv) {
         grace_s = std::atoi(e);
     }
     std::vector<std::string> courier_opts;
+    std::string hosts_arg, hostfile, agent = "ssh", address;
     int i = 1;
     for (; i < argc; ++i) {
         std::string a = argv[i];
+        auto value = [&](char const* prefix) -> bool {
+            return a.rfind(prefix, 0) == 0;
+        };
         if (a == "-n" && i + 1 < argc) {
             n = std::strtol(argv[++i], nullptr, 10);
         } else if (a.rfind("-n", 0) == 0 && a.size() > 2) {
             n = std::strtol(a.c_str() + 2, nullptr, 10);
-        } else if (a.rfind("--courier-run-timeout=", 0) == 0) {
+        } else if (value("--courier-run-timeout=")) {
             timeout_s = std::atoi(a.c_str() + 22);
-        } else if (a.rfind("--courier-run-job-timeout=", 0) == 0) {
+        } else if (value("--courier-run-job-timeout=")) {
             job_timeout_s = std::atoi(a.c_str() + 26);
-        } else if (a.rfind("--courier:", 0) == 0) {
+        } else if (value("--courier-run-address=")) {
+            address = a.substr(22);
+        } else if (value("--hosts=")) {
+            hosts_arg = a.substr(8);
+        } else if (value("--hostfile=")) {
+            hostfile = a.substr(11);
+        } else if (value("--agent=")) {
+            agent = a.substr(8);
+        } else if (value("--courier:")) {
             courier_opts.push_back(a);
-            if (a.rfind("--courier:peer_timeout=", 0) == 0) {
+            if (value("--courier:peer_timeout=")) {
                 grace_s = std::atoi(a.c_str() + 23);
             }
         } else if (a == "--help" || a == "-h") {
-            return usage() == 2 ? 0 : 0;
+            usage();
+            return 0;
+        } else if (a.rfind("--", 0) == 0) {
+            std::fprintf(stderr, "courier-run: unknown option %s\n", a.c_str());
+            return usage();
         } else {
             break;
         }
@@ -170,10 +262,45 @@ int main(int argc, char** argv) {
     if (n < 1 || n > 4096 || i >= argc) {
         return usage();
     }
+    std::vector<std::string> agent_words = split_words(agent);
+    try {
+        if (!hosts_arg.empty() && !hostfile.empty()) {
+            throw courier::run::usage_error("give --hosts or --hostfile, not both");
+        }
+        if (!hosts_arg.empty() || !hostfile.empty()) {
+            auto entries = hostfile.empty() ? courier::run::parse_host_list(hosts_arg)
+                                            : courier::run::parse_host_file(hostfile);
+            g_host_of = courier::run::place(entries, n);
+            if (agent_words.empty()) {
+                throw courier::run::usage_error("--agent: empty command");
+            }
+        }
+    } catch (courier::run::usage_error const& e) {
+        std::fprintf(stderr, "courier-run: %s\n", e.what());
+        return 2;
+    }
+    bool across_hosts = !g_host_of.empty();
+    // Per host: how many localities it runs, and each locality's place among them.
+    std::map<std::string, std::uint32_t> on_host;
+    std::vector<std::uint32_t> local_rank(static_cast<std::size_t>(n), 0);
+    for (long r = 0; r < n; ++r) {
+        auto const& h = across_hosts ? g_host_of[static_cast<std::size_t>(r)] : std::string();
+        local_rank[static_cast<std::size_t>(r)] = on_host[h]++;
+    }
+    if (across_hosts && address.empty()) {
+        address = address_toward(g_host_of[0]);
+        if (address.empty()) {
+            std::fprintf(stderr,
+                         "courier-run: cannot resolve host '%s' (or no route to it); give its "
+                         "address, or --courier-run-address=IP\n",
+                         g_host_of[0].c_str());
+            return 1;
+        }
+    }
     int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_addr.s_addr = htonl(across_hosts ? INADDR_ANY : INADDR_LOOPBACK);
     socklen_t len = sizeof sa;
     if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
         ::listen(lfd, static_cast<int>(n)) != 0 ||
@@ -182,7 +309,8 @@ int main(int argc, char** argv) {
                      std::strerror(errno));
         return 1;
     }
-    std::string endpoint = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    std::string endpoint =
+        (across_hosts ? address : std::string("127.0.0.1")) + ":" + std::to_string(ntohs(sa.sin_port));
     std::uint64_t token = std::random_device{}();
     token = (token << 32) ^ std::random_device{}();
     if (token == 0) {
@@ -199,7 +327,52 @@ int main(int argc, char** argv) {
     ::sigaction(SIGINT, &act, nullptr);
     ::sigaction(SIGTERM, &act, nullptr);
 
+    // A remote command starts in the agent's directory: it goes to this one first (if that
+    // exists there), and a relative program path is made absolute.
+    std::string cwd = std::filesystem::current_path().string();
+    std::string program = argv[i];
+    if (across_hosts && program.find('/') != std::string::npos && program[0] != '/') {
+        program = std::filesystem::absolute(program).lexically_normal().string();
+    }
+    courier::run::output_forwarder output;
     for (long r = 0; r < n; ++r) {
+        auto const& host = across_hosts ? g_host_of[static_cast<std::size_t>(r)] : std::string();
+        // Everything a locality needs, as VAR=VALUE words.
+        std::vector<std::string> env = {
+            "COURIER_RUN_ENDPOINT=" + endpoint,
+            "COURIER_RANK=" + std::to_string(r),
+            "COURIER_SIZE=" + std::to_string(n),
+            "COURIER_JOB_ID=" + std::string(job_id),
+            // The localities of one host share its cores (see --courier:threads).
+            "COURIER_LOCAL_RANK=" + std::to_string(local_rank[static_cast<std::size_t>(r)]),
+            "COURIER_LOCAL_SIZE=" + std::to_string(on_host[host]),
+            "COURIER_HOST=" + (across_hosts ? host : std::string("localhost")),
+            "COURIER_HOST_COUNT=" + std::to_string(on_host.size()),
+            // libfabric's psm provider links libinfinipath, whose constructor installs
+            // handlers for SIGTERM, SIGSEGV, ... that write *.btr files and call exit(): a
+            // stopped locality would then run static destructors instead of dying. As OpenMPI
+            // does, turn that off unless the user asked for it.
+            "IPATH_NO_BACKTRACE=1",
+            "HFI_NO_BACKTRACE=1",
+        };
+        std::vector<std::string> words; // the locality's command
+        if (across_hosts) {
+            words.push_back(program);
+        } else {
+            words.push_back(argv[i]);
+        }
+        for (auto& o : courier_opts) {
+            words.push_back(o);
+        }
+        for (int k = i + 1; k < argc; ++k) {
+            words.push_back(argv[k]);
+        }
+        int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+        if (across_hosts && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
+            std::fprintf(stderr, "courier-run: pipe failed: %s\n", std::strerror(errno));
+            stop_all(SIGKILL);
+            return 1;
+        }
         pid_t p = ::fork();
         if (p < 0) {
             std::fprintf(stderr, "courier-run: fork failed: %s\n", std::strerror(errno));
@@ -207,35 +380,47 @@ int main(int argc, char** argv) {
             return 1;
         }
         if (p == 0) {
-            ::setenv("COURIER_RUN_ENDPOINT", endpoint.c_str(), 1);
-            ::setenv("COURIER_RANK", std::to_string(r).c_str(), 1);
-            ::setenv("COURIER_SIZE", std::to_string(n).c_str(), 1);
-            ::setenv("COURIER_JOB_ID", job_id, 1);
-            // Every locality runs on this machine: they share its cores (see --courier:threads).
-            ::setenv("COURIER_LOCAL_RANK", std::to_string(r).c_str(), 1);
-            ::setenv("COURIER_LOCAL_SIZE", std::to_string(n).c_str(), 1);
-            // libfabric's psm provider links libinfinipath, whose constructor installs handlers
-            // for SIGTERM, SIGSEGV, ... that write *.btr files and call exit(): a stopped
-            // locality would then run static destructors instead of dying. As OpenMPI does,
-            // turn that off unless the user asked for it.
-            ::setenv("COURIER_PROVIDER", "shm", 0); // --courier:provider still wins
-            ::setenv("IPATH_NO_BACKTRACE", "1", 0);
-            ::setenv("HFI_NO_BACKTRACE", "1", 0);
-            std::vector<char*> args;
-            for (int k = i; k < argc; ++k) {
-                args.push_back(argv[k]);
-                if (k == i) {
-                    for (auto& o : courier_opts) {
-                        args.push_back(o.data());
-                    }
+            std::vector<std::string> argv_words;
+            if (across_hosts) {
+                ::dup2(out_pipe[1], 1);
+                ::dup2(err_pipe[1], 2);
+                ::setpgid(0, 0); // Ctrl-C reaches courier-run, which stops the localities itself
+                std::string line = "cd " + courier::run::shell_quote(cwd) + " 2>/dev/null; exec env";
+                for (auto const& e : env) {
+                    line += " " + courier::run::shell_quote(e);
                 }
+                for (auto const& w : words) {
+                    line += " " + courier::run::shell_quote(w);
+                }
+                argv_words = agent_words;
+                argv_words.push_back(host);
+                argv_words.push_back(line);
+            } else {
+                for (auto const& e : env) {
+                    auto eq = e.find('=');
+                    bool keep = e.rfind("IPATH_", 0) == 0 || e.rfind("HFI_", 0) == 0;
+                    ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), keep ? 0 : 1);
+                }
+                argv_words = words;
+            }
+            std::vector<char*> args;
+            for (auto& w : argv_words) {
+                args.push_back(w.data());
             }
             args.push_back(nullptr);
             ::execvp(args[0], args.data());
             std::fprintf(stderr, "courier-run: cannot run %s: %s\n", args[0], std::strerror(errno));
             ::_exit(127);
         }
+        if (across_hosts) {
+            ::close(out_pipe[1]);
+            ::close(err_pipe[1]);
+            output.add(static_cast<int>(r), out_pipe[0], err_pipe[0]);
+        }
         g_children.push_back(p);
+    }
+    if (across_hosts) {
+        output.start();
     }
 
     std::size_t alive = g_children.size();
@@ -363,6 +548,7 @@ int main(int argc, char** argv) {
             ::close(fd);
         }
     }
+    output.stop(1000); // what the localities wrote last
     remove_shared_memory_leftovers(job_id);
     if (g_interrupted != 0 && first_failure == 0) {
         return 128 + g_interrupted;

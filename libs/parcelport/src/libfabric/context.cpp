@@ -31,12 +31,25 @@ statistics counters::snapshot() const {
     return s;
 }
 
+namespace {
+std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+        n += addresses[i].empty() && i != rank;
+    }
+    return n;
+}
+} // namespace
+
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
                      std::uint32_t rank, detail::doorbell* bell, bool& bell_wait) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
     std::vector<std::string> bells(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) {
         auto const& a = addresses[i];
+        if (a.empty() && i != rank) {
+            continue; // a peer another transport serves (routed_transport): no address, no bell
+        }
         std::size_t bell_len = a.size() < 2
                                    ? SIZE_MAX
                                    : std::to_integer<std::size_t>(a[a.size() - 2]) |
@@ -51,7 +64,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
     addrs_ = std::move(addrs);
     rank_ = rank;
     bell_ = bell;
-    if (bell != nullptr && bell->connect(bells) != 0) {
+    if (bell != nullptr && bell->connect(bells) > unserved(addresses, rank)) {
         if (ep.shm()) {
             logging::warn("could not open every peer's doorbell; idle localities will answer some "
                           "peers late");

@@ -53,12 +53,20 @@ public:
     fi_addr_t operator[](std::uint32_t rank) const noexcept { return addrs_[rank]; }
     std::uint32_t rank() const noexcept { return rank_; }
     void set_token(std::uint64_t t) noexcept { token_ = t; }
+    /// The transport's activity handler (set-up time): `rank` showed signs of life.
+    void set_activity_handler(transport::activity_handler h) { on_activity_ = std::move(h); }
+    void active(std::uint32_t rank) const {
+        if (on_activity_) {
+            on_activity_(rank);
+        }
+    }
     /// A header of `kind` from this locality, with the job token; the rest zero.
     wire::header header_of(wire::kind kind) const noexcept;
-    /// Magic, version, job token and a known source: a message of this job (any kind).
+    /// Magic, version, job token and a source this endpoint serves: a message of this job (any
+    /// kind).
     bool header_ok(wire::header const& h) const noexcept {
         return h.magic == wire::magic && h.version == wire::version && h.token == token_ &&
-               h.source < addrs_.size();
+               h.source < addrs_.size() && addrs_[h.source] != FI_ADDR_NOTAVAIL;
     }
     /// After posting something for `rank` (rc 0), or when the provider refused it for now
     /// (-FI_EAGAIN: the peer must progress, e.g. shm's first contact or a full queue): rings
@@ -74,6 +82,7 @@ private:
     counters& counters_;
     std::vector<fi_addr_t> addrs_;
     std::uint32_t rank_ = 0;
+    transport::activity_handler on_activity_;
     std::uint64_t token_ = 0;
     detail::doorbell* bell_ = nullptr;
 };

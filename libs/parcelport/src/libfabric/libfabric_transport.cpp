@@ -43,19 +43,14 @@ std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) 
     return std::make_unique<fabric::libfabric_transport>(o);
 }
 
-std::unique_ptr<transport> make_transport(transport_options const& o) {
-    if (o.parcelport == "libfabric") {
-        return make_libfabric_transport(o);
-    }
-    throw std::invalid_argument("courier: no parcelport '" + o.parcelport +
-                                "' (this build has: libfabric)");
-}
-
 } // namespace courier::parcelport
 
 namespace courier::parcelport::fabric {
 
 libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) {
+    if (opts_.eager_threshold == 0) {
+        opts_.eager_threshold = default_eager_threshold(opts_.provider);
+    }
     peers_.set_token(opts_.job_token);
     std::size_t recv_size =
         sizeof(wire::header) + opts_.eager_threshold + 32 * sizeof(wire::descriptor);

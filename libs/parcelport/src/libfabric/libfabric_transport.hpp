@@ -40,6 +40,9 @@ public:
                    std::uint32_t my_rank) override;
     void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
     void set_job_token(std::uint64_t token) override { peers_.set_token(token); }
+    void set_activity_handler(activity_handler h) override {
+        peers_.set_activity_handler(std::move(h));
+    }
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override {
         sender_->send(dest, std::move(m), std::move(on_sent), false);
     }

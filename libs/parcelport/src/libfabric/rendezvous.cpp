@@ -233,6 +233,9 @@ long rendezvous::post_reads(incoming* in) {
 void rendezvous::on_completion(read_op* r, bool failed) {
     incoming* in = r->in;
     in->failed = in->failed || failed;
+    if (!failed) {
+        parts_.peers.active(in->source); // its messages may queue behind this transfer
+    }
     if (--in->outstanding == 0) {
         finish(in);
     }

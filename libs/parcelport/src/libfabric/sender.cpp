@@ -103,7 +103,7 @@ void sender::build(send_state* s) {
 
 bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
                   bool coalesce) {
-    if (dest >= parts_.peers.size()) {
+    if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
     send_table::slot* slot = sends_.acquire();

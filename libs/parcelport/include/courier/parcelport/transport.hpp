@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSL-1.0
 // courier::parcelport::transport: the one interface between the runtime and a network. The
 // runtime depends on this header alone; it never names a provider. Implementations: libfabric
-// (make_libfabric_transport, below) and the in-process loopback for tests (loopback.hpp).
+// (make_libfabric_transport, below), a router over one libfabric endpoint per provider (shm
+// within a host, the network between hosts: make_transport with provider "auto"), and the
+// in-process loopback for tests (loopback.hpp).
 //
 // Messages. send() takes a serialization::message: an index buffer plus chunks in stream
 // order; pointer and rma chunks reference memory the caller owns. The transport owns the
@@ -41,6 +43,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace courier::parcelport {
@@ -102,11 +105,20 @@ std::size_t default_eager_threshold(std::string_view provider) noexcept;
 struct transport_options {
     /// Which transport make_transport() opens: "libfabric" (the only network one today).
     std::string parcelport = "libfabric";
-    /// The libfabric provider.
+    /// The libfabric provider, or "auto": shm between the localities of one host and the
+    /// network provider (network_provider()) between hosts, chosen per peer from the hosts the
+    /// addresses name (make_transport then opens one endpoint per provider it needs).
     std::string provider = "tcp;ofi_rxm";
+    /// This process's host as the launcher names it, and where its peers are: "auto" opens shm
+    /// only when another locality shares this host, the network only when one does not.
+    std::string host;
+    bool peers_on_this_host = true;
+    bool peers_on_other_hosts = false;
     /// The network interface for socket-based providers (tcp, sockets); empty: the provider's
-    /// choice. The runtime passes "lo" while every locality runs on one host.
+    /// choice. The runtime passes "lo" while every locality runs on one host, else the
+    /// interface that routes to the peers (network_interface_toward()).
     std::string interface = "lo";
+    /// 0: the provider's default_eager_threshold().
     std::size_t eager_threshold = 4096;
     std::size_t posted_receives = 64;
     std::uint64_t job_token = 0;
@@ -153,15 +165,22 @@ class transport {
 public:
     using receive_handler = std::function<void(std::uint32_t source, serialization::message&&)>;
     using sent_handler = std::function<void(std::error_code)>;
+    using activity_handler = std::function<void(std::uint32_t source)>;
 
     virtual ~transport() = default;
     /// This endpoint's address, to publish to the peers through the bootstrap.
     virtual std::vector<std::byte> address() const = 0;
-    /// The addresses of every locality, indexed by rank (including this one). Throws
+    /// The addresses of every locality, indexed by rank (including this one). An empty
+    /// address (not this one's) marks a peer this transport does not serve: sending to it
+    /// throws std::out_of_range, and messages claiming to come from it are dropped. Throws
     /// network_error for an address that cannot be used.
     virtual void set_peers(std::vector<std::vector<std::byte>> const& addresses,
                            std::uint32_t my_rank) = 0;
     virtual void set_receive_handler(receive_handler h) = 0;
+    /// Called from progress() when `source` shows signs of life other than a whole message
+    /// (a piece of an RMA read from it completed): a liveness check must not miss a peer whose
+    /// small messages queue behind a large transfer. Set-up call; optional.
+    virtual void set_activity_handler(activity_handler) {}
     /// The job-unique token (from the bootstrap) every message must carry; others are dropped.
     virtual void set_job_token(std::uint64_t token) = 0;
     /// Sends `m` to `dest` (see the completion rules above).
@@ -192,12 +211,26 @@ public:
     virtual bool can_sleep() = 0;
     virtual statistics stats() const = 0;
     virtual std::string provider_name() const = 0;
+    /// stats() by provider, for a transport that uses several (provider "auto" across hosts).
+    virtual std::vector<std::pair<std::string, statistics>> stats_by_provider() const {
+        return {{provider_name(), stats()}};
+    }
 };
 
 /// The transport `o.parcelport` names, opened with `o`: what the runtime calls, so that it
 /// never names an implementation. Throws network_error when it cannot be opened, and
 /// std::invalid_argument for an unknown name.
 std::unique_ptr<transport> make_transport(transport_options const& o);
+
+/// The network provider "auto" uses between hosts: the first of verbs (with ofi_rxm), efa, cxi
+/// that fi_getinfo offers for FI_EP_RDM with FI_MSG and FI_RMA, else "tcp;ofi_rxm".
+std::string network_provider();
+
+/// The name of the network interface through which this host reaches the IPv4 `address` (the
+/// route's source address, looked up without sending anything); when `address` is empty or
+/// unroutable: the interface of the default route, else the first interface that is up, not
+/// loopback and has an IPv4 address. Empty if there is none.
+std::string network_interface_toward(std::string const& address);
 
 /// The libfabric transport (FI_EP_RDM, FI_MSG + FI_RMA): eager messages, RMA-read rendezvous
 /// for pointer and rma chunks (libs/parcelport/README.md). Throws network_error, with the

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: BSL-1.0
+// Choosing the network: the provider "auto" uses between hosts, the interface that reaches the
+// peers, and make_transport's routing of provider "auto" (routed/routed_transport.hpp).
+#include "routed/routed_transport.hpp"
+
+#include <courier/parcelport/transport.hpp>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace courier::parcelport {
+
+namespace {
+
+bool offered(char const* provider) {
+    fi_info* hints = fi_allocinfo();
+    if (hints == nullptr) {
+        return false;
+    }
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG | FI_RMA;
+    hints->fabric_attr->prov_name = strdup(provider);
+    fi_info* info = nullptr;
+    int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (info != nullptr) {
+        fi_freeinfo(info);
+    }
+    return rc == 0;
+}
+
+/// The interface whose IPv4 address is `a`; empty if none.
+std::string interface_with(in_addr a) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) {
+        return {};
+    }
+    std::string name;
+    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
+            reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr) {
+            name = i->ifa_name;
+            break;
+        }
+    }
+    ::freeifaddrs(list);
+    return name;
+}
+
+/// The source address the kernel would use toward `address`: a UDP socket's connect() only
+/// looks the route up, it sends nothing.
+std::string interface_routing_to(std::string const& address) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(9); // any port: nothing is sent
+    if (::inet_pton(AF_INET, address.c_str(), &to.sin_addr) != 1) {
+        return {};
+    }
+    int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return {};
+    }
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    std::string name;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&from), &len) == 0) {
+        name = interface_with(from.sin_addr);
+    }
+    ::close(fd);
+    return name;
+}
+
+std::string default_route_interface() {
+    std::ifstream routes("/proc/net/route");
+    std::string line;
+    std::getline(routes, line); // header
+    while (std::getline(routes, line)) {
+        std::istringstream f(line);
+        std::string iface, dest;
+        if (f >> iface >> dest && dest == "00000000") {
+            return iface;
+        }
+    }
+    return {};
+}
+
+std::string first_network_interface() {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) {
+        return {};
+    }
+    std::string name;
+    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
+            (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_LOOPBACK) == 0) {
+            name = i->ifa_name;
+            break;
+        }
+    }
+    ::freeifaddrs(list);
+    return name;
+}
+
+} // namespace
+
+std::string network_provider() {
+    for (char const* p : {"verbs", "efa", "cxi"}) {
+        if (offered(p)) {
+            return std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p;
+        }
+    }
+    return "tcp;ofi_rxm";
+}
+
+std::string network_interface_toward(std::string const& address) {
+    std::string name;
+    if (!address.empty()) {
+        name = interface_routing_to(address);
+    }
+    if (name.empty()) {
+        name = default_route_interface();
+    }
+    if (name.empty()) {
+        name = first_network_interface();
+    }
+    return name;
+}
+
+std::unique_ptr<transport> make_transport(transport_options const& o) {
+    if (o.parcelport != "libfabric") {
+        throw std::invalid_argument("courier: no parcelport '" + o.parcelport +
+                                    "' (this build has: libfabric)");
+    }
+    if (o.provider != "auto") {
+        if (o.peers_on_other_hosts && o.provider == "shm") {
+            throw network_error("courier: --courier:provider=shm cannot reach localities on "
+                                "other hosts");
+        }
+        return make_libfabric_transport(o);
+    }
+    transport_options local = o;
+    local.provider = "shm";
+    if (!o.peers_on_other_hosts) {
+        return make_libfabric_transport(local);
+    }
+    // The network rail opens first: it gets the rma pool's registrations (rma::attach takes
+    // the first), which matter more on a NIC than to shm's copies.
+    transport_options net = o;
+    net.provider = network_provider();
+    net.tcp_doorbell = false; // its peers are on other hosts: no doorbell reaches them
+    std::vector<std::unique_ptr<transport>> rails;
+    rails.push_back(make_libfabric_transport(net));
+    if (o.peers_on_this_host) {
+        rails.insert(rails.begin(), make_libfabric_transport(local));
+    }
+    return std::make_unique<routed::routed_transport>(o.host, std::move(rails),
+                                                      o.peers_on_this_host);
+}
+
+} // namespace courier::parcelport

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSL-1.0
+// routed_transport: one transport over several, one per provider ("rails"), each peer served by
+// exactly one of them: shm for the localities on this host, the network provider for the
+// others. Its address names this host and carries every rail's address; set_peers() gives each
+// rail the addresses of the peers it serves (and empty ones for the rest), so each rail keeps
+// its own rank-indexed peer table, posted receives, read budget and counters.
+#pragma once
+
+#include <courier/parcelport/transport.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace courier::parcelport::routed {
+
+/// The address's parts (exposed for tests).
+struct address_parts {
+    std::string host;
+    std::vector<std::pair<std::string, std::vector<std::byte>>> rails; // provider, address
+};
+std::vector<std::byte> encode(address_parts const& a);
+/// Throws network_error for bytes that are not an address encode() made.
+address_parts decode(std::vector<std::byte> const& bytes, std::uint32_t rank);
+
+class routed_transport final : public transport {
+public:
+    /// `rails[0]` serves peers on this host when `local_rail` is true; the last serves the
+    /// others. `host` is this process's host as the launcher names it.
+    routed_transport(std::string host, std::vector<std::unique_ptr<transport>> rails,
+                     bool local_rail);
+    ~routed_transport() override;
+
+    std::vector<std::byte> address() const override;
+    void set_peers(std::vector<std::vector<std::byte>> const& addresses,
+                   std::uint32_t my_rank) override;
+    void set_receive_handler(receive_handler h) override;
+    void set_job_token(std::uint64_t token) override;
+    void set_activity_handler(activity_handler h) override;
+    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
+    bool send_coalesced(std::uint32_t dest, serialization::message&& m,
+                        sent_handler on_sent) override;
+    bool progress() override;
+    std::string debug_state() const override;
+    int wait_fd() const override { return epoll_fd_; }
+    bool wait_fd_may_miss() const override { return may_miss_; }
+    bool can_sleep() override;
+    statistics stats() const override;
+    std::string provider_name() const override;
+    std::vector<std::pair<std::string, statistics>> stats_by_provider() const override;
+
+private:
+    transport& rail_of(std::uint32_t dest) const;
+
+    std::string host_;
+    std::vector<std::unique_ptr<transport>> rails_;
+    bool local_rail_;
+    std::vector<std::uint8_t> route_; // by rank: index into rails_
+    int epoll_fd_ = -1;               // every rail's wait fd; -1 if one has none
+    bool may_miss_ = false;
+};
+
+} // namespace courier::parcelport::routed

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: BSL-1.0
+// Liveness: every locality tells each peer it is alive and notices a peer that stopped saying
+// so, whichever launcher started the job. A thread per locality ticks every peer_timeout/10:
+// it drives the transport once (so heartbeats flow while every worker is busy in a long task),
+// sends each peer a heartbeat (one queued at most per peer: a stopped peer cannot make them pile
+// up), and declares failed a peer from which nothing (heartbeat or parcel) arrived for 8 ticks:
+// detection within peer_timeout of a kill, SIGSTOP or cut link. A failed peer's requests fail
+// with network_error (peer_failed); with on_peer_failure=exit this locality then ends with
+// status 1 after peer_timeout/2, as MPI jobs end, so that a launcher waiting on a stopped
+// process (mpirun, srun) ends the job instead of hanging. A locality leaving normally says
+// goodbye first, and its silence is then no failure.
+#include "distributed.hpp"
+#include "locality_state.hpp"
+#include "log.hpp"
+
+#include <courier/serialization/output_archive.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+namespace courier::detail {
+
+namespace {
+
+constexpr std::uint32_t ticks_per_timeout = 10;
+constexpr std::uint32_t silent_ticks = 8; // declared after [7, 9) ticks of silence, < timeout
+
+serialization::message word(parcel_kind kind) {
+    serialization::message m;
+    serialization::output_archive ar(m);
+    ar.save(static_cast<std::uint8_t>(kind));
+    return m;
+}
+
+void beat(locality_state& st, std::uint32_t r) {
+    auto& flag = st.live.beat_in_flight[r];
+    if (flag.exchange(true, std::memory_order_acq_rel)) {
+        return;
+    }
+    try {
+        st.tp->send(r, word(heartbeat),
+                    [&flag](std::error_code) { flag.store(false, std::memory_order_release); });
+    } catch (std::exception const&) {
+        flag.store(false, std::memory_order_release); // refused: tried again next tick
+    }
+}
+
+// What a killed locality (or this one, ending at once) leaves in /dev/shm.
+void remove_shared_memory_of(std::string const& name) {
+    if (name.empty()) {
+        return;
+    }
+    std::error_code ec;
+    std::filesystem::remove("/dev/shm/" + name, ec);
+    std::filesystem::remove("/dev/shm/" + name + "-bell", ec);
+}
+
+[[noreturn]] void end_locality(locality_state& st, std::uint32_t failed) {
+    log(log_level::error,
+        "ending locality {} with status 1 because locality {} failed "
+        "(--courier:on_peer_failure=continue keeps it running)",
+        st.rank, failed);
+    remove_shared_memory_of(st.endpoint_name);
+    for (std::uint32_t r = 0; r < st.size; ++r) {
+        if (st.dead[r].load() && !st.job_id.empty()) {
+            remove_shared_memory_of("courier-" + st.job_id + "-" + std::to_string(r));
+        }
+    }
+    std::fflush(nullptr);
+    std::_Exit(1);
+}
+
+void run(locality_state& st) {
+    auto const tick = std::max(st.live.timeout / ticks_per_timeout, std::chrono::milliseconds(10));
+    auto exit_at = std::chrono::steady_clock::time_point::max();
+    std::uint32_t first_failed = 0;
+    std::unique_lock lk(st.live.mutex);
+    while (!st.live.stopping) {
+        st.live.cv.wait_for(lk, tick, [&] { return st.live.stopping; });
+        if (st.live.stopping) {
+            break;
+        }
+        lk.unlock();
+        std::uint32_t now = st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1;
+        st.tp->progress();
+        for (std::uint32_t r = 0; r < st.size; ++r) {
+            if (r == st.rank || st.dead[r].load() || st.live.departed[r].load()) {
+                continue;
+            }
+            std::uint32_t silent = now - st.live.heard[r].load(std::memory_order_relaxed);
+            if (silent >= silent_ticks) {
+                log(log_level::error,
+                    "nothing arrived from locality {} for {:.1f} s (--courier:peer_timeout={}): "
+                    "declaring it failed",
+                    r, static_cast<double>(silent * tick.count()) / 1000.0,
+                    static_cast<double>(st.live.timeout.count()) / 1000.0);
+                peer_failed(r);
+                if (st.live.exit_on_failure && exit_at == exit_at.max()) {
+                    first_failed = r;
+                    exit_at = std::chrono::steady_clock::now() + st.live.timeout / 2;
+                }
+                continue;
+            }
+            beat(st, r);
+        }
+        if (std::chrono::steady_clock::now() >= exit_at) {
+            end_locality(st, first_failed);
+        }
+        lk.lock();
+    }
+}
+
+} // namespace
+
+void liveness_start(locality_state& st) {
+    if (st.live.timeout.count() == 0 || st.size < 2) {
+        return;
+    }
+    st.live.thread = std::thread([&st] { run(st); });
+}
+
+void liveness_stop(locality_state& st) {
+    if (!st.live.thread.joinable()) {
+        return;
+    }
+    // A peer that is not told misses this locality only if it outlives it by peer_timeout.
+    auto left = std::make_shared<std::atomic<int>>(0);
+    for (std::uint32_t r = 0; r < st.size; ++r) {
+        if (r != st.rank && !st.dead[r].load()) {
+            left->fetch_add(1);
+            try {
+                st.tp->send(r, word(goodbye), [left](std::error_code) { left->fetch_sub(1); });
+            } catch (std::exception const&) {
+                left->fetch_sub(1);
+            }
+        }
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (left->load() > 0 && std::chrono::steady_clock::now() < until) {
+        if (!st.tp->progress()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+    {
+        std::lock_guard lk(st.live.mutex);
+        st.live.stopping = true;
+        st.live.cv.notify_all();
+    }
+    st.live.thread.join();
+}
+
+bool distributed_failed() {
+    locality_state& st = here();
+    return st.live.exit_on_failure && any_peer_failed(st);
+}
+
+bool any_peer_failed(locality_state& st) {
+    for (auto const& d : st.dead) {
+        if (d.load()) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace courier::detail
