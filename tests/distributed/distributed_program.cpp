@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -599,6 +600,60 @@ void scenario_stopped() {
     }
 }
 
+// ---- rails: which provider carried the traffic ----------------------------------------------
+
+// Calls every other locality once (and waits): traffic on every pair's path.
+void greet_everyone() {
+    std::vector<courier::future<std::string>> fs;
+    for (auto const& l : courier::find_remote_localities()) {
+        fs.push_back(courier::async<hello_action>(l, std::string("rails")));
+    }
+    for (auto& f : fs) {
+        f.get();
+    }
+}
+COURIER_PLAIN_ACTION(greet_everyone, greet_everyone_action);
+
+std::vector<std::pair<std::string, std::uint64_t>> sent_by_provider() {
+    std::vector<std::pair<std::string, std::uint64_t>> v;
+    for (auto const& [name, st] : courier::get_parcelport_statistics_by_provider()) {
+        v.emplace_back(name, st.messages_sent);
+    }
+    return v;
+}
+COURIER_PLAIN_ACTION(sent_by_provider, sent_by_provider_action);
+
+void scenario_rails(std::string const& expected) {
+    // Every locality greets every other; then the providers that carried messages must be
+    // exactly `expected` (comma-separated core names, e.g. "shm,tcp"): across hosts with
+    // provider auto, shm within each host and tcp between them.
+    std::vector<courier::future<void>> fs;
+    for (auto const& l : courier::find_all_localities()) {
+        fs.push_back(courier::async<greet_everyone_action>(l));
+    }
+    for (auto& f : fs) {
+        f.get();
+    }
+    std::map<std::string, std::uint64_t> used;
+    for (auto const& l : courier::find_all_localities()) {
+        std::string line;
+        for (auto const& [name, sent] : courier::async<sent_by_provider_action>(l).get()) {
+            std::string core = name.substr(0, name.find(';'));
+            used[core] += sent;
+            line += " " + name + ": " + std::to_string(sent);
+        }
+        std::printf("rails: locality %u sent%s\n", courier::get_locality_id(l), line.c_str());
+    }
+    std::string got;
+    for (auto const& [core, sent] : used) {
+        if (sent > 0) {
+            got += (got.empty() ? "" : ",") + core;
+        }
+    }
+    std::printf("rails: messages went over %s (expected %s)\n", got.c_str(), expected.c_str());
+    CHECK(got == expected);
+}
+
 // Over 2 GiB in one argument (HPX broke at INT_MAX): the pointer chunk is read in <= 1 GiB
 // pieces. The sender's buffer is mapped, not filled: untouched pages read as zeros and cost no
 // memory (the sanitizer builds run this too), so only one byte per MiB and the last are set and
@@ -1041,6 +1096,13 @@ int courier_main(int argc, char** argv) {
     std::string scenario = argc > 1 ? argv[1] : "basic";
     if (scenario == "spmd") {
         return spmd_main();
+    }
+    if (scenario == "rails") {
+        scenario_rails(argc > 2 ? argv[2] : "shm");
+        std::printf("rails on %u localities: %s\n", courier::get_num_localities(),
+                    failures == 0 ? "ok" : "FAILED");
+        courier::finalize();
+        return failures == 0 ? 0 : 1;
     }
     if (scenario == "huge" && skip_huge_here()) {
         courier::finalize();

@@ -209,6 +209,13 @@ parcelport::statistics get_parcelport_statistics() {
     return detail::here().tp ? detail::here().tp->stats() : parcelport::statistics{};
 }
 
+std::vector<std::pair<std::string, parcelport::statistics>>
+get_parcelport_statistics_by_provider() {
+    auto const& tp = detail::here().tp;
+    return tp ? tp->stats_by_provider()
+              : std::vector<std::pair<std::string, parcelport::statistics>>{};
+}
+
 std::uint32_t get_num_localities() {
     return detail::here().size;
 }
