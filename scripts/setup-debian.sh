@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
 # Installs the Debian 12 packages Courier builds, tests and benchmarks with, when missing
-# (OpenMPI and matplotlib: the MPI baseline of benchmarks/osu and its plots).
+# (OpenMPI and matplotlib: the MPI baseline of benchmarks/osu and its plots; PMIx: the
+# bootstrap under mpirun and srun; iproute2: the network-namespace test cluster).
 # As root it runs apt-get; otherwise it prints the exact apt-get line and stops.
 set -euo pipefail
 
@@ -11,7 +12,8 @@ packages=(
     libgtest-dev libgmock-dev libbenchmark-dev
     libboost-serialization-dev libcereal-dev libboost-fiber-dev libtbb-dev
     clang libclang-rt-14-dev clang-format valgrind bc
-    libopenmpi-dev openmpi-bin python3-matplotlib
+    libopenmpi-dev openmpi-bin libpmix-dev python3-matplotlib
+    iproute2 procps
 )
 
 missing=()

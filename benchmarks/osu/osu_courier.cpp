@@ -7,7 +7,7 @@
 // std::vector<char> (a pointer chunk on send, one copy out of the receive buffer on receive).
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
 //       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,wake]
-//       [--max-size=BYTES]
+//       [--max-size=BYTES] [--peer=K] [--label=PROVIDER_COLUMN]
 //       [--quick]
 // Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
 // (std::vector), or "courier-nocache" (serialize_buffer with --courier:registration_cache=0:
@@ -113,8 +113,14 @@ int courier_main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
     kind k = kind::serialize_buffer;
+    std::uint32_t peer_id = 1;
+    std::string label;
     for (auto const& a : rest) {
-        if (a == "--buffer=rma_vector") {
+        if (a.rfind("--peer=", 0) == 0) {
+            peer_id = static_cast<std::uint32_t>(std::stoul(a.substr(7)));
+        } else if (a.rfind("--label=", 0) == 0) {
+            label = a.substr(8);
+        } else if (a == "--buffer=rma_vector") {
             k = kind::rma_vector;
         } else if (a == "--buffer=std_vector") {
             k = kind::std_vector;
@@ -129,12 +135,14 @@ int courier_main(int argc, char** argv) {
                            ? "courier-nocache"
                            : "courier";
     auto all = courier::find_all_localities();
-    if (all.size() != 2) {
-        std::fprintf(stderr, "osu_courier needs exactly 2 localities (courier-run -n 2)\n");
+    if (all.size() < 2 || peer_id == 0 || peer_id >= all.size()) {
+        std::fprintf(stderr, "osu_courier measures locality 0 against --peer=K (default 1) of "
+                             "at least 2 localities\n");
         return courier::finalize(), 1;
     }
-    auto peer = all[1];
-    std::string provider = courier::get_config_entry("provider").value_or("?");
+    auto peer = all[peer_id];
+    std::string provider =
+        label.empty() ? courier::get_config_entry("provider").value_or("?") : label;
     int threads = static_cast<int>(courier::get_os_thread_count());
     payload().assign(plan.max_size(), 'a');
     for (auto const& test : plan.tests) {

@@ -600,6 +600,55 @@ void scenario_stopped() {
     }
 }
 
+// ---- soak: calls with checked payloads for a while (the fault runs) -------------------------
+
+std::vector<std::uint64_t> reversed(std::vector<std::uint64_t> v) {
+    std::reverse(v.begin(), v.end());
+    return v;
+}
+COURIER_PLAIN_ACTION(reversed, reversed_action);
+
+int scenario_soak(double seconds) {
+    // Locality 0 calls every other locality with payloads of 8 B .. 1 MiB (eager and RMA
+    // paths), checking every answer, for `seconds`. Under a fault the run must either finish
+    // with every answer right or fail with network_error: never hang, never a wrong answer.
+    auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::uint64_t calls = 0, wrong = 0;
+    try {
+        for (std::uint64_t round = 0; elapsed() < seconds; ++round) {
+            std::size_t n = std::size_t{1} << (round % 18); // 1 .. 128 Ki elements
+            std::vector<std::uint64_t> v(n);
+            for (std::size_t i = 0; i < n; ++i) {
+                v[i] = round * 1000003 + i;
+            }
+            std::vector<courier::future<std::vector<std::uint64_t>>> fs;
+            for (auto const& l : courier::find_remote_localities()) {
+                fs.push_back(courier::async<reversed_action>(l, v));
+            }
+            for (auto& f : fs) {
+                auto r = f.get();
+                ++calls;
+                wrong += !(r.size() == n && std::equal(r.begin(), r.end(), v.rbegin()));
+            }
+        }
+    } catch (courier::network_error const& e) {
+        double unix_time = std::chrono::duration<double>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+        std::printf("soak: network_error at %.3f after %.2f s, %llu calls before it (%llu wrong): "
+                    "%s\n",
+                    unix_time, elapsed(), static_cast<unsigned long long>(calls),
+                    static_cast<unsigned long long>(wrong), e.what());
+        return wrong == 0 ? 3 : 1;
+    }
+    std::printf("soak: %llu calls in %.2f s, %llu wrong\n", static_cast<unsigned long long>(calls),
+                elapsed(), static_cast<unsigned long long>(wrong));
+    return wrong == 0 ? 0 : 1;
+}
+
 // ---- rails: which provider carried the traffic ----------------------------------------------
 
 // Calls every other locality once (and waits): traffic on every pair's path.
@@ -835,8 +884,13 @@ void scenario_rma() {
             if (zero_copy) {
                 CHECK(theirs2.adopted == theirs.adopted + 1);
                 CHECK(mine2.adopted == mine.adopted + 1);
-                CHECK(mine2.pool_chunks_sent == mine.pool_chunks_sent + 1);
-                CHECK(theirs2.pool_chunks_sent == theirs.pool_chunks_sent + 1);
+                // The pool is registered with one provider: across hosts (shm + tcp) the
+                // network's; a shm peer's pool chunks then come from the registration cache
+                // (no new registration either way: checked above).
+                if (courier::get_parcelport_statistics_by_provider().size() == 1) {
+                    CHECK(mine2.pool_chunks_sent == mine.pool_chunks_sent + 1);
+                    CHECK(theirs2.pool_chunks_sent == theirs.pool_chunks_sent + 1);
+                }
             }
             std::printf("rma: %zu doubles to locality %u and back: %s, adopted here %llu, there "
                         "%llu\n",
@@ -1096,6 +1150,12 @@ int courier_main(int argc, char** argv) {
     std::string scenario = argc > 1 ? argv[1] : "basic";
     if (scenario == "spmd") {
         return spmd_main();
+    }
+    if (scenario == "soak") {
+        // 0: every answer right; 3: network_error (no wrong answer before it); 1: wrong data.
+        int rc = scenario_soak(argc > 2 ? std::stod(argv[2]) : 5.0);
+        courier::finalize();
+        return rc;
     }
     if (scenario == "rails") {
         scenario_rails(argc > 2 ? argv[2] : "shm");
