@@ -19,6 +19,21 @@
 #include <stdexcept>
 #endif
 
+#if defined(COURIER_HAVE_PMIX) && defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COURIER_LSAN 1
+#endif
+#endif
+#if defined(COURIER_HAVE_PMIX) && (defined(__SANITIZE_ADDRESS__) || defined(COURIER_LSAN))
+// libpmix keeps a few bytes of its own from PMIx_Init and PMIx_Put past PMIx_Finalize (strdup in
+// pmix_rte_init, pmix_bfrops_base_value_load): LeakSanitizer would fail every program that
+// mpirun or srun starts. The suppression travels with the library, whatever the environment
+// (an agent or a remote shell does not pass LSAN_OPTIONS on).
+extern "C" char const* __lsan_default_suppressions() {
+    return "leak:libpmix.so\n";
+}
+#endif
+
 namespace courier::detail {
 
 #ifndef COURIER_HAVE_PMIX
