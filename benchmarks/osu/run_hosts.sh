@@ -9,8 +9,9 @@
 # Courier: one job of 4 localities (2 per host, provider auto, one worker each); osu_courier
 # measures locality 0 against locality 2 (other host: tcp) and against locality 1 (same host:
 # shm). OpenMPI: -np 2 with one rank per host, ob1 over tcp on the cluster's addresses (and
-# -np 2 on host 0 over vader). Writes RAW lines, compare.py's paired table against mpi-tcp, a
-# CSV of medians and plots.
+# -np 2 on host 0 over vader). Prints compare.py's paired table against mpi-tcp and writes the
+# medians to results/osu_hosts.csv and plots/osu_hosts_{latency,bw}.png under --out (default:
+# benchmarks/osu).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../../build"
@@ -31,9 +32,9 @@ bin="$build/bin"
 h0=${COURIER_CLUSTER_PREFIX}h0
 h1=${COURIER_CLUSTER_PREFIX}h1
 agent=$COURIER_CLUSTER_AGENT
-raw="$out/results/osu_hosts.raw"
+raw=$(mktemp)
+trap 'rm -f "$raw" "$raw.stderr"' EXIT
 mkdir -p "$out/results" "$out/plots"
-: > "$raw"
 mpi=(mpirun --allow-run-as-root --bind-to none --mca plm_rsh_agent "$agent" --mca pml ob1
     --mca oob_tcp_if_include 198.18.0.0/15)
 courier=("$bin/courier-run" -n 4 --hostfile="$COURIER_CLUSTER_HOSTFILE" --agent="$agent"
@@ -54,7 +55,8 @@ run_one() {
     # courier-run prefixes each line with the locality's rank: "[0] RESULT ..."
     if ! timeout 900 "${cmd[@]}" 2>> "$raw.stderr" | sed 's/^\[[0-9]*\] //' |
         grep '^RESULT' | sed "s/^/$r $label /" >> "$raw"; then
-        echo "run_hosts.sh: round $r, $label failed (stderr: $raw.stderr)" >&2
+        echo "run_hosts.sh: round $r, $label failed; its stderr:" >&2
+        tail -n 20 "$raw.stderr" >&2
         exit 1
     fi
 }
