@@ -635,9 +635,9 @@ int scenario_soak(double seconds) {
             }
         }
     } catch (courier::network_error const& e) {
-        double unix_time = std::chrono::duration<double>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+        double unix_time =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
         std::printf("soak: network_error at %.3f after %.2f s, %llu calls before it (%llu wrong): "
                     "%s\n",
                     unix_time, elapsed(), static_cast<unsigned long long>(calls),

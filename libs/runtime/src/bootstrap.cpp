@@ -174,7 +174,6 @@ std::uint32_t number_from(char const* var, std::uint32_t fallback, std::uint32_t
     return static_cast<std::uint32_t>(n);
 }
 
-
 } // namespace
 
 std::unique_ptr<bootstrap> make_bootstrap_from_environment() {

@@ -31,9 +31,9 @@ struct placement {
     /// This locality's host, as the launcher names it (two localities share shared memory
     /// exactly when their hosts are equal).
     std::string host;
-    std::uint32_t host_count = 1;  ///< distinct hosts in the job
-    std::uint32_t local_rank = 0;  ///< among the localities on this host
-    std::uint32_t local_size = 1;  ///< localities on this host
+    std::uint32_t host_count = 1; ///< distinct hosts in the job
+    std::uint32_t local_rank = 0; ///< among the localities on this host
+    std::uint32_t local_size = 1; ///< localities on this host
     /// An address of the launcher that this host reaches over the network (courier-run's
     /// rendezvous), or empty: the network interface that routes to it is the default one.
     std::string launcher_address;

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include <condition_variable>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <stdexcept>

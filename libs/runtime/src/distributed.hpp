@@ -25,7 +25,7 @@ std::string threshold_provider(config const& cfg, placement const* where);
 /// The transport's options; throws config_error for values that cannot work (no interface
 /// reaching other hosts).
 parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
-                                                      placement const* where);
+                                                     placement const* where);
 /// Joins the job if started by courier-run (returns true), else runs as a lone locality.
 /// Throws std::runtime_error (with the provider's words) if the network cannot be set up.
 class bootstrap;

@@ -134,8 +134,8 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         placement const* where = boot ? &boot->where() : nullptr;
         (void)transport_options_from(cfg, so.threads, where);
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
-        auto zc = cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40,
-                                    threshold_provider(cfg, where));
+        auto zc =
+            cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
         serialization::set_default_options(
             {zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0,

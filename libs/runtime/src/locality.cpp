@@ -51,7 +51,7 @@ std::string threshold_provider(config const& cfg, placement const* where) {
 }
 
 parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
-                                                      placement const* where) {
+                                                     placement const* where) {
     parcelport::transport_options o;
     o.provider = cfg.get("provider");
     if (o.provider == "tcp") {
@@ -64,11 +64,10 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     }
     // "auto" across hosts: each of the two providers gets its own default (0).
     bool per_rail = o.provider == "auto" && o.peers_on_other_hosts;
-    o.eager_threshold =
-        per_rail && cfg.get("eager_threshold") == "auto"
-            ? 0
-            : static_cast<std::size_t>(cfg.get_threshold("eager_threshold", 256, 1 << 24,
-                                                          threshold_provider(cfg, where)));
+    o.eager_threshold = per_rail && cfg.get("eager_threshold") == "auto"
+                            ? 0
+                            : static_cast<std::size_t>(cfg.get_threshold(
+                                  "eager_threshold", 256, 1 << 24, threshold_provider(cfg, where)));
     std::string const& iface = cfg.get("interface");
     if (iface != "auto") {
         o.interface = iface;
@@ -76,7 +75,8 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
         o.interface = parcelport::network_interface_toward(where->launcher_address);
         if (o.interface.empty() || o.interface == "lo") {
             throw config_error("no network interface reaches the other hosts of this job (found "
-                               "'" + o.interface + "'); choose one with --courier:interface=NAME");
+                               "'" +
+                               o.interface + "'); choose one with --courier:interface=NAME");
         }
     } else {
         o.interface = "lo";

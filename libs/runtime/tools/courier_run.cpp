@@ -225,9 +225,7 @@ int main(int argc, char** argv) {
     int i = 1;
     for (; i < argc; ++i) {
         std::string a = argv[i];
-        auto value = [&](char const* prefix) -> bool {
-            return a.rfind(prefix, 0) == 0;
-        };
+        auto value = [&](char const* prefix) -> bool { return a.rfind(prefix, 0) == 0; };
         if (a == "-n" && i + 1 < argc) {
             n = std::strtol(argv[++i], nullptr, 10);
         } else if (a.rfind("-n", 0) == 0 && a.size() > 2) {
@@ -309,8 +307,8 @@ int main(int argc, char** argv) {
                      std::strerror(errno));
         return 1;
     }
-    std::string endpoint =
-        (across_hosts ? address : std::string("127.0.0.1")) + ":" + std::to_string(ntohs(sa.sin_port));
+    std::string endpoint = (across_hosts ? address : std::string("127.0.0.1")) + ":" +
+                           std::to_string(ntohs(sa.sin_port));
     std::uint64_t token = std::random_device{}();
     token = (token << 32) ^ std::random_device{}();
     if (token == 0) {
@@ -368,7 +366,8 @@ int main(int argc, char** argv) {
             words.push_back(argv[k]);
         }
         int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-        if (across_hosts && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
+        if (across_hosts &&
+            (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
             std::fprintf(stderr, "courier-run: pipe failed: %s\n", std::strerror(errno));
             stop_all(SIGKILL);
             return 1;
@@ -385,7 +384,8 @@ int main(int argc, char** argv) {
                 ::dup2(out_pipe[1], 1);
                 ::dup2(err_pipe[1], 2);
                 ::setpgid(0, 0); // Ctrl-C reaches courier-run, which stops the localities itself
-                std::string line = "cd " + courier::run::shell_quote(cwd) + " 2>/dev/null; exec env";
+                std::string line =
+                    "cd " + courier::run::shell_quote(cwd) + " 2>/dev/null; exec env";
                 for (auto const& e : env) {
                     line += " " + courier::run::shell_quote(e);
                 }

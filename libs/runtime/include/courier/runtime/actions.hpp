@@ -101,8 +101,7 @@ std::uint32_t get_locality_id(id_type const& id);
 parcelport::statistics get_parcelport_statistics();
 /// The same by provider: one entry per libfabric provider in use ("shm" and "tcp;ofi_rxm"
 /// when the job spans hosts with provider "auto"); empty when running alone.
-std::vector<std::pair<std::string, parcelport::statistics>>
-get_parcelport_statistics_by_provider();
+std::vector<std::pair<std::string, parcelport::statistics>> get_parcelport_statistics_by_provider();
 
 /// An exception thrown by a remote action, rethrown on the caller.
 class remote_exception : public std::runtime_error {
