@@ -642,10 +642,12 @@ int scenario_soak(double seconds) {
                     "%s\n",
                     unix_time, elapsed(), static_cast<unsigned long long>(calls),
                     static_cast<unsigned long long>(wrong), e.what());
+        std::fflush(stdout); // the launcher may end the job before this process exits
         return wrong == 0 ? 3 : 1;
     }
     std::printf("soak: %llu calls in %.2f s, %llu wrong\n", static_cast<unsigned long long>(calls),
                 elapsed(), static_cast<unsigned long long>(wrong));
+    std::fflush(stdout);
     return wrong == 0 ? 0 : 1;
 }
 
