@@ -8,17 +8,9 @@ import collections
 import statistics
 import sys
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def size_label(n):
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
+from plot import size_label  # beside this script; it also selects matplotlib's Agg backend
 
 
 def main(raw_path, csv_path, plot_dir):

@@ -40,22 +40,29 @@ bool offered(char const* provider) {
     return rc == 0;
 }
 
-/// The interface whose IPv4 address is `a`; empty if none.
-std::string interface_with(in_addr a) {
+/// The first interface with an IPv4 address for which `pick` is true; empty if none.
+template <class Pick>
+std::string first_ipv4_interface(Pick pick) {
     ifaddrs* list = nullptr;
     if (::getifaddrs(&list) != 0) {
         return {};
     }
     std::string name;
     for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
-            reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr) {
+        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && pick(*i)) {
             name = i->ifa_name;
             break;
         }
     }
     ::freeifaddrs(list);
     return name;
+}
+
+/// The interface whose IPv4 address is `a`; empty if none.
+std::string interface_with(in_addr a) {
+    return first_ipv4_interface([&](ifaddrs const& i) {
+        return reinterpret_cast<sockaddr_in const*>(i.ifa_addr)->sin_addr.s_addr == a.s_addr;
+    });
 }
 
 /// The source address the kernel would use toward `address`: a UDP socket's connect() only
@@ -97,20 +104,9 @@ std::string default_route_interface() {
 }
 
 std::string first_network_interface() {
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) {
-        return {};
-    }
-    std::string name;
-    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
-            (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_LOOPBACK) == 0) {
-            name = i->ifa_name;
-            break;
-        }
-    }
-    ::freeifaddrs(list);
-    return name;
+    return first_ipv4_interface([](ifaddrs const& i) {
+        return (i.ifa_flags & IFF_UP) != 0 && (i.ifa_flags & IFF_LOOPBACK) == 0;
+    });
 }
 
 } // namespace
