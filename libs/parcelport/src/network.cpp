@@ -112,12 +112,16 @@ std::string first_network_interface() {
 } // namespace
 
 std::string network_provider() {
-    for (char const* p : {"verbs", "efa", "cxi"}) {
-        if (offered(p)) {
-            return std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p;
+    // Probed once per process: the runtime asks for its defaults and make_transport to open it.
+    static std::string const chosen = [] {
+        for (char const* p : {"verbs", "efa", "cxi"}) {
+            if (offered(p)) {
+                return std::string(std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p);
+            }
         }
-    }
-    return "tcp;ofi_rxm";
+        return std::string("tcp;ofi_rxm");
+    }();
+    return chosen;
 }
 
 std::string network_interface_toward(std::string const& address) {

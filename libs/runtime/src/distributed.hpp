@@ -6,6 +6,7 @@
 
 #include <courier/parcelport/transport.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,9 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
 /// Throws std::runtime_error (with the provider's words) if the network cannot be set up.
 class bootstrap;
 /// Joins the job `boot` describes; false (nothing started) for a one-locality job.
+/// --courier:peer_timeout and on_peer_failure; throws config_error for bad values.
+void liveness_options_from(config const& cfg, std::chrono::milliseconds& timeout,
+                           bool& exit_on_failure);
 bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstrap> boot);
 /// Locality 0, after courier_main returned and this locality is quiescent: waits until no
 /// parcel is in flight anywhere, then tells every other locality to exit.

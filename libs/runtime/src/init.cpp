@@ -133,6 +133,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         // as well, not ignored.
         placement const* where = boot ? &boot->where() : nullptr;
         (void)transport_options_from(cfg, so.threads, where);
+        std::chrono::milliseconds peer_timeout;
+        bool exit_on_failure = true;
+        liveness_options_from(cfg, peer_timeout, exit_on_failure);
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));

@@ -49,9 +49,6 @@ void beat(locality_state& st, std::uint32_t r) {
 
 // What a killed locality (or this one, ending at once) leaves in /dev/shm.
 void remove_shared_memory_of(std::string const& name) {
-    if (name.empty()) {
-        return;
-    }
     std::error_code ec;
     std::filesystem::remove("/dev/shm/" + name, ec);
     std::filesystem::remove("/dev/shm/" + name + "-bell", ec);
@@ -62,10 +59,9 @@ void remove_shared_memory_of(std::string const& name) {
         "ending locality {} with status 1 because locality {} failed "
         "(--courier:on_peer_failure=continue keeps it running)",
         st.rank, failed);
-    remove_shared_memory_of(st.endpoint_name);
-    for (std::uint32_t r = 0; r < st.size; ++r) {
-        if (st.dead[r].load() && !st.job_id.empty()) {
-            remove_shared_memory_of("courier-" + st.job_id + "-" + std::to_string(r));
+    for (std::uint32_t r = 0; r < st.size && !st.job_id.empty(); ++r) {
+        if (r == st.rank || st.dead[r].load()) {
+            remove_shared_memory_of(shm_name(st.job_id, r));
         }
     }
     std::fflush(nullptr);

@@ -99,6 +99,22 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     return o;
 }
 
+void liveness_options_from(config const& cfg, std::chrono::milliseconds& timeout,
+                           bool& exit_on_failure) {
+    double seconds = -1;
+    try {
+        seconds = std::stod(cfg.get("peer_timeout"));
+    } catch (std::exception const&) {
+        // not a number: refused below
+    }
+    if (!(seconds >= 0 && seconds <= 86400)) {
+        throw config_error("--courier:peer_timeout=" + cfg.get("peer_timeout") +
+                           ": expected seconds (0 .. 86400)");
+    }
+    timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+    exit_on_failure = cfg.get_choice("on_peer_failure", {"exit", "continue"}) == "exit";
+}
+
 bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstrap> boot) {
     // Published once the transport is set up (a failure below leaves the default state).
     auto owned = std::make_unique<locality_state>();
@@ -106,21 +122,9 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     auto o = transport_options_from(cfg, s.workers().size(), &boot->where());
     st.job_id = boot->where().job_id;
     if (!st.job_id.empty()) {
-        o.endpoint_name = fmt::format("courier-{}-{}", st.job_id, boot->rank());
+        o.endpoint_name = shm_name(st.job_id, boot->rank());
     }
-    st.endpoint_name = o.endpoint_name;
-    double timeout_s = 0;
-    try {
-        timeout_s = std::stod(cfg.get("peer_timeout"));
-    } catch (std::exception const&) {
-        timeout_s = -1;
-    }
-    if (!(timeout_s >= 0 && timeout_s <= 86400)) {
-        throw config_error("--courier:peer_timeout=" + cfg.get("peer_timeout") +
-                           ": expected seconds (0 .. 86400)");
-    }
-    st.live.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-    st.live.exit_on_failure = cfg.get_choice("on_peer_failure", {"exit", "continue"}) == "exit";
+    liveness_options_from(cfg, st.live.timeout, st.live.exit_on_failure);
     st.tp = parcelport::make_transport(o);
     auto result = boot->exchange(st.tp->address());
     st.rank = boot->rank();

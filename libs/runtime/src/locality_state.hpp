@@ -101,7 +101,8 @@ struct locality_state {
     pending_table pending;
     std::vector<std::atomic<bool>> dead; // by rank: reported failed (launcher or liveness)
     liveness_state live;
-    std::string endpoint_name; // this locality's shm names (/dev/shm), removed on a failed exit
+    /// The launcher's job id: locality r's shared-memory names are courier-JOB_ID-r (empty: each
+    /// picked its own unique name).
     std::string job_id;
     std::unique_ptr<bootstrap> boot;
     std::thread monitor;
@@ -156,6 +157,10 @@ void clear_components(locality_state& st);
 /// every later one.
 void peer_failed(std::uint32_t rank);
 
+/// Locality `rank`'s shared-memory names (/dev/shm/NAME and NAME-bell) in job `job_id`.
+inline std::string shm_name(std::string const& job_id, std::uint32_t rank) {
+    return "courier-" + job_id + "-" + std::to_string(rank);
+}
 /// Something arrived from `source`: it is alive.
 inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
     if (source < st.live.heard.size()) {
@@ -167,7 +172,7 @@ inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
 void liveness_start(locality_state& st);
 /// Leaving normally: tells every peer not to miss this locality, then stops the thread.
 void liveness_stop(locality_state& st);
-/// A failure was declared while on_peer_failure=exit: this locality ends with status 1.
+/// Whether any peer was reported or declared failed.
 bool any_peer_failed(locality_state& st);
 
 } // namespace courier::detail

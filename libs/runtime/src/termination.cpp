@@ -80,11 +80,7 @@ void distributed_stop() {
     // never complete, so with a dead peer the wait is bounded.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (st.tp && st.in_flight.load() != 0) {
-        bool any_dead = false;
-        for (auto const& d : st.dead) {
-            any_dead = any_dead || d.load();
-        }
-        if (any_dead && std::chrono::steady_clock::now() > until) {
+        if (any_peer_failed(st) && std::chrono::steady_clock::now() > until) {
             break;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(100));

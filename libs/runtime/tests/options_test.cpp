@@ -78,7 +78,9 @@ TEST(options, bad_values_are_rejected) {
           "--courier:log=loud", "--courier:stack_size=100", "--courier:tcp_doorbell=maybe",
           "--courier:rma_numa=far", "--courier:shm_split=2", "--courier:shm_doorbell=yes",
           "--courier:read_budget=-1", "--courier:read_piece=x", "--courier:coalesce=3",
-          "--courier:eager_threshold=10", "--courier:registration_cache=-5"}) {
+          "--courier:eager_threshold=10", "--courier:registration_cache=-5",
+          "--courier:peer_timeout=soon", "--courier:peer_timeout=-1",
+          "--courier:on_peer_failure=abort"}) {
         testing::internal::CaptureStderr();
         EXPECT_EQ(init_with({bad}), 1) << bad;
         std::string err = testing::internal::GetCapturedStderr();

@@ -353,12 +353,7 @@ int main(int argc, char** argv) {
             "IPATH_NO_BACKTRACE=1",
             "HFI_NO_BACKTRACE=1",
         };
-        std::vector<std::string> words; // the locality's command
-        if (across_hosts) {
-            words.push_back(program);
-        } else {
-            words.push_back(argv[i]);
-        }
+        std::vector<std::string> words{program}; // the locality's command
         for (auto& o : courier_opts) {
             words.push_back(o);
         }
