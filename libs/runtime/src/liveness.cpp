@@ -80,7 +80,10 @@ void run(locality_state& st) {
         }
         lk.unlock();
         std::uint32_t now = st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1;
-        st.tp->progress();
+        {
+            progress_scope inside;
+            st.tp->progress();
+        }
         for (std::uint32_t r = 0; r < st.size; ++r) {
             if (r == st.rank || st.dead[r].load() || st.live.departed[r].load()) {
                 continue;
@@ -134,6 +137,7 @@ void liveness_stop(locality_state& st) {
         }
     }
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    progress_scope inside;
     while (left->load() > 0 && std::chrono::steady_clock::now() < until) {
         if (!st.tp->progress()) {
             std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -131,6 +131,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.size = boot->size();
     // Before anything can deliver a parcel:
     st.dead = std::vector<std::atomic<bool>>(st.size);
+    flow_configure(st.flow, cfg, st.size);
     st.live.heard = std::vector<std::atomic<std::uint32_t>>(st.size);
     st.live.departed = std::vector<std::atomic<bool>>(st.size);
     st.live.beat_in_flight = std::vector<std::atomic<bool>>(st.size);
@@ -142,8 +143,12 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     parcelport::transport* tp = st.tp.get();
     st.boot = std::move(boot);
     replace_here(std::move(owned)); // before anything can deliver a parcel
-    st.hook = s.register_hook([tp] { return tp->progress(); }, tp->wait_fd(),
-                              [tp] { return tp->can_sleep(); }, tp->wait_fd_may_miss());
+    st.hook = s.register_hook(
+        [tp] {
+            progress_scope inside;
+            return tp->progress();
+        },
+        tp->wait_fd(), [tp] { return tp->can_sleep(); }, tp->wait_fd_may_miss());
     st.monitor = std::thread([&st] {
         for (;;) {
             auto notice = st.boot->wait_for_notice();
@@ -218,6 +223,26 @@ get_parcelport_statistics_by_provider() {
     auto const& tp = detail::here().tp;
     return tp ? tp->stats_by_provider()
               : std::vector<std::pair<std::string, parcelport::statistics>>{};
+}
+
+flow_statistics get_flow_statistics() {
+    auto const& f = detail::here().flow;
+    flow_statistics s;
+    s.window_parcels = f.window_parcels;
+    s.window_bytes = f.window_bytes;
+    for (auto const& c : f.out) {
+        s.parcels_in_flight += c.parcels.load(std::memory_order_relaxed);
+        s.bytes_in_flight += c.bytes.load(std::memory_order_relaxed);
+    }
+    for (auto const& c : f.in) {
+        s.parcels_unreturned += c.parcels.load(std::memory_order_relaxed);
+        s.bytes_unreturned += c.bytes.load(std::memory_order_relaxed);
+    }
+    s.waits = f.waits.load(std::memory_order_relaxed);
+    s.overdrafts = f.overdrafts.load(std::memory_order_relaxed);
+    s.credits_sent = f.credits_sent.load(std::memory_order_relaxed);
+    s.credits_received = f.credits_received.load(std::memory_order_relaxed);
+    return s;
 }
 
 std::uint32_t get_num_localities() {

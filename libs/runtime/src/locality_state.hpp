@@ -4,6 +4,7 @@
 #pragma once
 
 #include "bootstrap.hpp"
+#include "flow_control.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
 #include <courier/parcelport/transport.hpp>
@@ -29,8 +30,9 @@ namespace courier::detail {
 /// A parcel is a request {u8 kind, u64 action id, u64 request id, arguments} or a reply
 /// {u8 kind, u64 request id, u8 control, u8 status, result or exception}. Request id 0: a post,
 /// no reply wanted.
-/// heartbeat: "I am alive" (liveness.cpp); goodbye: "I am leaving, do not miss me".
-enum parcel_kind : std::uint8_t { request = 1, reply = 2, heartbeat = 3, goodbye = 4 };
+/// heartbeat: "I am alive" (liveness.cpp); goodbye: "I am leaving, do not miss me";
+/// credit {u8 kind, i64 parcels, i64 bytes}: requests that started here (flow_control.hpp).
+enum parcel_kind : std::uint8_t { request = 1, reply = 2, heartbeat = 3, goodbye = 4, credit = 5 };
 enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
 
 using completion = reply_handler;
@@ -113,6 +115,7 @@ struct locality_state {
     bool exit_requested = false;
     component_table components;
     collective_table collectives;
+    flow_state flow;
 };
 
 namespace state_detail {
@@ -147,6 +150,8 @@ void deliver(std::uint32_t source, serialization::message&& m);
 /// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
 /// answered, failed or never issued). Exactly one caller gets it.
 completion take_pending(std::uint64_t rid);
+/// Sends a credit parcel to `dest` (flow_control.hpp).
+void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
 /// The launcher's job time limit ran out: logs what this locality is waiting for.
 void log_diagnosis();
 /// Requests with replies still waiting on locality `st`.

@@ -73,6 +73,21 @@ std::vector<option_spec> const& option_table() {
          "'exit': when a locality fails, every other ends with status 1 after "
          "peer_timeout/2 seconds (its futures on the failed one fail at once), as an MPI job "
          "ends; 'continue': the program handles the network_error and goes on"},
+        {"parcels_in_flight", "1024",
+         "flow control: requests (async, post) a locality may have in flight to one other, "
+         "sent and not yet started there; more suspend the sending Courier thread until the "
+         "destination starts some; 0 = no flow control (unbounded queues on both sides)"},
+        {"bytes_in_flight", "8388608",
+         "flow control: bytes of requests in flight to one locality (a larger request goes "
+         "while less than half of this is in use); 0 = no flow control"},
+        {"total_parcels_in_flight", "65536",
+         "flow control: requests in flight from (and admitted to) one locality in all; each "
+         "pair's window is at most this divided among the other localities (at least 16); "
+         "0 = no total"},
+        {"total_bytes_in_flight", "134217728",
+         "flow control: bytes of requests in flight from (and admitted to) one locality in "
+         "all, divided among the others like total_parcels_in_flight (at least 64 KiB); "
+         "0 = no total"},
         {"rma_pool_block", "4194304",
          "bytes per registered block of the rma pool (a power of two, 64 KiB .. 1 GiB)"},
         {"rma_pool_limit", "0",

@@ -91,13 +91,14 @@ void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
     send_parcel(dest, std::move(m), 0, nullptr);
 }
 
-void handle_request(std::uint32_t source, serialization::input_archive& in) {
+void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
     auto rid = in.load_value<std::uint64_t>();
     bool control = is_control(action_id);
     if (!control) {
         st.received.fetch_add(1, std::memory_order_acq_rel);
+        flow_started(st, source, static_cast<std::int64_t>(bytes));
     }
     auto const found = find_action(action_id); // (no structured binding: lambdas use it)
     action_invoker invoke = found.invoke;
@@ -194,7 +195,7 @@ void handle_parcel(std::uint32_t source, serialization::message const& msg) noex
         serialization::input_archive in(msg);
         auto kind = in.load_value<std::uint8_t>();
         if (kind == request) {
-            handle_request(source, in);
+            handle_request(source, in, msg.total_size());
         } else if (kind == reply) {
             handle_reply(source, in);
         } else {
@@ -214,6 +215,21 @@ constexpr std::size_t inline_reply_bytes = 4096;
 
 } // namespace
 
+void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
+    serialization::message m;
+    {
+        serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(credit));
+        ar.save(parcels);
+        ar.save(bytes);
+    }
+    try {
+        send_parcel(dest, std::move(m), 0, nullptr);
+    } catch (std::exception const& e) {
+        log(log_level::warn, "could not return credits to locality {}: {}", dest, e.what());
+    }
+}
+
 void deliver(std::uint32_t source, serialization::message&& m) {
     // A small reply only fulfils a promise (resuming the waiting thread, or queueing its
     // continuations as tasks): handled at once, on the thread that received it, it costs no
@@ -230,6 +246,20 @@ void deliver(std::uint32_t source, serialization::message&& m) {
             return;
         }
         if (kind == heartbeat) {
+            return;
+        }
+        if (kind == credit) {
+            try {
+                serialization::input_archive in(m);
+                in.load_value<std::uint8_t>();
+                auto parcels = in.load_value<std::int64_t>();
+                auto bytes = in.load_value<std::int64_t>();
+                st.flow.credits_received.fetch_add(1, std::memory_order_relaxed);
+                flow_credit(st, source, parcels, bytes);
+            } catch (std::exception const& e) {
+                log(log_level::error, "dropped a malformed credit parcel from locality {}: {}",
+                    source, e.what());
+            }
             return;
         }
         if (kind == goodbye) {
@@ -286,6 +316,18 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         }
         throw;
     }
+    // Flow control: wait (suspending this Courier thread) until the destination's window
+    // has room for the parcel. The slot is not yet published, so a failure meanwhile finds
+    // nothing of it in the table.
+    bool counted = dest != st.rank && !control;
+    auto const bytes = static_cast<std::int64_t>(m.total_size());
+    if (counted && !flow_acquire(st, dest, bytes)) {
+        if (slot != nullptr) {
+            st.pending.release(slot);
+        }
+        fail_dead(complete);
+        return;
+    }
     if (slot != nullptr) {
         slot->value.done = std::move(complete);
         slot->value.control.store(control, std::memory_order_relaxed);
@@ -310,6 +352,9 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         }
         if (!control) {
             st.sent.fetch_sub(1, std::memory_order_acq_rel);
+        }
+        if (counted) {
+            flow_release(st, dest, bytes);
         }
     };
     try {

@@ -103,6 +103,24 @@ parcelport::statistics get_parcelport_statistics();
 /// when the job spans hosts with provider "auto"); empty when running alone.
 std::vector<std::pair<std::string, parcelport::statistics>> get_parcelport_statistics_by_provider();
 
+/// Flow control on this locality (--courier:parcels_in_flight and bytes_in_flight): the window
+/// each pair of localities has, what it holds now and how often senders had to wait for it.
+struct flow_statistics {
+    std::int64_t window_parcels = 0; ///< 0: no flow control
+    std::int64_t window_bytes = 0;
+    std::int64_t parcels_in_flight = 0; ///< to every destination, sent and not yet started
+    std::int64_t bytes_in_flight = 0;
+    std::uint64_t waits = 0;      ///< requests that waited for room in a window
+    std::uint64_t overdrafts = 0; ///< requests sent over a window where waiting was impossible
+    std::uint64_t credits_sent = 0;
+    std::uint64_t credits_received = 0;
+    /// Requests from every other locality that started here and whose credits are not yet
+    /// given back (they go back a quarter window at a time).
+    std::int64_t parcels_unreturned = 0;
+    std::int64_t bytes_unreturned = 0;
+};
+flow_statistics get_flow_statistics();
+
 /// An exception thrown by a remote action, rethrown on the caller.
 class remote_exception : public std::runtime_error {
 public:

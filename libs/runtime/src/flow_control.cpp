@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: BSL-1.0
+// Flow control between pairs of localities (flow_control.hpp).
+#include "flow_control.hpp"
+
+#include "locality_state.hpp"
+#include "options.hpp"
+#include "scheduler.hpp"
+
+#include <algorithm>
+
+namespace courier::detail {
+
+namespace {
+
+thread_local int tl_progress_depth = 0;
+
+// Opaque (noinline): a Courier thread may resume on another OS thread, so the address of a
+// thread_local must not be kept across a suspension.
+[[gnu::noinline]] int& progress_depth() noexcept {
+    return tl_progress_depth;
+}
+
+/// Whether the calling thread may wait for credits: a Courier thread, or an OS thread of the
+/// program's own; not the transport's progress, nor a worker outside its Courier threads.
+bool may_wait() noexcept {
+    if (progress_depth() != 0) {
+        return false;
+    }
+    return current_fiber() != nullptr || current_worker() == nullptr;
+}
+
+bool try_take(flow_state& f, flow_state::counts& c, std::int64_t bytes) noexcept {
+    std::int64_t p = c.parcels.load(std::memory_order_relaxed);
+    do {
+        if (p >= f.window_parcels) {
+            return false;
+        }
+    } while (!c.parcels.compare_exchange_weak(p, p + 1, std::memory_order_acq_rel));
+    std::int64_t b = c.bytes.load(std::memory_order_relaxed);
+    do {
+        // Fits, or less than half the window is in use (so a parcel of any size gets through).
+        if (b + bytes > f.window_bytes && b >= f.window_bytes / 2) {
+            c.parcels.fetch_sub(1, std::memory_order_acq_rel);
+            return false;
+        }
+    } while (!c.bytes.compare_exchange_weak(b, b + bytes, std::memory_order_acq_rel));
+    return true;
+}
+
+void wake_waiters(flow_state& f) noexcept {
+    f.guard.lock();
+    waiter* chain = f.waiters.take_all();
+    f.guard.unlock();
+    waiter_list::notify_chain(chain);
+}
+
+bool dead(locality_state const& st, std::uint32_t rank) noexcept {
+    return rank < st.dead.size() && st.dead[rank].load(std::memory_order_acquire);
+}
+
+} // namespace
+
+progress_scope::progress_scope() noexcept {
+    ++progress_depth();
+}
+progress_scope::~progress_scope() {
+    --progress_depth();
+}
+
+void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities) {
+    constexpr long long max = 1LL << 40;
+    auto parcels = cfg.get_int("parcels_in_flight", 0, max);
+    auto bytes = cfg.get_int("bytes_in_flight", 0, max);
+    auto total_parcels = cfg.get_int("total_parcels_in_flight", 0, max);
+    auto total_bytes = cfg.get_int("total_bytes_in_flight", 0, max);
+    if (parcels == 0 || bytes == 0) {
+        f.window_parcels = 0;
+        f.window_bytes = 0;
+    } else {
+        long long peers = std::max<long long>(1, static_cast<long long>(localities) - 1);
+        if (total_parcels != 0) {
+            parcels = std::min(parcels, std::max(16LL, total_parcels / peers));
+        }
+        if (total_bytes != 0) {
+            bytes = std::min(bytes, std::max(65536LL, total_bytes / peers));
+        }
+        f.window_parcels = parcels;
+        f.window_bytes = bytes;
+    }
+    f.out = std::vector<flow_state::counts>(localities);
+    f.in = std::vector<flow_state::counts>(localities);
+}
+
+bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
+    flow_state& f = st.flow;
+    if (f.window_parcels == 0 || dest >= f.out.size()) {
+        return true;
+    }
+    auto& c = f.out[dest];
+    if (try_take(f, c, bytes)) {
+        return true;
+    }
+    if (!may_wait()) {
+        c.parcels.fetch_add(1, std::memory_order_acq_rel);
+        c.bytes.fetch_add(bytes, std::memory_order_acq_rel);
+        f.overdrafts.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+    f.waits.fetch_add(1, std::memory_order_relaxed);
+    for (;;) {
+        if (dead(st, dest)) {
+            return false;
+        }
+        parked_waiter w;
+        f.guard.lock();
+        // Under the guard: credits that come after this check find this waiter queued.
+        if (try_take(f, c, bytes)) {
+            f.guard.unlock();
+            return true;
+        }
+        if (dead(st, dest)) {
+            f.guard.unlock();
+            return false;
+        }
+        f.waiters.push(&w);
+        w.park(f.guard);
+    }
+}
+
+void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
+    flow_credit(st, dest, 1, bytes);
+}
+
+void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) {
+    flow_state& f = st.flow;
+    if (f.window_parcels == 0 || source >= f.in.size() || source == st.rank) {
+        return;
+    }
+    auto& c = f.in[source];
+    auto p = c.parcels.fetch_add(1, std::memory_order_acq_rel) + 1;
+    auto b = c.bytes.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
+    if (p < f.window_parcels / 4 && b < f.window_bytes / 4) {
+        return;
+    }
+    p = c.parcels.exchange(0, std::memory_order_acq_rel);
+    b = c.bytes.exchange(0, std::memory_order_acq_rel);
+    if ((p == 0 && b == 0) || dead(st, source)) {
+        return; // another task's flush took them
+    }
+    f.credits_sent.fetch_add(1, std::memory_order_relaxed);
+    send_credit(source, p, b);
+}
+
+void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
+    flow_state& f = st.flow;
+    if (f.window_parcels == 0 || dest >= f.out.size()) {
+        return;
+    }
+    f.out[dest].parcels.fetch_sub(parcels, std::memory_order_acq_rel);
+    f.out[dest].bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+    wake_waiters(f);
+}
+
+void flow_peer_failed(locality_state& st, std::uint32_t rank) {
+    flow_state& f = st.flow;
+    if (rank < f.out.size()) {
+        f.out[rank].parcels.store(0, std::memory_order_release);
+        f.out[rank].bytes.store(0, std::memory_order_release);
+    }
+    wake_waiters(f);
+}
+
+} // namespace courier::detail

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: BSL-1.0
+// Flow control between each pair of localities: a window of parcels and bytes that a sender may
+// have in flight to one destination, "in flight" meaning sent and not yet started as a task on
+// the destination. It bounds both the sender's queues and the receiver's parcels admitted but
+// not yet run, so that a flood of posts costs bounded memory on both sides.
+//
+// Credits. A request (async, post; not the runtime's control actions, not replies) takes one
+// parcel and its bytes (message::total_size()) from its destination's window before it is sent;
+// the receiver gives them back when the parcel's task starts, batched: a credit parcel once a
+// quarter of the window (parcels or bytes) has started since the last one. A parcel that does
+// not fit waits, suspending its Courier thread (an OS thread blocks), until credits come back.
+// A parcel larger than the byte window's room is admitted while less than half of the byte
+// window is in use, so any size gets through, and a waiting sender always gets its credits
+// back: while it waits, at least a quarter of its window is in use and will start.
+//
+// Where waiting is impossible (inside the transport's progress, or on a worker's own stack
+// between tasks) a parcel is sent over the window; such sends are counted.
+//
+// The window of a pair is min(parcels_in_flight, total_parcels_in_flight / (localities - 1))
+// parcels and the same for bytes (at least 16 parcels and 64 KiB): every locality computes it
+// alike from the same options, so a receiver's admitted parcels stay within the totals too.
+#pragma once
+
+#include <courier/runtime/detail/spinlock.hpp>
+#include <courier/runtime/detail/waiter.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace courier::detail {
+
+struct config;
+struct locality_state;
+
+struct flow_state {
+    std::int64_t window_parcels = 0; // 0: no flow control
+    std::int64_t window_bytes = 0;
+    struct counts {
+        std::atomic<std::int64_t> parcels{0};
+        std::atomic<std::int64_t> bytes{0};
+    };
+    std::vector<counts> out; // by destination: taken and not yet given back
+    std::vector<counts> in;  // by source: started here and not yet given back
+    spinlock guard;
+    waiter_list waiters;
+    std::atomic<std::uint64_t> waits{0};        // times a sender had to wait
+    std::atomic<std::uint64_t> overdrafts{0};   // sends over the window (could not wait)
+    std::atomic<std::uint64_t> credits_sent{0}; // credit parcels sent
+    std::atomic<std::uint64_t> credits_received{0};
+};
+
+/// Sizes the window from the options (throws config_error for bad values) for `localities`.
+void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities);
+
+/// Takes a parcel of `bytes` from `dest`'s window, waiting while it does not fit. False (nothing
+/// taken) if `dest` failed meanwhile.
+bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
+/// Gives a taken parcel back without sending it (the send was refused).
+void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
+/// A request from `source` of `bytes` starts running here: its credit goes back (batched).
+void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes);
+/// A credit parcel from `dest` gave back `parcels` and `bytes`.
+void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
+/// `rank` failed: its window is void; senders waiting on it wake up.
+void flow_peer_failed(locality_state& st, std::uint32_t rank);
+
+/// Marks the calling thread as inside the transport's progress (where no send may wait).
+class progress_scope {
+public:
+    progress_scope() noexcept;
+    ~progress_scope();
+    progress_scope(progress_scope const&) = delete;
+    progress_scope& operator=(progress_scope const&) = delete;
+};
+
+} // namespace courier::detail
