@@ -3,6 +3,7 @@
 // are all held) of a SIZE-byte std::vector<char>, to an action that takes about WORK_NS. The
 // receiver times each tenth of the calls as they run; both sides report their peak RSS.
 //   courier-run -n 2 flood [--count=N] [--size=BYTES] [--mode=post|async] [--work-ns=2000]
+//       [--ordered=1: post_ordered / async_ordered]
 //       [--courier:parcels_in_flight=0 for the unbounded baseline]
 // One line of key=value pairs: mode size count flow (window, or off) seconds rate (calls/s
 // from the first start to the last, on the receiver) best_phase_rate worst_phase_rate
@@ -117,6 +118,7 @@ int courier_main(int argc, char** argv) {
     auto size = std::stoull(arg(argc, argv, "size", "1024"));
     auto work_ns = std::stoll(arg(argc, argv, "work-ns", "2000"));
     auto mode = arg(argc, argv, "mode", "post");
+    bool ordered = arg(argc, argv, "ordered", "0") == "1";
     if (courier::get_num_localities() < 2 || (mode != "post" && mode != "async") || count < 10) {
         std::fprintf(stderr, "usage: courier-run -n 2 flood [--count=N>=10] [--size=BYTES] "
                              "[--mode=post|async] [--work-ns=NS]\n");
@@ -134,13 +136,18 @@ int courier_main(int argc, char** argv) {
     }
     if (mode == "post") {
         for (std::uint64_t i = 0; i < count; ++i) {
-            courier::post<consume_action>(there, payload);
+            if (ordered) {
+                courier::post_ordered<consume_action>(there, payload);
+            } else {
+                courier::post<consume_action>(there, payload);
+            }
         }
     } else {
         std::vector<courier::future<void>> held;
         held.reserve(count);
         for (std::uint64_t i = 0; i < count; ++i) {
-            held.push_back(courier::async<consume_action>(there, payload));
+            held.push_back(ordered ? courier::async_ordered<consume_action>(there, payload)
+                                   : courier::async<consume_action>(there, payload));
         }
         for (auto& f : held) {
             f.get();
@@ -152,10 +159,10 @@ int courier_main(int argc, char** argv) {
                              ? std::string("off")
                              : std::to_string(flow.window_parcels) + "/" +
                                    std::to_string(flow.window_bytes >> 10) + "KiB";
-    std::printf("mode=%s size=%llu count=%llu flow=%s seconds=%.3f rate=%.0f "
+    std::printf("mode=%s%s size=%llu count=%llu flow=%s seconds=%.3f rate=%.0f "
                 "best_phase_rate=%.0f worst_phase_rate=%.0f sender_rss_mib=%.1f "
                 "receiver_rss_mib=%.1f waits=%llu checksum_ok=%d\n",
-                mode.c_str(), static_cast<unsigned long long>(size),
+                mode.c_str(), ordered ? "_ordered" : "", static_cast<unsigned long long>(size),
                 static_cast<unsigned long long>(count), window.c_str(), r.seconds,
                 static_cast<double>(count) / r.seconds, r.best, r.worst, peak_rss_mib(), r.rss,
                 static_cast<unsigned long long>(flow.waits), r.checksum == expected * count);

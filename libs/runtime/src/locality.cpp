@@ -132,6 +132,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     // Before anything can deliver a parcel:
     st.dead = std::vector<std::atomic<bool>>(st.size);
     flow_configure(st.flow, cfg, st.size);
+    ordered_streams(st); // sized before anything can deliver a parcel
     st.live.heard = std::vector<std::atomic<std::uint32_t>>(st.size);
     st.live.departed = std::vector<std::atomic<bool>>(st.size);
     st.live.beat_in_flight = std::vector<std::atomic<bool>>(st.size);

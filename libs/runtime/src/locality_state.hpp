@@ -32,7 +32,18 @@ namespace courier::detail {
 /// no reply wanted.
 /// heartbeat: "I am alive" (liveness.cpp); goodbye: "I am leaving, do not miss me";
 /// credit {u8 kind, i64 parcels, i64 bytes}: requests that started here (flow_control.hpp).
-enum parcel_kind : std::uint8_t { request = 1, reply = 2, heartbeat = 3, goodbye = 4, credit = 5 };
+/// ordered_request {u8 kind, u64 sequence number, then a request's fields}: runs after the
+/// sender's ordered requests with smaller numbers have run (async_ordered, post_ordered);
+/// ordered_skip {u8 kind, u64 sequence number}: a number whose request was never sent.
+enum parcel_kind : std::uint8_t {
+    request = 1,
+    reply = 2,
+    heartbeat = 3,
+    goodbye = 4,
+    credit = 5,
+    ordered_request = 6,
+    ordered_skip = 7,
+};
 enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
 
 using completion = reply_handler;
@@ -86,6 +97,20 @@ struct liveness_state {
     bool stopping = false;
 };
 
+/// Ordered requests (async_ordered, post_ordered): the next sequence number to each
+/// destination, and from each source the number that runs next and the early arrivals.
+struct ordered_state {
+    struct stream {
+        std::mutex mutex;
+        std::uint64_t next = 0;
+        bool running = false; // a task is running this stream's requests
+        std::map<std::uint64_t, serialization::message> early;
+    };
+    std::once_flag sized; // the vectors get the job's size on first use (ordered_streams)
+    std::vector<std::atomic<std::uint64_t>> next_seq; // by destination
+    std::vector<std::unique_ptr<stream>> from;        // by source
+};
+
 struct locality_state {
     std::unique_ptr<parcelport::transport> tp;
     std::uint32_t rank = 0;
@@ -116,6 +141,7 @@ struct locality_state {
     component_table components;
     collective_table collectives;
     flow_state flow;
+    ordered_state ordered;
 };
 
 namespace state_detail {
@@ -150,6 +176,8 @@ void deliver(std::uint32_t source, serialization::message&& m);
 /// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
 /// answered, failed or never issued). Exactly one caller gets it.
 completion take_pending(std::uint64_t rid);
+/// `st`'s ordered streams, sized for its localities on first use.
+ordered_state& ordered_streams(locality_state& st);
 /// Sends a credit parcel to `dest` (flow_control.hpp).
 void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
 /// The launcher's job time limit ran out: logs what this locality is waiting for.

@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace courier::detail {
 
 namespace {
@@ -190,12 +192,71 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     done(nullptr, std::make_exception_ptr(remote_exception(type, what, source)));
 }
 
-void handle_parcel(std::uint32_t source, serialization::message const& msg) noexcept {
+/// Runs the requests of `source`'s ordered stream from `first` on (the stream is marked
+/// running by the caller): each, then the next one if it has arrived, until one is missing.
+void run_ordered(std::uint32_t source, ordered_state::stream& s, serialization::message first) {
+    serialization::message m = std::move(first);
+    for (;;) {
+        try {
+            serialization::input_archive in(m);
+            auto kind = in.load_value<std::uint8_t>();
+            in.load_value<std::uint64_t>(); // the sequence number
+            if (kind == ordered_request) {
+                handle_request(source, in, m.total_size());
+            }
+        } catch (std::exception const& e) {
+            log(log_level::error, "dropped a malformed ordered parcel from locality {}: {}", source,
+                e.what());
+        }
+        std::lock_guard g(s.mutex);
+        ++s.next;
+        auto it = s.early.begin();
+        if (it == s.early.end() || it->first != s.next) {
+            s.running = false;
+            return;
+        }
+        m = std::move(it->second);
+        s.early.erase(it);
+    }
+}
+
+/// An ordered request or skip from `source`: runs now if its turn has come (and then the
+/// early arrivals that follow it), else waits among the early arrivals.
+void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::message& msg) {
+    auto& streams = ordered_streams(here());
+    if (source >= streams.from.size()) {
+        log(log_level::error, "dropped an ordered parcel from unknown locality {}", source);
+        return;
+    }
+    auto& s = *streams.from[source];
+    {
+        std::lock_guard g(s.mutex);
+        // Early arrivals are bounded by the sender's flow-control window; a number this far
+        // ahead, or one already run, is not from a working peer.
+        constexpr std::uint64_t max_ahead = std::uint64_t{1} << 24;
+        if (seq < s.next || seq - s.next > max_ahead || s.early.count(seq) != 0) {
+            log(log_level::error,
+                "dropped an ordered parcel from locality {}: sequence number {} (next is {})",
+                source, seq, s.next);
+            return;
+        }
+        if (s.running || seq != s.next) {
+            s.early.emplace(seq, std::move(msg));
+            return;
+        }
+        s.running = true;
+    }
+    run_ordered(source, s, std::move(msg));
+}
+
+void handle_parcel(std::uint32_t source, serialization::message& msg) noexcept {
     try {
         serialization::input_archive in(msg);
         auto kind = in.load_value<std::uint8_t>();
         if (kind == request) {
             handle_request(source, in, msg.total_size());
+        } else if (kind == ordered_request || kind == ordered_skip) {
+            handle_ordered(source, in.load_value<std::uint64_t>(), msg);
         } else if (kind == reply) {
             handle_reply(source, in);
         } else {
@@ -275,7 +336,7 @@ void deliver(std::uint32_t source, serialization::message&& m) {
 void send_request(std::uint32_t dest, std::uint64_t action_id,
                   function_ref<void(serialization::output_archive&)> write_args,
                   completion complete, std::function<void(std::error_code const&)> on_sent,
-                  bool wants_reply) {
+                  bool wants_reply, bool ordered) {
     locality_state& st = here();
     if (!runtime_running()) {
         throw std::logic_error("courier: remote actions need a running runtime");
@@ -306,7 +367,12 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     serialization::message m;
     try {
         serialization::output_archive ar(m);
-        ar.save(static_cast<std::uint8_t>(request));
+        if (ordered) {
+            ar.save(static_cast<std::uint8_t>(ordered_request));
+            ar.save(std::uint64_t{0}); // the sequence number, written once it is taken
+        } else {
+            ar.save(static_cast<std::uint8_t>(request));
+        }
         ar.save(action_id);
         ar.save(rid);
         write_args(ar);
@@ -357,12 +423,46 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
             flow_release(st, dest, bytes);
         }
     };
+    // An ordered request takes its number last, just before it leaves: the numbers a
+    // destination waits for are the ones sent. One refused after taking it leaves a skip in
+    // its place.
+    std::uint64_t seq = 0;
+    if (ordered) {
+        seq = ordered_streams(st).next_seq[dest].fetch_add(1, std::memory_order_acq_rel);
+        std::memcpy(m.index_buffer() + serialization::message_header_size + 1, &seq, sizeof seq);
+    }
     try {
         send_parcel(dest, std::move(m), rid, std::move(on_sent));
     } catch (...) {
         undo();
+        if (ordered) {
+            serialization::message skip;
+            {
+                serialization::output_archive ar(skip);
+                ar.save(static_cast<std::uint8_t>(ordered_skip));
+                ar.save(seq);
+            }
+            try {
+                send_parcel(dest, std::move(skip), 0, nullptr);
+            } catch (std::exception const& e) {
+                log(log_level::error,
+                    "ordered calls to locality {} are stuck: sequence number {} was refused "
+                    "and so was its skip: {}",
+                    dest, seq, e.what());
+            }
+        }
         throw;
     }
+}
+
+ordered_state& ordered_streams(locality_state& st) {
+    std::call_once(st.ordered.sized, [&st] {
+        st.ordered.next_seq = std::vector<std::atomic<std::uint64_t>>(st.size);
+        for (std::uint32_t r = 0; r < st.size; ++r) {
+            st.ordered.from.push_back(std::make_unique<ordered_state::stream>());
+        }
+    });
+    return st.ordered;
 }
 
 std::size_t pending_requests(locality_state& st) {

@@ -202,10 +202,12 @@ private:
 
 /// Sends a request; `complete` later receives the reply's archive (positioned at the result)
 /// or an exception. `on_sent` (optional) runs when the arguments' memory may be reused.
+/// `ordered`: runs on `dest` after every ordered request this locality sent there before it
+/// has run (post_ordered, async_ordered).
 void send_request(std::uint32_t dest, std::uint64_t action_id,
                   function_ref<void(serialization::output_archive&)> write_args,
                   reply_handler complete, std::function<void(std::error_code const&)> on_sent,
-                  bool wants_reply);
+                  bool wants_reply, bool ordered = false);
 
 /// Fulfils a remote call's future from its reply.
 template <class R>
@@ -284,7 +286,7 @@ concept action = requires {
 
 template <class Action, class... Args>
 auto remote_call(id_type const& target, std::function<void(std::error_code const&)> on_sent,
-                 bool wants_reply, Args&&... args) {
+                 bool wants_reply, bool ordered, Args&&... args) {
     using R = typename Action::result_type;
     auto st = make_state<R>();
     auto payload = std::make_shared<std::tuple<std::decay_t<Args>...>>(std::forward<Args>(args)...);
@@ -303,29 +305,52 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
             std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
         },
         reply_handler(&complete_call<R>, state_ptr<R>(st).detach()), std::move(on_sent),
-        wants_reply);
+        wants_reply, ordered);
     return future_access::make<R>(std::move(st));
 }
 } // namespace detail
 
 template <detail::action Action, class... Args>
 auto async(id_type const& target, Args&&... args) {
-    return detail::remote_call<Action>(target, nullptr, true, std::forward<Args>(args)...);
+    return detail::remote_call<Action>(target, nullptr, true, false, std::forward<Args>(args)...);
 }
 template <detail::action Action, class... Args>
 auto async(Action, id_type const& target, Args&&... args) {
-    return detail::remote_call<Action>(target, nullptr, true, std::forward<Args>(args)...);
+    return detail::remote_call<Action>(target, nullptr, true, false, std::forward<Args>(args)...);
 }
 /// Like async; `cb(ec)` runs once the arguments have been sent (their buffers are reusable).
 template <detail::action Action, class Callback, class... Args>
 auto async_cb(id_type const& target, Callback&& cb, Args&&... args) {
-    return detail::remote_call<Action>(target, std::forward<Callback>(cb), true,
+    return detail::remote_call<Action>(target, std::forward<Callback>(cb), true, false,
                                        std::forward<Args>(args)...);
 }
 /// Fire and forget; a remote exception is logged on the target.
 template <detail::action Action, class... Args>
 void post(id_type const& target, Args&&... args) {
-    (void)detail::remote_call<Action>(target, nullptr, false, std::forward<Args>(args)...);
+    (void)detail::remote_call<Action>(target, nullptr, false, false, std::forward<Args>(args)...);
+}
+
+// Ordering. Calls are not ordered: two calls from one locality to another may run in either
+// order, or at once on two workers (parcels travel by different paths: coalesced, eager or
+// by RMA read, and the target's workers take tasks in any order). Where order matters:
+//   - wait for a call's future (or chain with then/dataflow) before making the next; or
+//   - async_ordered / post_ordered: the ordered calls from one locality to one target run
+//     one after another, each after the previous one has returned, in the order the calling
+//     locality issued them (from one Courier thread: program order). Unordered calls are not
+//     held back by them, nor they by unordered ones.
+// An ordered call costs a sequence number on the way and, on the target, a lock and the
+// re-ordering of early arrivals (benchmarks/RESULTS.md, "Reliability", for the figures); an
+// ordered call that blocks holds up every later one from its caller.
+
+/// Like async, but ordered with the caller's other ordered calls to `target` (see above).
+template <detail::action Action, class... Args>
+auto async_ordered(id_type const& target, Args&&... args) {
+    return detail::remote_call<Action>(target, nullptr, true, true, std::forward<Args>(args)...);
+}
+/// Like post, but ordered with the caller's other ordered calls to `target` (see above).
+template <detail::action Action, class... Args>
+void post_ordered(id_type const& target, Args&&... args) {
+    (void)detail::remote_call<Action>(target, nullptr, false, true, std::forward<Args>(args)...);
 }
 
 } // namespace courier
