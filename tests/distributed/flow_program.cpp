@@ -12,14 +12,22 @@
 //   sequence, and an async_ordered after them runs last (ordered_plain: the same with plain
 //   calls, which promise no order: it shows what the ordered ones prevent; ordered_local: to
 //   locality 0 itself).
+// soak [SECONDS [PATTERNS]]: every locality sends checked calls of 8 B .. 1 MiB, bursts of posts,
+// ordered
+//   posts and fan-outs for SECONDS (default 10); nothing lost or wrong, and (in runs of 5
+//   minutes or more) each locality's RSS at the end within 5 % of its RSS at 20 % of the run.
+//   PATTERNS: which of the four (digits 0-3: calls, posts, ordered posts, fan-outs; default all).
 #include <courier/courier.hpp>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -128,7 +136,184 @@ COURIER_PLAIN_ACTION(ran_so_far, ran_so_far_action);
 COURIER_PLAIN_ACTION(in_sequence, in_sequence_action);
 COURIER_PLAIN_ACTION(sequence_report, sequence_report_action);
 
+// ---- soak: mixed sizes and patterns from every locality, RSS sampled --------------------------
 namespace {
+
+std::vector<std::uint64_t> reversed(std::vector<std::uint64_t> v) {
+    std::reverse(v.begin(), v.end());
+    return v;
+}
+
+std::atomic<long> g_small_posts{0};
+void small_post(std::uint64_t check) {
+    if (check % 7 != 3) {
+        std::fprintf(stderr, "soak: a post arrived with a wrong payload %llu\n",
+                     static_cast<unsigned long long>(check));
+        std::abort();
+    }
+    g_small_posts.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Ordered posts from each source must arrive numbered 0, 1, 2, ...
+std::mutex g_seq_mutex;
+std::map<std::uint32_t, std::uint64_t> g_seq_next;
+std::atomic<long> g_seq_wrong{0};
+void numbered(std::uint32_t source, std::uint64_t n) {
+    std::lock_guard g(g_seq_mutex);
+    if (g_seq_next[source]++ != n) {
+        g_seq_wrong.fetch_add(1);
+    }
+}
+
+double current_rss_mib() {
+    long pages = 0, resident = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) {
+            resident = 0;
+        }
+        std::fclose(f);
+    }
+    return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+           (1024.0 * 1024.0);
+}
+
+struct drive_report {
+    std::uint64_t calls = 0, wrong = 0, posts_sent = 0;
+    double rss_early = 0, rss_end = 0;
+    template <class A>
+    void serialize(A& ar) {
+        ar& calls& wrong& posts_sent& rss_early& rss_end;
+    }
+};
+drive_report drive(double seconds, double early, std::string const& patterns);
+std::vector<long> soak_counts() {
+    return {g_small_posts.load(), g_seq_wrong.load()};
+}
+
+} // namespace
+
+COURIER_PLAIN_ACTION(reversed, reversed_action);
+COURIER_PLAIN_ACTION(small_post, small_post_action);
+COURIER_PLAIN_ACTION(numbered, numbered_action);
+COURIER_PLAIN_ACTION(drive, drive_action);
+COURIER_PLAIN_ACTION(soak_counts, soak_counts_action);
+
+namespace {
+
+/// One locality's part of the soak: rounds of checked calls of 8 B .. 1 MiB to a peer, bursts
+/// of small posts, ordered posts and fan-outs to every peer, until `seconds`; its RSS at
+/// `early` seconds and at the end.
+drive_report drive(double seconds, double early, std::string const& patterns) {
+    auto t0 = clock_type::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(clock_type::now() - t0).count(); };
+    auto peers = courier::find_remote_localities();
+    drive_report r;
+    std::uint64_t seq = 0;
+    auto ordered_to = peers[courier::get_locality_id() % peers.size()];
+    for (std::uint64_t round = 0; elapsed() < seconds; ++round) {
+        if (r.rss_early == 0 && elapsed() >= early) {
+            r.rss_early = current_rss_mib();
+        }
+        auto const& peer = peers[round % peers.size()];
+        if (patterns.find(static_cast<char>('0' + round % 4)) == std::string::npos) {
+            continue;
+        }
+        switch (round % 4) {
+        case 0: { // a checked call, 8 B .. 1 MiB (eager, coalesced and RMA paths)
+            std::size_t n = std::size_t{1} << (round / 4 % 18);
+            std::vector<std::uint64_t> v(n);
+            for (std::size_t i = 0; i < n; ++i) {
+                v[i] = round * 1000003 + i;
+            }
+            auto back = courier::async<reversed_action>(peer, v).get();
+            ++r.calls;
+            r.wrong += !(back.size() == n && std::equal(back.begin(), back.end(), v.rbegin()));
+            break;
+        }
+        case 1: // a burst of small posts (flow control's window fills)
+            for (int i = 0; i < 2000; ++i) {
+                courier::post<small_post_action>(peer, std::uint64_t(7 * i + 3));
+                ++r.posts_sent;
+            }
+            break;
+        case 2: // ordered posts, numbered
+            for (int i = 0; i < 200; ++i) {
+                courier::post_ordered<numbered_action>(ordered_to, courier::get_locality_id(),
+                                                       seq++);
+            }
+            break;
+        default: { // a fan-out to every peer
+            std::vector<courier::future<std::vector<std::uint64_t>>> fs;
+            std::vector<std::uint64_t> v(64, round);
+            for (auto const& l : peers) {
+                fs.push_back(courier::async<reversed_action>(l, v));
+            }
+            for (auto& f : fs) {
+                auto back = f.get();
+                ++r.calls;
+                r.wrong += back != v; // all equal: reversed is the same
+            }
+        }
+        }
+    }
+    if (r.rss_early == 0) {
+        r.rss_early = current_rss_mib();
+    }
+    r.rss_end = current_rss_mib();
+    return r;
+}
+
+/// Every locality drives for `seconds`; then every post arrived, no ordered post came out of
+/// sequence, no answer was wrong, and each locality's RSS at the end is within 5 % of its RSS
+/// at `early` seconds (20 % of the run).
+void scenario_soak(double seconds, std::string const& patterns) {
+    auto all = courier::find_all_localities();
+    std::vector<courier::future<drive_report>> fs;
+    for (auto const& l : all) {
+        fs.push_back(courier::async<drive_action>(l, seconds, seconds * 0.2, patterns));
+    }
+    std::uint64_t calls = 0, wrong = 0, posts = 0;
+    double worst_growth = 0;
+    for (std::size_t k = 0; k < fs.size(); ++k) {
+        auto r = fs[k].get();
+        calls += r.calls;
+        wrong += r.wrong;
+        posts += r.posts_sent;
+        double growth = (r.rss_end - r.rss_early) / r.rss_early;
+        worst_growth = std::max(worst_growth, growth);
+        std::printf("soak: locality %zu: %llu calls, RSS %.1f MiB at %.0f s, %.1f MiB at the end "
+                    "(%+.1f %%)\n",
+                    k, static_cast<unsigned long long>(r.calls), r.rss_early, seconds * 0.2,
+                    r.rss_end, growth * 100);
+    }
+    // Posts are not ordered with the calls above: wait until the last have run.
+    long arrived = 0, seq_wrong = 0;
+    auto until = clock_type::now() + std::chrono::seconds(60);
+    do {
+        arrived = 0;
+        seq_wrong = 0;
+        for (auto const& l : all) {
+            auto c = courier::async<soak_counts_action>(l).get();
+            arrived += c[0];
+            seq_wrong += c[1];
+        }
+    } while (static_cast<std::uint64_t>(arrived) < posts && clock_type::now() < until);
+    std::printf("soak: %llu checked calls (%llu wrong), %llu posts (%ld arrived), ordered posts "
+                "out of sequence %ld, worst RSS growth %+.1f %%\n",
+                static_cast<unsigned long long>(calls), static_cast<unsigned long long>(wrong),
+                static_cast<unsigned long long>(posts), arrived, seq_wrong, worst_growth * 100);
+    CHECK(wrong == 0);
+    CHECK(static_cast<std::uint64_t>(arrived) == posts);
+    CHECK(seq_wrong == 0);
+    if (rss_unchecked != nullptr) {
+        std::printf("soak: RSS growth not checked: %s\n", rss_unchecked);
+    } else if (seconds < 300) {
+        std::printf("soak: RSS growth not checked: a run shorter than 5 minutes measures the "
+                    "heap's warm-up\n");
+    } else {
+        CHECK(worst_growth <= 0.05);
+    }
+}
 
 /// Waits until locality 1 ran `n` calls (at most 60 s).
 long wait_for_runs(courier::id_type there, long n) {
@@ -263,6 +448,8 @@ int courier_main(int argc, char** argv) {
     }
     if (scenario == "bounded") {
         scenario_bounded();
+    } else if (scenario == "soak") {
+        scenario_soak(argc > 2 ? std::stod(argv[2]) : 10.0, argc > 3 ? argv[3] : "0123");
     } else if (scenario == "ordered" || scenario == "ordered_plain" ||
                scenario == "ordered_local") {
         scenario_ordered(scenario == "ordered_plain", scenario == "ordered_local");
