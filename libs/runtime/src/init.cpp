@@ -28,6 +28,29 @@ std::atomic<bool> g_finalized{false};
 std::atomic<std::uint64_t> g_unhandled{0};
 detail::config g_config;
 std::mutex g_config_mutex;
+/// Between the start of the runtime's threads and their end in init: exit() must not run the
+/// static destructors under them (end_at_exit).
+std::atomic<bool> g_running{false};
+std::atomic<bool> g_distributed{false};
+
+// exit() while the runtime runs (an action or courier_main calling std::exit): the static
+// destructors would run under the workers, the launcher's monitor and the liveness thread, and
+// destroy what they use (a condition variable one of them waits on: the exit never ended). The
+// process ends at once instead, with exit()'s status; courier-run and the peers take this for
+// the locality's failure (it never finished the job).
+void end_at_exit(int status, void*) {
+    if (!g_running.load()) {
+        return;
+    }
+    if (g_distributed.load()) {
+        detail::log(detail::log_level::error,
+                    "exit({}) called while locality {} ran (before courier::init returned): the "
+                    "locality ends at once, without its part of the job's shutdown",
+                    status, get_locality_id());
+    }
+    std::fflush(nullptr);
+    std::_Exit(status);
+}
 } // namespace
 
 namespace detail {
@@ -86,10 +109,16 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     config cfg;
     scheduler_options so;
     std::unique_ptr<bootstrap> boot;
+    auto launcher_rank = rank_from_environment();
     try {
         cfg = parse_config(argc, argv);
         if (cfg.help) {
-            std::fputs(help_text().c_str(), stdout);
+            // Once per job, and the launcher is told this locality has nothing to run.
+            if (launcher_rank.value_or(0) == 0) {
+                std::fputs(help_text().c_str(), stdout);
+                std::fflush(stdout);
+            }
+            decline_to_join();
             return 0;
         }
         log_level level;
@@ -166,6 +195,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
 
     auto s = std::make_unique<scheduler>(so);
     set_current_scheduler(s.get());
+    g_running.store(true);
     s->start();
     bool distributed = false;
     try {
@@ -174,8 +204,14 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         log(log_level::error, "cannot join the job: {}", e.what());
         s->stop();
         set_current_scheduler(nullptr);
+        g_running.store(false);
         return 1;
     }
+    g_distributed.store(distributed);
+    // Registered once the runtime is up, so that it runs before the destructors of the
+    // function-local statics the start constructed (exit runs handlers in reverse order).
+    static bool const exit_handler = ::on_exit(end_at_exit, nullptr) == 0;
+    (void)exit_handler;
     log(log_level::info, "started {} workers, {} KiB stacks, bind={} (first core {})", so.threads,
         so.stack_size / 1024, so.bind ? "cores" : "none", so.first_core);
 
@@ -232,6 +268,8 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     }
     clear_components();
     s.reset();
+    g_running.store(false);
+    g_distributed.store(false);
 
     if (runs_main && !g_finalized.load()) {
         log(log_level::error, "courier_main returned without calling courier::finalize()");

@@ -168,6 +168,7 @@ void distributed_close() {
     locality_state& st = here();
     liveness_stop(st);
     if (st.boot) {
+        st.boot->finished(); // a proper end: the launcher takes any other exit for a failure
         st.boot->close();
     }
     if (st.monitor.joinable()) {
