@@ -50,5 +50,8 @@ bool distributed_failed();
 void clear_components();
 /// Requests (with replies) still waiting on this locality.
 std::size_t pending_requests();
+/// Whether the calling thread sees a locality's state (a distributed run's, or an
+/// in_process_job worker's) rather than the default one of a process outside any job.
+bool in_a_locality_state() noexcept;
 
 } // namespace courier::detail

@@ -28,6 +28,9 @@ std::atomic<bool> g_finalized{false};
 std::atomic<std::uint64_t> g_unhandled{0};
 detail::config g_config;
 std::mutex g_config_mutex;
+/// This process's locality as far as it is known outside a published locality state: from the
+/// launcher's environment at init's start, then from the bootstrap (-1: none, a lone process).
+std::atomic<std::int64_t> g_process_rank{-1};
 /// Between the start of the runtime's threads and their end in init: exit() must not run the
 /// static destructors under them (end_at_exit).
 std::atomic<bool> g_running{false};
@@ -56,7 +59,12 @@ void end_at_exit(int status, void*) {
 namespace detail {
 /// Where a log line comes from: "L<locality> w<worker>" ("w-1": not a worker thread).
 std::string log_prefix() {
-    return fmt::format("L{} w{}", get_locality_id(), this_thread::get_worker_id());
+    std::int64_t rank = get_locality_id();
+    if (std::int64_t known = g_process_rank.load(std::memory_order_relaxed);
+        known >= 0 && !in_a_locality_state()) {
+        rank = known; // before the job was joined or after it was left
+    }
+    return fmt::format("L{} w{}", rank, this_thread::get_worker_id());
 }
 
 void report_unhandled_exception(std::exception_ptr e) noexcept {
@@ -110,6 +118,8 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     scheduler_options so;
     std::unique_ptr<bootstrap> boot;
     auto launcher_rank = rank_from_environment();
+    g_process_rank.store(launcher_rank ? static_cast<std::int64_t>(*launcher_rank) : -1);
+    courier::logging::set_prefix_provider(&log_prefix); // config errors name the locality too
     try {
         cfg = parse_config(argc, argv);
         if (cfg.help) {
@@ -127,12 +137,14 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
                                ": expected error, warn, info or debug");
         }
         courier::logging::set_level(level);
-        courier::logging::set_prefix_provider(&log_prefix);
         try {
             boot = make_bootstrap_from_environment(); // the launcher's (null: one locality)
         } catch (std::exception const& e) {
             log(log_level::error, "cannot join the job: {}", e.what());
             return 1;
+        }
+        if (boot) {
+            g_process_rank.store(boot->rank());
         }
         // The localities a launcher starts on one host share its cores: by default each gets
         // cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
