@@ -72,10 +72,19 @@ void report_unhandled_exception(std::exception_ptr e) noexcept {
     try {
         std::rethrow_exception(e);
     } catch (std::exception const& x) {
-        log(log_level::error, "unhandled exception in a posted task: {}", x.what());
+        log(log_level::error, "unhandled exception in a posted task on locality {}: {}",
+            get_locality_id(), x.what());
     } catch (...) {
-        log(log_level::error, "unhandled exception of unknown type in a posted task");
+        log(log_level::error, "unhandled exception of unknown type in a posted task on locality {}",
+            get_locality_id());
     }
+}
+
+void report_posted_action_failure(char const* action, std::uint32_t source, std::string const& type,
+                                  std::string const& what) noexcept {
+    g_unhandled.fetch_add(1, std::memory_order_relaxed);
+    log(log_level::error, "posted action {} (sent by locality {}) failed on locality {}: {}: {}",
+        action, source, get_locality_id(), type, what);
 }
 } // namespace detail
 
@@ -177,6 +186,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         std::chrono::milliseconds peer_timeout;
         bool exit_on_failure = true;
         liveness_options_from(cfg, peer_timeout, exit_on_failure);
+        (void)cfg.get_choice("posted_errors", {"fail", "log"});
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
@@ -287,8 +297,13 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         log(log_level::error, "courier_main returned without calling courier::finalize()");
         rc = rc == 0 ? 1 : rc;
     }
-    if (g_unhandled.load() != 0 && rc == 0) {
-        rc = 1;
+    if (std::uint64_t failed = g_unhandled.load();
+        failed != 0 && cfg.get("posted_errors") == "fail") {
+        log(log_level::error,
+            "{} posted action(s) or task(s) failed here: this locality's status is not 0 "
+            "(--courier:posted_errors=log only logs them)",
+            failed);
+        rc = rc == 0 ? 1 : rc;
     }
     return rc;
 }
