@@ -13,9 +13,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unistd.h>
@@ -137,6 +139,33 @@ void stop_self() {
     ::raise(SIGSTOP); // as a debugger or a hung node would: alive, but silent
 }
 COURIER_PLAIN_ACTION(stop_self, stop_self_action);
+
+// Ends the process from inside an action, as a careless program would: 0 = std::_Exit(0),
+// 1 = std::exit(0) (static destructors run while the runtime's threads still do).
+void leave_now(int how) {
+    std::fflush(nullptr);
+    if (how == 0) {
+        std::_Exit(0);
+    }
+    std::exit(0);
+}
+COURIER_PLAIN_ACTION(leave_now, leave_now_action);
+
+std::atomic<int> g_posted_throw_ran{0};
+void posted_throw() {
+    g_posted_throw_ran = 1;
+    throw std::runtime_error("a posted action that fails on purpose");
+}
+COURIER_PLAIN_ACTION(posted_throw, posted_throw_action);
+int posted_throw_ran() {
+    return g_posted_throw_ran.load();
+}
+COURIER_PLAIN_ACTION(posted_throw_ran, posted_throw_ran_action);
+
+int process_id() {
+    return static_cast<int>(::getpid());
+}
+COURIER_PLAIN_ACTION(process_id, process_id_action);
 
 // A chain: locality k forwards to k+1, hops times; the last answers with its id.
 int relay(int hops);
@@ -600,6 +629,36 @@ void scenario_stopped() {
     }
 }
 
+std::string g_scenario_arg; // the word after the scenario's name, if any
+
+void scenario_exit_early() {
+    // Locality 1 ends itself (exit status 0) in the middle of the job: courier-run must see a
+    // locality that left without finishing, fail the job and tell locality 0 at once, whose
+    // future then fails with network_error (the test's peer_timeout is far longer).
+    auto t0 = std::chrono::steady_clock::now();
+    courier::post<leave_now_action>(courier::find_all_localities()[1],
+                                    g_scenario_arg == "exit" ? 1 : 0);
+    try {
+        for (int i = 0; i < 100000000; ++i) {
+            courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
+        }
+    } catch (courier::network_error const& e) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("exit_early: network_error after %.2f s: %s\n", s, e.what());
+        std::fflush(stdout);
+    }
+}
+
+void scenario_posted_throw() {
+    // A posted action throws on locality 1; nobody waits for it. The job then goes on and ends
+    // normally: its status says whether the failure counts (--courier:posted_errors).
+    auto there = courier::find_all_localities()[1];
+    courier::post<posted_throw_action>(there);
+    while (courier::async<posted_throw_ran_action>(there).get() == 0) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 // ---- soak: calls with checked payloads for a while (the fault runs) -------------------------
 
 std::vector<std::uint64_t> reversed(std::vector<std::uint64_t> v) {
@@ -747,6 +806,67 @@ void scenario_huge() {
     CHECK(after.bytes_copied_on_send - before.bytes_copied_on_send < 4096);
     std::printf("huge: %zu bytes, checksum %s\n", n, remote == local ? "matches" : "DIFFERS");
     ::munmap(mem, n);
+}
+
+void scenario_huge_killed() {
+    // Locality 1 is killed while it receives a 2 GiB argument (tcp: read in many pieces): one
+    // network_error on locality 0, and one line about it, not one per failed piece.
+    auto there = courier::find_all_localities()[1];
+    auto pid = courier::async<process_id_action>(there).get();
+    std::size_t const n = std::size_t{1} << 31;
+    void* mem = ::mmap(nullptr, n, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(mem != MAP_FAILED);
+    if (mem == MAP_FAILED) {
+        return;
+    }
+    auto* data = static_cast<char*>(mem);
+    for (std::size_t i = 0; i < n; i += huge_stride) {
+        data[i] = 'h';
+    }
+    courier::serialize_buffer<char> b(data, n, courier::serialize_buffer<char>::reference);
+    auto f = courier::async<huge_checksum_action>(there, b);
+    int delay_ms = g_scenario_arg.empty() ? 300 : std::stoi(g_scenario_arg);
+    courier::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    try {
+        f.get();
+        std::printf("huge_killed: the transfer finished before the kill (too fast to test)\n");
+    } catch (courier::network_error const& e) {
+        std::printf("huge_killed: network_error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+    // Whatever the provider still reports about the dead peer arrives meanwhile.
+    courier::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::munmap(mem, n);
+}
+
+courier::serialize_buffer<char> huge_buffer(std::size_t n) {
+    void* mem = ::mmap(nullptr, n, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    auto* data = static_cast<char*>(mem);
+    for (std::size_t i = 0; i < n; i += huge_stride) {
+        data[i] = 'h';
+    }
+    return courier::serialize_buffer<char>(data, n, [n](char* p) { ::munmap(p, n); });
+}
+COURIER_PLAIN_ACTION(huge_buffer, huge_buffer_action);
+
+void scenario_huge_sender_killed() {
+    auto there = courier::find_all_localities()[1];
+    auto pid = courier::async<process_id_action>(there).get();
+    auto f = courier::async<huge_buffer_action>(there, std::size_t{1} << 31);
+    int delay_ms = g_scenario_arg.empty() ? 300 : std::stoi(g_scenario_arg);
+    courier::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    try {
+        f.get();
+        std::printf("huge_sender_killed: the transfer finished before the kill\n");
+    } catch (courier::network_error const& e) {
+        std::printf("huge_sender_killed: network_error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+    courier::this_thread::sleep_for(std::chrono::milliseconds(500));
 }
 
 // Idle localities must not burn the machine: over one idle second, each locality's CPU time
@@ -1150,6 +1270,7 @@ bool skip_huge_here() {
 
 int courier_main(int argc, char** argv) {
     std::string scenario = argc > 1 ? argv[1] : "basic";
+    g_scenario_arg = argc > 2 ? argv[2] : "";
     if (scenario == "spmd") {
         return spmd_main();
     }
@@ -1178,6 +1299,10 @@ int courier_main(int argc, char** argv) {
         {"burst_then_compute", scenario_burst_then_compute},
         {"killed", scenario_killed},
         {"stopped", scenario_stopped},
+        {"exit_early", scenario_exit_early},
+        {"posted_throw", scenario_posted_throw},
+        {"huge_killed", scenario_huge_killed},
+        {"huge_sender_killed", scenario_huge_sender_killed},
         {"huge", scenario_huge},
         {"idle", scenario_idle},
         {"doorbell", scenario_doorbell},

@@ -59,6 +59,34 @@ void read_all(int fd, void* p, std::size_t n, int timeout_ms) {
     }
 }
 
+/// A connected socket to courier-run's rendezvous at "IP:PORT"; throws naming the problem.
+int connect_to(std::string const& endpoint) {
+    auto colon = endpoint.rfind(':');
+    if (colon == std::string::npos) {
+        fail("bad COURIER_RUN_ENDPOINT '" + endpoint + "'");
+    }
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+    if (::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &sa.sin_addr) != 1) {
+        fail("bad address in COURIER_RUN_ENDPOINT '" + endpoint + "'");
+    }
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        fail("cannot connect to courier-run at " + endpoint + ": " + std::strerror(errno));
+    }
+    return fd;
+}
+
+// The rendezvous protocol: a locality checks in with {u32 rank, u32 address length} and its
+// address, or declines with the length `declined`; once the job is done it sends
+// {finished_word, 0} on the same connection before it exits.
+constexpr std::uint32_t declined = 0xffffffffu;
+constexpr std::uint32_t finished_word = 1;
+
 class courier_run_bootstrap final : public bootstrap {
 public:
     courier_run_bootstrap(std::string endpoint, std::uint32_t rank, std::uint32_t size,
@@ -70,23 +98,7 @@ public:
     placement const& where() const override { return where_; }
 
     bootstrap_result exchange(std::vector<std::byte> const& my_address) override {
-        auto colon = endpoint_.rfind(':');
-        if (colon == std::string::npos) {
-            fail("bad COURIER_RUN_ENDPOINT '" + endpoint_ + "'");
-        }
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(endpoint_.substr(colon + 1))));
-        if (::inet_pton(AF_INET, endpoint_.substr(0, colon).c_str(), &sa.sin_addr) != 1) {
-            fail("bad address in COURIER_RUN_ENDPOINT '" + endpoint_ + "'");
-        }
-        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-            if (fd >= 0) {
-                ::close(fd);
-            }
-            fail("cannot connect to courier-run at " + endpoint_ + ": " + std::strerror(errno));
-        }
+        int fd = connect_to(endpoint_);
         bootstrap_result r;
         try {
             std::uint32_t hdr[2] = {rank_, static_cast<std::uint32_t>(my_address.size())};
@@ -147,6 +159,17 @@ public:
         }
     }
 
+    void finished() override {
+        if (fd_ >= 0) {
+            std::uint32_t word[2] = {finished_word, 0};
+            try {
+                write_all(fd_, word, sizeof word);
+            } catch (std::exception const&) {
+                // courier-run is gone: nobody to tell
+            }
+        }
+    }
+
     ~courier_run_bootstrap() override {
         if (fd_ >= 0) {
             ::close(fd_);
@@ -175,6 +198,41 @@ std::uint32_t number_from(char const* var, std::uint32_t fallback, std::uint32_t
 }
 
 } // namespace
+
+std::optional<std::uint32_t> rank_from_environment() {
+    for (char const* var : {"COURIER_RANK", "PMIX_RANK"}) {
+        char const* v = std::getenv(var);
+        if (v == nullptr || *v == '\0') {
+            continue;
+        }
+        char* end = nullptr;
+        unsigned long n = std::strtoul(v, &end, 10);
+        if (*end == '\0' && n <= 0xffffffffu) {
+            return static_cast<std::uint32_t>(n);
+        }
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+void decline_to_join() noexcept {
+    char const* ep = std::getenv("COURIER_RUN_ENDPOINT");
+    auto rank = rank_from_environment();
+    if (ep == nullptr || !rank || std::getenv("COURIER_RANK") == nullptr) {
+        return;
+    }
+    try {
+        int fd = connect_to(ep);
+        std::uint32_t hdr[2] = {*rank, declined};
+        try {
+            write_all(fd, hdr, sizeof hdr);
+        } catch (std::exception const&) {
+            // courier-run then judges the exit by itself
+        }
+        ::close(fd);
+    } catch (std::exception const&) {
+    }
+}
 
 std::unique_ptr<bootstrap> make_bootstrap_from_environment() {
     char const* ep = std::getenv("COURIER_RUN_ENDPOINT");

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ public:
     virtual launcher_notice wait_for_notice() = 0;
     /// Unblocks wait_for_notice().
     virtual void close() = 0;
+    /// Tells the launcher that this locality went through the job's shutdown and exits next
+    /// (courier-run takes an exit without it, even with status 0, for a failure of the job).
+    virtual void finished() {}
 };
 
 /// The bootstrap of the launcher that started this process: courier-run's when its variables
@@ -66,5 +70,13 @@ std::unique_ptr<bootstrap> make_bootstrap_from_environment();
 
 /// PMIx's, or nullptr when this build has no PMIx support (then `why` says so).
 std::unique_ptr<bootstrap> make_pmix_bootstrap(std::string& why);
+
+/// This process's rank as its launcher's environment gives it before any bootstrap
+/// (COURIER_RANK, else PMIX_RANK); nullopt when neither is set (or is not a number).
+std::optional<std::uint32_t> rank_from_environment();
+
+/// Under courier-run: tells it that this locality has nothing to run (--courier:help) and
+/// will not join the job, so that its exit is no failure. Nothing under another launcher.
+void decline_to_join() noexcept;
 
 } // namespace courier::detail

@@ -50,5 +50,12 @@ bool distributed_failed();
 void clear_components();
 /// Requests (with replies) still waiting on this locality.
 std::size_t pending_requests();
+/// Whether the calling thread sees a locality's state (a distributed run's, or an
+/// in_process_job worker's) rather than the default one of a process outside any job.
+bool in_a_locality_state() noexcept;
+/// A posted action (no reply wanted) threw: logged with where it ran and who sent it, and
+/// counted (init.cpp): with --courier:posted_errors=fail this locality's status is then 1.
+void report_posted_action_failure(char const* action, std::uint32_t source, std::string const& type,
+                                  std::string const& what) noexcept;
 
 } // namespace courier::detail

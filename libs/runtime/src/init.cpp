@@ -28,12 +28,43 @@ std::atomic<bool> g_finalized{false};
 std::atomic<std::uint64_t> g_unhandled{0};
 detail::config g_config;
 std::mutex g_config_mutex;
+/// This process's locality as far as it is known outside a published locality state: from the
+/// launcher's environment at init's start, then from the bootstrap (-1: none, a lone process).
+std::atomic<std::int64_t> g_process_rank{-1};
+/// Between the start of the runtime's threads and their end in init: exit() must not run the
+/// static destructors under them (end_at_exit).
+std::atomic<bool> g_running{false};
+std::atomic<bool> g_distributed{false};
+
+// exit() while the runtime runs (an action or courier_main calling std::exit): the static
+// destructors would run under the workers, the launcher's monitor and the liveness thread, and
+// destroy what they use (a condition variable one of them waits on: the exit never ended). The
+// process ends at once instead, with exit()'s status; courier-run and the peers take this for
+// the locality's failure (it never finished the job).
+void end_at_exit(int status, void*) {
+    if (!g_running.load()) {
+        return;
+    }
+    if (g_distributed.load()) {
+        detail::log(detail::log_level::error,
+                    "exit({}) called while locality {} ran (before courier::init returned): the "
+                    "locality ends at once, without its part of the job's shutdown",
+                    status, get_locality_id());
+    }
+    std::fflush(nullptr);
+    std::_Exit(status);
+}
 } // namespace
 
 namespace detail {
 /// Where a log line comes from: "L<locality> w<worker>" ("w-1": not a worker thread).
 std::string log_prefix() {
-    return fmt::format("L{} w{}", get_locality_id(), this_thread::get_worker_id());
+    std::int64_t rank = get_locality_id();
+    if (std::int64_t known = g_process_rank.load(std::memory_order_relaxed);
+        known >= 0 && !in_a_locality_state()) {
+        rank = known; // before the job was joined or after it was left
+    }
+    return fmt::format("L{} w{}", rank, this_thread::get_worker_id());
 }
 
 void report_unhandled_exception(std::exception_ptr e) noexcept {
@@ -41,10 +72,19 @@ void report_unhandled_exception(std::exception_ptr e) noexcept {
     try {
         std::rethrow_exception(e);
     } catch (std::exception const& x) {
-        log(log_level::error, "unhandled exception in a posted task: {}", x.what());
+        log(log_level::error, "unhandled exception in a posted task on locality {}: {}",
+            get_locality_id(), x.what());
     } catch (...) {
-        log(log_level::error, "unhandled exception of unknown type in a posted task");
+        log(log_level::error, "unhandled exception of unknown type in a posted task on locality {}",
+            get_locality_id());
     }
+}
+
+void report_posted_action_failure(char const* action, std::uint32_t source, std::string const& type,
+                                  std::string const& what) noexcept {
+    g_unhandled.fetch_add(1, std::memory_order_relaxed);
+    log(log_level::error, "posted action {} (sent by locality {}) failed on locality {}: {}: {}",
+        action, source, get_locality_id(), type, what);
 }
 } // namespace detail
 
@@ -86,10 +126,18 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     config cfg;
     scheduler_options so;
     std::unique_ptr<bootstrap> boot;
+    auto launcher_rank = rank_from_environment();
+    g_process_rank.store(launcher_rank ? static_cast<std::int64_t>(*launcher_rank) : -1);
+    courier::logging::set_prefix_provider(&log_prefix); // config errors name the locality too
     try {
         cfg = parse_config(argc, argv);
         if (cfg.help) {
-            std::fputs(help_text().c_str(), stdout);
+            // Once per job, and the launcher is told this locality has nothing to run.
+            if (launcher_rank.value_or(0) == 0) {
+                std::fputs(help_text().c_str(), stdout);
+                std::fflush(stdout);
+            }
+            decline_to_join();
             return 0;
         }
         log_level level;
@@ -98,12 +146,14 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
                                ": expected error, warn, info or debug");
         }
         courier::logging::set_level(level);
-        courier::logging::set_prefix_provider(&log_prefix);
         try {
             boot = make_bootstrap_from_environment(); // the launcher's (null: one locality)
         } catch (std::exception const& e) {
             log(log_level::error, "cannot join the job: {}", e.what());
             return 1;
+        }
+        if (boot) {
+            g_process_rank.store(boot->rank());
         }
         // The localities a launcher starts on one host share its cores: by default each gets
         // cores/N workers, pinned to its own consecutive cores (as mpirun --bind-to core).
@@ -136,6 +186,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         std::chrono::milliseconds peer_timeout;
         bool exit_on_failure = true;
         liveness_options_from(cfg, peer_timeout, exit_on_failure);
+        (void)cfg.get_choice("posted_errors", {"fail", "log"});
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
@@ -166,6 +217,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
 
     auto s = std::make_unique<scheduler>(so);
     set_current_scheduler(s.get());
+    g_running.store(true);
     s->start();
     bool distributed = false;
     try {
@@ -174,8 +226,14 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         log(log_level::error, "cannot join the job: {}", e.what());
         s->stop();
         set_current_scheduler(nullptr);
+        g_running.store(false);
         return 1;
     }
+    g_distributed.store(distributed);
+    // Registered once the runtime is up, so that it runs before the destructors of the
+    // function-local statics the start constructed (exit runs handlers in reverse order).
+    static bool const exit_handler = ::on_exit(end_at_exit, nullptr) == 0;
+    (void)exit_handler;
     log(log_level::info, "started {} workers, {} KiB stacks, bind={} (first core {})", so.threads,
         so.stack_size / 1024, so.bind ? "cores" : "none", so.first_core);
 
@@ -232,13 +290,20 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     }
     clear_components();
     s.reset();
+    g_running.store(false);
+    g_distributed.store(false);
 
     if (runs_main && !g_finalized.load()) {
         log(log_level::error, "courier_main returned without calling courier::finalize()");
         rc = rc == 0 ? 1 : rc;
     }
-    if (g_unhandled.load() != 0 && rc == 0) {
-        rc = 1;
+    if (std::uint64_t failed = g_unhandled.load();
+        failed != 0 && cfg.get("posted_errors") == "fail") {
+        log(log_level::error,
+            "{} posted action(s) or task(s) failed here: this locality's status is not 0 "
+            "(--courier:posted_errors=log only logs them)",
+            failed);
+        rc = rc == 0 ? 1 : rc;
     }
     return rc;
 }

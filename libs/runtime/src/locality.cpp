@@ -36,6 +36,10 @@ namespace {
 std::unique_ptr<locality_state> g_owned; // the distributed run's (replace_here)
 } // namespace
 
+bool in_a_locality_state() noexcept {
+    return &here() != &state_detail::g_default;
+}
+
 std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) noexcept {
     state_detail::g_here.store(s ? s.get() : &state_detail::g_default, std::memory_order_release);
     std::swap(g_owned, s);
@@ -174,6 +178,7 @@ void distributed_close() {
     locality_state& st = here();
     liveness_stop(st);
     if (st.boot) {
+        st.boot->finished(); // a proper end: the launcher takes any other exit for a failure
         st.boot->close();
     }
     if (st.monitor.joinable()) {

@@ -97,6 +97,10 @@ std::vector<option_spec> const& option_table() {
          "'local': rma pool memory on the NUMA node of the allocating worker; 'none'"},
         {"registration_cache", "1024",
          "registrations of on-the-fly memory (pointer chunks) kept for reuse; 0 = none"},
+        {"posted_errors", "fail",
+         "an exception escaping a posted action or task (post) is logged, naming the locality "
+         "and the action; 'fail': this locality's exit status is then 1, so the job fails; "
+         "'log': it is only logged"},
         {"spmd", "0", "1: run courier_main on every locality (each calls finalize)"},
         {"help", "0", "print this list and exit"},
     };

@@ -2,6 +2,7 @@
 // The request/reply protocol: a remote call becomes a request parcel, runs as a task on its
 // destination and comes back as a reply parcel that completes the caller's future. Layout of
 // the parcels: locality_state.hpp.
+#include "distributed.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
 #include "scheduler.hpp"
@@ -107,8 +108,7 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     char const* name = found.name != nullptr ? found.name : "?";
     auto fail_reply = [&](std::string const& type, std::string const& what) {
         if (rid == 0) {
-            log(log_level::error, "posted action {} from locality {} failed: {}: {}", name, source,
-                type, what);
+            report_posted_action_failure(name, source, type, what);
             return;
         }
         send_reply(

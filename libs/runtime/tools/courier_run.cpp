@@ -13,17 +13,23 @@
 // interface and the localities are told the address of this machine that routes to the first
 // host (--courier-run-address=IP to choose). Their output comes back through pipes as whole
 // lines prefixed with the rank ("[3] ...").
-// Exit status: 0 when every locality exits 0; otherwise the first failing locality's status
-// (128 + signal for a signal; 255 from ssh: the host could not be reached), after the others
-// were stopped (SIGTERM and SIGCONT, then SIGKILL after 5 s). Never waits forever: a locality
-// that does not check in within --courier-run-timeout seconds (default 60) fails the job. The
-// rendezvous sockets stay open: when a locality fails, the others are told at once (their
-// futures on it then fail with courier::network_error) and get --courier:peer_timeout seconds
-// (default 5) to finish before the job is stopped. --courier-run-job-timeout=S (default 0:
-// none) bounds the whole job: when it runs out, every locality is asked to log what it is
-// waiting for, then the job is stopped and courier-run exits 124. Shared-memory endpoints are
-// named courier-JOBID-RANK (COURIER_JOB_ID); whatever a killed locality left in this machine's
-// /dev/shm is removed at the end.
+// Exit status: 0 when every locality finished the job (it says so on its rendezvous connection
+// just before it exits) and exits 0; otherwise the first failing locality's status (128 +
+// signal for a signal; 255 from ssh: the host could not be reached), after the others were
+// stopped (SIGTERM and SIGCONT, then SIGKILL after 5 s). A locality that exits with status 0
+// without joining the job (not a Courier program) or before finishing it (std::exit inside the
+// program) fails it with status 1, noticed at once. A locality that declines to join because it
+// has nothing to run (--courier:help: locality 0 prints the help) is no failure; when every
+// locality declines, courier-run exits 0. Interrupted (SIGINT, SIGTERM), courier-run stops the
+// job and exits 128 + the signal, blaming no locality for the stop it made itself. Never waits
+// forever: a locality that does not check in within --courier-run-timeout seconds (default
+// 60) fails the job. The rendezvous sockets stay open: when a locality fails, the others are
+// told at once (their futures on it then fail with courier::network_error) and get
+// --courier:peer_timeout seconds (default 5) to finish before the job is stopped.
+// --courier-run-job-timeout=S (default 0: none) bounds the whole job: when it runs out, every
+// locality is asked to log what it is waiting for, then the job is stopped and courier-run
+// exits 124. Shared-memory endpoints are named courier-JOBID-RANK (COURIER_JOB_ID); whatever a
+// killed locality left in this machine's /dev/shm is removed at the end.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -38,6 +44,7 @@
 
 #include <netdb.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -177,37 +184,91 @@ int status_code(int status) {
     return 1;
 }
 
-// Reaps finished children; returns the first failure's code (0 if none failed).
-int reap(bool block, std::size_t& alive, int& first_failure) {
+using steady = std::chrono::steady_clock;
+
+// The rendezvous protocol (bootstrap.cpp is the other side): a locality checks in with
+// {u32 rank, u32 address length} and its address, or declines with the length
+// declined_length; once the job is done it sends {finished_word, 0} before it exits.
+constexpr std::uint32_t declined_length = 0xffffffffu;
+constexpr std::uint32_t finished_word = 1;
+
+/// What courier-run knows of each locality, by rank.
+struct locality_record {
+    bool declined = false; ///< checked in to say it has nothing to run (--courier:help)
+    bool finished = false; ///< said it went through the job's shutdown (just before exiting)
+    /// Exited with status 0, neither declined nor finished so far: its last words may still be
+    /// on the way. Judged a failure once they are known not to come, or at `judge_by`.
+    bool unjudged = false;
+    steady::time_point judge_by;
+};
+std::vector<locality_record> g_record;
+
+// The job failed because of locality `rank`: the first failure sets the status and is named.
+void job_failed(int& first_failure, std::size_t rank, int code, std::string const& what) {
+    if (first_failure != 0) {
+        return;
+    }
+    first_failure = code;
+    std::string where = g_host_of.empty() ? "" : " on host " + g_host_of[rank];
+    std::fprintf(stderr, "courier-run: locality %zu%s %s; stopping the job\n", rank, where.c_str(),
+                 what.c_str());
+}
+
+// Reaps finished children. A non-zero status fails the job; a zero status is no failure only
+// for a locality that finished the job (or declined to join it): whether it did may be known
+// only a little later (judge()). Nothing is blamed once courier-run was interrupted: it stops
+// the localities itself then.
+void reap(std::size_t& alive, int& first_failure) {
     int status = 0;
     pid_t p;
-    while ((p = ::waitpid(-1, &status, block ? 0 : WNOHANG)) > 0) {
+    while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
         for (std::size_t i = 0; i < g_children.size(); ++i) {
-            if (g_children[i] == p) {
-                g_children[i] = -1;
-                --alive;
-                int code = status_code(status);
-                if (code != 0 && first_failure == 0) {
-                    first_failure = code;
-                    std::string where = g_host_of.empty() ? "" : " on host " + g_host_of[i];
-                    char const* why = "";
-                    if (!g_host_of.empty() && code == 255) {
-                        why = " (the agent could not reach the host?)";
-                    } else if (code == 127) {
-                        why = " (command not found)";
-                    }
-                    std::fprintf(stderr,
-                                 "courier-run: locality %zu%s failed (status %d%s); stopping the "
-                                 "job\n",
-                                 i, where.c_str(), code, why);
+            if (g_children[i] != p) {
+                continue;
+            }
+            g_children[i] = -1;
+            --alive;
+            int code = status_code(status);
+            if (g_interrupted != 0) {
+                continue;
+            }
+            if (code != 0) {
+                char const* why = "";
+                if (!g_host_of.empty() && code == 255) {
+                    why = " (the agent could not reach the host?)";
+                } else if (code == 127) {
+                    why = " (command not found)";
                 }
+                job_failed(first_failure, i, code,
+                           "failed (status " + std::to_string(code) + why + ")");
+            } else if (!g_record[i].finished && !g_record[i].declined) {
+                g_record[i].unjudged = true;
+                g_record[i].judge_by = steady::now() + std::chrono::seconds(1);
             }
         }
-        if (block) {
-            break;
+    }
+}
+
+// Localities that exited with status 0 and did not say they finished or declined: a failure
+// once `gone_silent(rank)` (nothing more can come from it) or their time is up.
+template <class Joined, class Silent>
+void judge(int& first_failure, Joined joined, Silent gone_silent) {
+    for (std::size_t i = 0; i < g_record.size(); ++i) {
+        auto& r = g_record[i];
+        if (!r.unjudged) {
+            continue;
+        }
+        if (r.finished || r.declined) {
+            r.unjudged = false;
+        } else if (gone_silent(i) || steady::now() >= r.judge_by) {
+            r.unjudged = false;
+            job_failed(first_failure, i, 1,
+                       joined(i) ? "exited with status 0 before the job finished (std::exit "
+                                   "or std::_Exit before courier::init returned?)"
+                                 : "exited with status 0 without joining the job (not a "
+                                   "Courier program, or it ended before courier::init?)");
         }
     }
-    return first_failure;
 }
 
 } // namespace
@@ -420,12 +481,22 @@ int main(int argc, char** argv) {
 
     std::size_t alive = g_children.size();
     int first_failure = 0;
-    // Rendezvous: collect every locality's address, then send everyone the table.
+    g_record.assign(g_children.size(), {});
+    // Rendezvous: collect every locality's address, then send everyone the table. A locality
+    // may instead decline (it has nothing to run: --courier:help); if all do, there is no job.
     std::vector<int> fds(static_cast<std::size_t>(n), -1);
     std::vector<std::vector<char>> addrs(static_cast<std::size_t>(n));
-    long joined = 0;
+    std::vector<bool> checked_in(static_cast<std::size_t>(n), false);
+    long joined = 0, declined = 0;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    while (joined < n && first_failure == 0 && g_interrupted == 0) {
+    while (joined + declined < n && first_failure == 0 && g_interrupted == 0) {
+        reap(alive, first_failure);
+        judge(
+            first_failure, [&](std::size_t r) { return checked_in[r]; },
+            [](std::size_t) { return false; });
+        if (first_failure != 0) {
+            break;
+        }
         if (std::chrono::steady_clock::now() > deadline) {
             std::fprintf(stderr, "courier-run: only %ld of %ld localities checked in within %d s\n",
                          joined, n, timeout_s);
@@ -434,7 +505,6 @@ int main(int argc, char** argv) {
         }
         pollfd pfd{lfd, POLLIN, 0};
         if (::poll(&pfd, 1, 100) <= 0) {
-            reap(false, alive, first_failure);
             continue;
         }
         int c = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -442,19 +512,38 @@ int main(int argc, char** argv) {
             continue;
         }
         std::uint32_t hdr[2];
-        if (!read_all(c, hdr, sizeof hdr) || hdr[0] >= n || fds[hdr[0]] != -1 || hdr[1] > 4096) {
+        if (!read_all(c, hdr, sizeof hdr) || hdr[0] >= n || checked_in[hdr[0]] ||
+            (hdr[1] > 4096 && hdr[1] != declined_length)) {
+            ::close(c);
+            continue;
+        }
+        checked_in[hdr[0]] = true;
+        if (hdr[1] == declined_length) {
+            g_record[hdr[0]].declined = true;
+            ++declined;
             ::close(c);
             continue;
         }
         addrs[hdr[0]].resize(hdr[1]);
         if (!read_all(c, addrs[hdr[0]].data(), hdr[1])) {
+            checked_in[hdr[0]] = false;
             ::close(c);
             continue;
         }
         fds[hdr[0]] = c;
         ++joined;
     }
-    if (first_failure == 0 && g_interrupted == 0) {
+    if (first_failure == 0 && g_interrupted == 0 && declined > 0 && joined > 0) {
+        for (std::size_t r = 0; r < g_record.size(); ++r) {
+            if (g_record[r].declined) {
+                job_failed(first_failure, r, 1,
+                           "declined to join the job (nothing to run: --courier:help?) while "
+                           "others joined it");
+                break;
+            }
+        }
+    }
+    if (first_failure == 0 && g_interrupted == 0 && declined == 0) {
         for (long r = 0; r < n; ++r) {
             int fd = fds[static_cast<std::size_t>(r)];
             auto count = static_cast<std::uint32_t>(n);
@@ -482,17 +571,47 @@ int main(int argc, char** argv) {
             }
         }
     };
+    // What the localities say on their connections: that they finished the job properly; the
+    // end of a connection means nothing more will come from that locality.
+    auto listen_to_localities = [&] {
+        std::vector<pollfd> pfds;
+        for (int fd : fds) {
+            if (fd >= 0) {
+                pfds.push_back({fd, POLLIN, 0});
+            }
+        }
+        if (pfds.empty() || ::poll(pfds.data(), pfds.size(), 0) <= 0) {
+            return;
+        }
+        for (auto const& p : pfds) {
+            if ((p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+                continue;
+            }
+            auto k =
+                static_cast<std::size_t>(std::find(fds.begin(), fds.end(), p.fd) - fds.begin());
+            std::uint32_t word[2];
+            if (read_all(p.fd, word, sizeof word)) {
+                g_record[k].finished = g_record[k].finished || word[0] == finished_word;
+            } else {
+                ::close(p.fd);
+                fds[k] = -1;
+            }
+        }
+    };
+    auto any_unjudged = [] {
+        return std::any_of(g_record.begin(), g_record.end(),
+                           [](locality_record const& r) { return r.unjudged; });
+    };
     std::vector<bool> announced(g_children.size(), false);
     // Wait for the localities. The first failure is announced to the others, who get the
     // grace period (--courier:peer_timeout) before SIGTERM, then 5 s more before SIGKILL.
-    using steady = std::chrono::steady_clock;
     auto term_at = steady::time_point::max();
     auto kill_at = steady::time_point::max();
     auto job_deadline = job_timeout_s > 0 ? steady::now() + std::chrono::seconds(job_timeout_s)
                                           : steady::time_point::max();
     bool overran = false;
     bool failure_handled = false; // also when it happened before this loop (rendezvous)
-    while (alive > 0) {
+    while (alive > 0 || any_unjudged()) {
         if (!overran && steady::now() >= job_deadline) {
             overran = true;
             std::fprintf(stderr,
@@ -510,11 +629,16 @@ int main(int argc, char** argv) {
             }
             term_at = std::min(term_at, steady::now() + std::chrono::seconds(1));
         }
-        reap(false, alive, first_failure);
+        listen_to_localities();
+        reap(alive, first_failure);
+        judge(
+            first_failure, [&](std::size_t r) { return checked_in[r]; },
+            [&](std::size_t r) { return fds[r] < 0; });
         if (first_failure != 0) {
-            // Every locality that died after the job failed is announced, not only the first.
+            // Every locality that died after the job failed is announced, not only the first
+            // (those that finished the job properly have said goodbye to their peers).
             for (std::size_t k = 0; k < g_children.size(); ++k) {
-                if (g_children[k] <= 0 && !announced[k]) {
+                if (g_children[k] <= 0 && !announced[k] && !g_record[k].finished) {
                     announced[k] = true;
                     announce_death(k);
                 }
@@ -534,7 +658,7 @@ int main(int argc, char** argv) {
         if (steady::now() > kill_at) {
             stop_all(SIGKILL);
         }
-        if (alive > 0) {
+        if (alive > 0 || any_unjudged()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
     }

@@ -5,23 +5,61 @@
 
 #include <courier/common/log.hpp>
 
+#include <algorithm>
+
 namespace courier::parcelport::fabric {
+
+bool libfabric_transport::first_error(std::size_t peer) {
+    if (errors_.size() < peers_.size() + 2) {
+        errors_.resize(peers_.size() + 2, 0);
+    }
+    return errors_[std::min(peer, errors_.size() - 2)]++ == 0;
+}
 
 void libfabric_transport::on_error_entry() {
     fi_cq_err_entry err{};
     fi_cq_readerr(endpoint_->cq(), &err, 0);
     auto* o = static_cast<op*>(err.op_context);
     auto ec = std::make_error_code(std::errc::connection_reset);
+    auto what = [&] {
+        return fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0);
+    };
     if (o == nullptr) {
         // libfabric 1.17's shm reports a failed fi_read without its context: such an error
         // cannot be tied to a parcel, whose reads then never complete. The stall timeout
         // returns their read budget.
-        logging::error("libfabric completion error: {} (the provider did not say which operation)",
-                       fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0));
+        if (first_error(peers_.size())) {
+            logging::error("libfabric completion error: {} (the provider did not say which "
+                           "operation; more such errors are counted, not logged)",
+                           what());
+        }
         return;
     }
-    logging::debug("libfabric completion error: {}",
-                   fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0));
+    std::size_t peer = peers_.size();
+    switch (o->k) {
+    case op::kind::send:
+        peer = static_cast<send_op*>(o)->s->dest;
+        break;
+    case op::kind::batch:
+        peer = static_cast<batch_op*>(o)->dest;
+        break;
+    case op::kind::read:
+        peer = static_cast<read_op*>(o)->in->source;
+        break;
+    case op::kind::recv:
+        peer = peers_.size() + 1;
+        break;
+    }
+    if (first_error(peer)) {
+        if (o->k == op::kind::recv) {
+            logging::warn("a receive failed: {} (more failed receives are counted, not logged)",
+                          what());
+        } else {
+            logging::debug("libfabric completion error with locality {}: {} (more errors with it "
+                           "are counted, not logged)",
+                           peer, what());
+        }
+    }
     switch (o->k) {
     case op::kind::send:
         sender_->on_completion(static_cast<send_op*>(o), true);
@@ -35,10 +73,27 @@ void libfabric_transport::on_error_entry() {
     case op::kind::recv:
         // A receive that failed (a message larger than the buffer, a provider error): the
         // buffer is free again and goes back, so that the posted receives do not dwindle.
-        logging::warn("a receive failed: {}",
-                      fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, nullptr, 0));
         receiver_->repost(static_cast<recv_op*>(o));
         break;
+    }
+}
+
+void libfabric_transport::log_error_summary() {
+    for (std::size_t i = 0; i < errors_.size(); ++i) {
+        if (errors_[i] < 2) {
+            continue;
+        }
+        auto more = errors_[i] - 1;
+        if (i < peers_.size()) {
+            logging::debug("{} more libfabric completion errors with locality {} were not logged",
+                           more, i);
+        } else if (i == peers_.size()) {
+            logging::error("{} more libfabric completion errors of unnamed operations were not "
+                           "logged",
+                           more);
+        } else {
+            logging::warn("{} more failed receives were not logged", more);
+        }
     }
 }
 

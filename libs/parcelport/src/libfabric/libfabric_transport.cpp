@@ -121,6 +121,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
 }
 
 libfabric_transport::~libfabric_transport() {
+    log_error_summary();
     // The endpoint first: no operation runs while the objects below free their buffers and
     // registrations (in reverse order of their declaration), then the rest of the fabric.
     endpoint_->close_endpoint();

@@ -26,6 +26,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace courier::parcelport::fabric {
 
@@ -68,6 +69,12 @@ private:
     bool transfers_pending() const { return rendezvous_->busy() || sender_->in_flight() != 0; }
     /// One completion-queue error entry, dispatched.
     void on_error_entry();
+    /// Counts an error entry of the operations with `peer` (peers_.size(): an operation the
+    /// provider did not name; +1: a receive); true for the first, which alone is logged (a dead
+    /// peer fails every operation with it: a large transfer has thousands).
+    bool first_error(std::size_t peer);
+    /// At close: how many error entries were not logged, one line per peer that had them.
+    void log_error_summary();
 
     transport_options opts_;
     std::unique_ptr<endpoint> endpoint_;
@@ -82,8 +89,9 @@ private:
     std::unique_ptr<coalescer> coalescer_;
     std::unique_ptr<rendezvous> rendezvous_;
     std::unique_ptr<receiver> receiver_;
-    std::mutex poll_mutex_;            // the completion queue is polled by one thread at a time
-    std::uint64_t progress_calls_ = 0; // by the poller only
+    std::mutex poll_mutex_;             // the completion queue is polled by one thread at a time
+    std::uint64_t progress_calls_ = 0;  // by the poller only
+    std::vector<std::uint64_t> errors_; // by the poller only: error entries by first_error's peer
 };
 
 } // namespace courier::parcelport::fabric
