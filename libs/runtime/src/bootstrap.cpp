@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -139,7 +140,7 @@ public:
                 continue;
             }
             if (n <= 0) {
-                return {};
+                return {closing_.load() ? launcher_notice::closed : launcher_notice::lost, 0};
             }
             got += static_cast<std::size_t>(n);
         }
@@ -154,6 +155,7 @@ public:
     }
 
     void close() override {
+        closing_.store(true);
         if (fd_ >= 0) {
             ::shutdown(fd_, SHUT_RDWR);
         }
@@ -178,6 +180,7 @@ public:
 
 private:
     int fd_ = -1;
+    std::atomic<bool> closing_{false};
     std::string endpoint_;
     std::uint32_t rank_, size_;
     placement where_;

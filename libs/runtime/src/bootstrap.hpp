@@ -18,7 +18,8 @@ namespace courier::detail {
 
 /// What the launcher tells a running locality.
 struct launcher_notice {
-    enum kind_t { closed, failed, diagnose } kind = closed;
+    /// closed: close() was called; lost: the launcher went away while the job ran.
+    enum kind_t { closed, failed, diagnose, lost } kind = closed;
     std::uint32_t rank = 0; // failed: the rank of the failed locality
 };
 

@@ -54,11 +54,9 @@ void remove_shared_memory_of(std::string const& name) {
     std::filesystem::remove("/dev/shm/" + name + "-bell", ec);
 }
 
-[[noreturn]] void end_locality(locality_state& st, std::uint32_t failed) {
-    log(log_level::error,
-        "ending locality {} with status 1 because locality {} failed "
-        "(--courier:on_peer_failure=continue keeps it running)",
-        st.rank, failed);
+} // namespace
+
+[[noreturn]] void end_now(locality_state& st) {
     for (std::uint32_t r = 0; r < st.size && !st.job_id.empty(); ++r) {
         if (r == st.rank || st.dead[r].load()) {
             remove_shared_memory_of(shm_name(st.job_id, r));
@@ -66,6 +64,16 @@ void remove_shared_memory_of(std::string const& name) {
     }
     std::fflush(nullptr);
     std::_Exit(1);
+}
+
+namespace {
+
+[[noreturn]] void end_locality(locality_state& st, std::uint32_t failed) {
+    log(log_level::error,
+        "ending locality {} with status 1 because locality {} failed "
+        "(--courier:on_peer_failure=continue keeps it running)",
+        st.rank, failed);
+    end_now(st);
 }
 
 void run(locality_state& st) {

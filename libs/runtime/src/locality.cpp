@@ -160,6 +160,12 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
             if (notice.kind == launcher_notice::closed) {
                 return;
             }
+            if (notice.kind == launcher_notice::lost) {
+                // courier-run is gone (killed): nobody would report failures or end the job.
+                log(log_level::error, "lost courier-run (its rendezvous connection closed); "
+                                      "ending this locality");
+                end_now(st);
+            }
             if (notice.kind == launcher_notice::failed) {
                 peer_failed(notice.rank);
             } else {
