@@ -330,6 +330,9 @@ void deliver(std::uint32_t source, serialization::message&& m) {
             return;
         }
     }
+    // A request may wait in the task queue a while (up to a flow-control window of them):
+    // it keeps only the bytes it carries, not the receive path's pooled 4 KiB buffer.
+    m.shrink_to_fit();
     post([source, msg = std::move(m)]() mutable { handle_parcel(source, msg); });
 }
 

@@ -160,6 +160,20 @@ void message::reserve(std::size_t bytes) {
     }
 }
 
+void message::shrink_to_fit() {
+    if (buffer_ == nullptr || size_ == 0 || size_ > capacity_ / 2) {
+        return;
+    }
+    auto* p = static_cast<std::byte*>(std::malloc(size_));
+    if (p == nullptr) {
+        throw std::bad_alloc();
+    }
+    std::memcpy(p, buffer_, size_);
+    release_buffer(); // back to the thread's cache when pooled
+    buffer_ = p;
+    capacity_ = size_;
+}
+
 void message::grow_to(std::size_t min_capacity) {
     if (buffer_ == nullptr && min_capacity == pooled_capacity && tl_cache.buffer_count > 0) {
         buffer_ = tl_cache.buffers[--tl_cache.buffer_count];

@@ -123,6 +123,11 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     s->msg = std::move(m);
     s->on_sent = std::move(on_sent);
     build(s);
+    if (!s->needs_done) {
+        // Everything travels in the eager copy: the message (its index buffer, what it keeps
+        // alive) is not needed while the send waits in a batch, the backlog or the provider.
+        s->msg = serialization::message();
+    }
     fid_mr* eager_mr = nullptr;
     if (parts_.ep.mr_local()) {
         try {

@@ -54,6 +54,10 @@ public:
     /// Bytes moved by buffer growth while writing (0 when the buffer was large enough).
     std::size_t growth_copied_bytes() const noexcept { return growth_copied_; }
 
+    /// Moves the index into a buffer of exactly its size when it fills at most half of its
+    /// capacity, so that a message waiting in a queue costs what it carries. Offsets (index
+    /// chunks) stay valid; pointers into the old buffer do not. Throws std::bad_alloc.
+    void shrink_to_fit();
     /// Empties the message but keeps the buffer's capacity for reuse.
     void clear() noexcept;
     void reserve(std::size_t bytes);
