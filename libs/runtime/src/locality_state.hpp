@@ -173,6 +173,8 @@ inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
                                     std::memory_order_relaxed);
     }
 }
+/// A parcel that is its kind alone: heartbeat or goodbye.
+serialization::message control_word(parcel_kind kind);
 /// Starts the heartbeat thread (after the transport is set up).
 void liveness_start(locality_state& st);
 /// Leaving normally: tells every peer not to miss this locality, then stops the thread.
