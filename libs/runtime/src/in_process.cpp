@@ -29,8 +29,16 @@ in_process_job::in_process_job(in_process_options const& o)
         l->state.dead = std::vector<std::atomic<bool>>(o.localities);
         l->state.tp = parcelport::make_loopback_transport(hub_, r);
         l->state.tp->set_job_token(1);
-        l->state.tp->set_receive_handler(
-            [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
+        if (o.observer) {
+            l->state.tp->set_receive_handler(
+                [r, seen = o.observer](std::uint32_t src, serialization::message&& m) {
+                    seen(r, src, m);
+                    deliver(src, std::move(m));
+                });
+        } else {
+            l->state.tp->set_receive_handler(
+                [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
+        }
         addresses.push_back(l->state.tp->address());
         localities_.push_back(std::move(l));
     }
@@ -117,7 +125,7 @@ void in_process_job::run_everywhere(std::function<void(std::uint32_t)> const& f)
     }
 }
 
-bool in_process_job::drain(std::chrono::milliseconds limit) {
+bool in_process_job::drain(std::chrono::milliseconds limit, std::chrono::microseconds poll) {
     auto until = std::chrono::steady_clock::now() + limit;
     int quiet_rounds = 0;
     while (quiet_rounds < 2) {
@@ -130,7 +138,7 @@ bool in_process_job::drain(std::chrono::milliseconds limit) {
         if (std::chrono::steady_clock::now() > until) {
             return false;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(poll);
     }
     return true;
 }

@@ -32,6 +32,9 @@ struct in_process_options {
     std::size_t threads = 1; ///< workers per locality
     std::uint64_t seed = 1;  ///< the loopback hub's fault generator
     std::chrono::milliseconds drain_timeout{10000};
+    /// Sees every parcel a locality receives, (destination, source, parcel), on the receiving
+    /// worker before the runtime handles it (the wire fuzzer's corpus generator records them).
+    std::function<void(std::uint32_t, std::uint32_t, serialization::message const&)> observer{};
 };
 
 class in_process_job {
@@ -62,7 +65,9 @@ public:
     void run_everywhere(std::function<void(std::uint32_t)> const& f);
     /// Waits until no task runs, no send or request is outstanding and no message is queued on
     /// any locality (twice in a row); false if that does not happen within `limit`.
-    bool drain(std::chrono::milliseconds limit);
+    /// Checks every `poll`.
+    bool drain(std::chrono::milliseconds limit,
+               std::chrono::microseconds poll = std::chrono::milliseconds(1));
     /// Locality `rank`'s state (statistics, counts), for the tests' assertions.
     locality_state& state(std::uint32_t rank) { return localities_.at(rank)->state; }
 

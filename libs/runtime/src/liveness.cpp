@@ -22,17 +22,17 @@
 
 namespace courier::detail {
 
-namespace {
-
-constexpr std::uint32_t ticks_per_timeout = 10;
-constexpr std::uint32_t silent_ticks = 8; // declared after [7, 9) ticks of silence, < timeout
-
-serialization::message word(parcel_kind kind) {
+serialization::message control_word(parcel_kind kind) {
     serialization::message m;
     serialization::output_archive ar(m);
     ar.save(static_cast<std::uint8_t>(kind));
     return m;
 }
+
+namespace {
+
+constexpr std::uint32_t ticks_per_timeout = 10;
+constexpr std::uint32_t silent_ticks = 8; // declared after [7, 9) ticks of silence, < timeout
 
 void beat(locality_state& st, std::uint32_t r) {
     auto& flag = st.live.beat_in_flight[r];
@@ -40,7 +40,7 @@ void beat(locality_state& st, std::uint32_t r) {
         return;
     }
     try {
-        st.tp->send(r, word(heartbeat),
+        st.tp->send(r, control_word(heartbeat),
                     [&flag](std::error_code) { flag.store(false, std::memory_order_release); });
     } catch (std::exception const&) {
         flag.store(false, std::memory_order_release); // refused: tried again next tick
@@ -138,7 +138,8 @@ void liveness_stop(locality_state& st) {
         if (r != st.rank && !st.dead[r].load()) {
             left->fetch_add(1);
             try {
-                st.tp->send(r, word(goodbye), [left](std::error_code) { left->fetch_sub(1); });
+                st.tp->send(r, control_word(goodbye),
+                            [left](std::error_code) { left->fetch_sub(1); });
             } catch (std::exception const&) {
                 left->fetch_sub(1);
             }

@@ -122,9 +122,11 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     if (invoke == nullptr) {
         log(log_level::error, "rejected a parcel from locality {}: unknown action id {:#018x}",
             source, action_id);
-        fail_reply("courier::unknown_action",
-                   fmt::format("no action with id {:#018x} is registered on locality {}", action_id,
-                               st.rank));
+        if (rid != 0) { // a posted one is logged once, above, not again as a failed action
+            fail_reply("courier::unknown_action",
+                       fmt::format("no action with id {:#018x} is registered on locality {}",
+                                   action_id, st.rank));
+        }
         return;
     }
     // Run the action, writing the result into a fresh reply; on an exception, reply with it.

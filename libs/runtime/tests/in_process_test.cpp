@@ -249,4 +249,29 @@ TEST(in_process, corrupted_parcels_are_rejected_and_the_locality_keeps_working) 
               << err.substr(0, 2000);
 }
 
+// A foreign parcel (a hostile or buggy peer's): a posted request for an action nobody
+// registered was logged twice, as a rejection and again as a failed posted action.
+TEST(in_process, a_posted_request_for_an_unknown_action_is_logged_once) {
+    in_process_job job({.localities = 2});
+    courier::serialization::message m;
+    {
+        courier::serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(courier::detail::request));
+        ar.save(std::uint64_t{0x0123456789abcdef}); // no such action
+        ar.save(std::uint64_t{0});                  // posted: no reply wanted
+    }
+    testing::internal::CaptureStderr();
+    ASSERT_TRUE(job.hub().inject(1, 0, std::move(m)));
+    EXPECT_TRUE(job.drain(std::chrono::seconds(5)));
+    std::string err = testing::internal::GetCapturedStderr();
+    std::size_t lines = 0;
+    for (std::size_t at = 0; (at = err.find('\n', at)) != std::string::npos; ++at) {
+        ++lines;
+    }
+    EXPECT_NE(err.find("unknown action id 0x0123456789abcdef"), std::string::npos) << err;
+    EXPECT_EQ(lines, 1u) << err;
+    // The locality keeps working.
+    job.run_on(1, [] { EXPECT_EQ(courier::async<where_am_i_action>(locality(0)).get(), 0u); });
+}
+
 } // namespace

@@ -2,6 +2,7 @@
 // Coalescing small parcels per destination into batches (coalescer.hpp).
 #include "coalescer.hpp"
 
+#include "eager_writer.hpp"
 #include "sender.hpp"
 
 #include <courier/common/log.hpp>
@@ -57,11 +58,7 @@ bool coalescer::try_coalesce(send_state* s) {
             std::lock_guard lg(batch_mutex_);
             open_list_.push_back(s->dest);
         }
-        std::size_t at = b->buf.size();
-        b->buf.resize(at + rec); // zero-filled: the prefix's upper half and the padding
-        auto len = static_cast<std::uint32_t>(s->eager.size());
-        std::memcpy(b->buf.data() + at, &len, sizeof len);
-        std::memcpy(b->buf.data() + at + wire::record_prefix, s->eager.data(), s->eager.size());
+        append_record(b->buf, s->eager);
         b->members.push_back(s);
     }
     if (full != nullptr) {

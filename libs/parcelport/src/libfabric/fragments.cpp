@@ -2,7 +2,7 @@
 // Joining the two parts of split messages (fragments.hpp).
 #include "fragments.hpp"
 
-#include "receiver.hpp"
+#include "eager_reader.hpp"
 
 #include <courier/common/log.hpp>
 
@@ -14,7 +14,7 @@ namespace courier::parcelport::fabric {
 bool fragment_joiner::add(recv_op* r, wire::header const& h, std::size_t len) {
     std::size_t part_len = len - sizeof h;
     std::uint32_t part = h.chunk_count;
-    std::size_t room = receiver_.buffer_size() - sizeof h;
+    std::size_t room = reader_.buffer_size() - sizeof h;
     if (part > 1 || part_len == 0 || h.index_size > room || part_len >= h.index_size) {
         logging::error(
             "dropped a malformed part of a split message from locality {} (part {} of {} "
@@ -65,9 +65,9 @@ bool fragment_joiner::add(recv_op* r, wire::header const& h, std::size_t len) {
     }
     std::size_t total = h.index_size;
     waits_.erase(w);
-    receiver_.handle_message(msg, total);
+    reader_.handle_message(msg, total);
     if (part == 1) {
-        receiver_.repost(head); // r, part 1's buffer, is re-posted by the caller
+        reader_.release(head); // r, part 1's buffer, is re-posted by the caller
     }
     return false;
 }
@@ -89,7 +89,7 @@ void fragment_joiner::drop_stale() {
 void fragment_joiner::drop(waiting const& w, std::string const& why) {
     logging::error("dropped a split message from locality {}: {}", w.source, why);
     if (w.head != nullptr) {
-        receiver_.repost(w.head);
+        reader_.release(w.head);
     }
 }
 

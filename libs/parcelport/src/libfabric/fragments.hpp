@@ -6,12 +6,19 @@
 #include "context.hpp"
 
 #include <chrono>
+#include <memory>
 #include <vector>
 
 namespace courier::parcelport::fabric {
 
-struct recv_op;
-class receiver;
+/// A posted receive buffer (receiver.cpp posts them; the wire fuzzer makes its own).
+struct recv_op : op {
+    std::unique_ptr<std::byte[]> buf;
+    fid_mr* mr = nullptr; // FI_MR_LOCAL providers
+    recv_op() : op(kind::recv) {}
+};
+
+class eager_reader;
 
 /// The most split messages waiting for their other part; beyond it the oldest is dropped (a
 /// peer that sends first parts and never the second cannot hold many receive buffers). One that
@@ -22,11 +29,11 @@ constexpr std::size_t max_fragment_waits = 16;
 /// Thread safety: the poller's only.
 class fragment_joiner {
 public:
-    fragment_joiner(receiver& r, std::chrono::milliseconds stall_timeout)
-        : receiver_(r), stall_timeout_(stall_timeout) {}
+    fragment_joiner(eager_reader& r, std::chrono::milliseconds stall_timeout)
+        : reader_(r), stall_timeout_(stall_timeout) {}
     /// A part (header `h` checked) in `r`'s buffer of `len` bytes. Returns true if `r` holds a
     /// part 0 and stays until its message is whole (or dropped); false: the caller re-posts it.
-    /// A whole message goes to receiver::handle_message.
+    /// A whole message goes to eager_reader::handle_message.
     bool add(recv_op* r, wire::header const& h, std::size_t len);
     /// Drops the messages whose other part has not come within the stall timeout, re-posting
     /// the receive buffers they held.
@@ -48,7 +55,7 @@ private:
     /// erases it).
     void drop(waiting const& w, std::string const& why);
 
-    receiver& receiver_;
+    eager_reader& reader_;
     std::chrono::milliseconds stall_timeout_;
     std::vector<waiting> waits_;
 };

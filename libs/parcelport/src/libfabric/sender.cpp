@@ -3,10 +3,10 @@
 #include "sender.hpp"
 
 #include "coalescer.hpp"
+#include "eager_writer.hpp"
 
 #include <cstring>
 #include <stdexcept>
-#include <tuple>
 
 namespace courier::parcelport::fabric {
 
@@ -26,79 +26,21 @@ sender::~sender() {
 }
 
 void sender::build(send_state* s) {
-    auto data = s->msg.data();
-    auto chunks = s->msg.chunks();
-    // Layout of the eager message: header, one descriptor per chunk (+ one for the index data
-    // when it does not fit and is read remotely), then the index data when it fits.
-    if (chunks.size() > wire::max_chunks) {
-        throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
-                                " chunks is more than the protocol carries (" +
-                                std::to_string(wire::max_chunks) + ")");
-    }
-    std::size_t fixed = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor);
-    bool remote_table = fixed + sizeof(wire::descriptor) > recv_size_;
-    if (remote_table) {
-        // Too many chunks to describe inline: the list goes in a table the receiver reads.
-        fixed = sizeof(wire::header) + sizeof(wire::descriptor);
-    }
-    bool inline_index = fixed + data.size() <= recv_size_;
-    if (!inline_index && !remote_table) {
-        fixed += sizeof(wire::descriptor);
-    }
-    s->eager.resize(fixed + (inline_index ? data.size() : 0));
-    if (remote_table) {
-        s->table.resize((chunks.size() + (inline_index ? 0 : 1)) * sizeof(wire::descriptor));
-    }
-    std::byte* desc_out = remote_table ? s->table.data() : s->eager.data() + sizeof(wire::header);
-    auto put = [&](wire::descriptor const& d) {
-        std::memcpy(desc_out, &d, sizeof d);
-        desc_out += sizeof d;
-    };
+    wire::header h = parts_.peers.header_of(wire::parcel);
+    h.send_id = s->id;
     try {
-        for (auto const& c : chunks) {
-            wire::descriptor d{};
-            d.type = static_cast<std::uint8_t>(c.type);
-            d.size = c.size;
-            if (c.type != serialization::chunk_type::index && c.size != 0) {
-                // The receiver reads the chunk in place: nothing is copied. Pool memory is
-                // registered already; other memory through the registration cache.
-                std::tie(d.address, d.key) = memory_.remote_access(c.address, c.size, s->leases);
-                s->needs_done = true;
-            }
-            put(d);
-        }
-        if (!inline_index) {
-            wire::descriptor d{};
-            d.type = wire::index_buffer_type;
-            d.size = data.size();
-            std::tie(d.address, d.key) = memory_.remote_access(data.data(), data.size(), s->leases);
-            put(d);
-            s->needs_done = true;
-        }
-        if (remote_table) {
-            wire::descriptor d{};
-            d.type = wire::descriptor_table_type;
-            d.size = s->table.size();
-            std::tie(d.address, d.key) =
-                memory_.remote_access(s->table.data(), s->table.size(), s->leases);
-            std::memcpy(s->eager.data() + sizeof(wire::header), &d, sizeof d);
-            s->needs_done = true;
-        }
+        // Pool memory is registered already; other memory through the registration cache.
+        s->needs_done = write_eager(
+            s->msg, h, recv_size_,
+            [&](void const* p, std::size_t n) { return memory_.remote_access(p, n, s->leases); },
+            s->eager, s->table);
     } catch (...) {
         memory_.release(s->leases);
         throw;
     }
-    wire::header h = parts_.peers.header_of(wire::parcel);
-    h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
-                                        (remote_table ? wire::descriptors_remote : 0));
-    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
-    h.send_id = s->id;
-    h.index_size = data.size();
-    std::memcpy(s->eager.data(), &h, sizeof h);
-    if (inline_index && !data.empty()) {
-        std::memcpy(s->eager.data() + fixed, data.data(), data.size());
-    }
-    parts_.stats.bytes_copied_on_send += inline_index ? data.size() : 0;
+    std::uint8_t flags = std::to_integer<std::uint8_t>(s->eager[offsetof(wire::header, flags)]);
+    parts_.stats.bytes_copied_on_send +=
+        (flags & wire::index_inline) != 0 ? s->msg.data().size() : 0;
 }
 
 bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
@@ -195,11 +137,7 @@ void sender::post_split(send_state* s) {
     std::size_t const n = s->eager.size();
     std::size_t const first = split_part_ - sizeof(wire::header);
     for (std::uint32_t i = 0; i < 2; ++i) {
-        wire::header h = parts_.peers.header_of(wire::fragment);
-        h.send_id = s->id; // unique among this side's sends in flight
-        h.chunk_count = i;
-        h.index_size = n;
-        s->split.headers[i] = h;
+        s->split.headers[i] = split_header(parts_.peers.header_of(wire::fragment), s->id, i, n);
     }
     s->split.posted = 0;
     s->split.left.store(2, std::memory_order_release);

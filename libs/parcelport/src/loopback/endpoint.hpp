@@ -63,6 +63,7 @@ public:
     std::string provider_name() const override { return "loopback"; }
 
     std::uint64_t incarnation() const noexcept { return incarnation_; }
+    std::uint64_t token() const noexcept { return token_.load(std::memory_order_relaxed); }
     /// Through the hub's registry: a parcel for this endpoint, or the completion of a send
     /// this endpoint made.
     void accept(parcel&& p);

@@ -372,6 +372,21 @@ fault_counters loopback_hub::fault_counts() const {
     return state_->rules().counts();
 }
 
+bool loopback_hub::inject(std::uint32_t source, std::uint32_t dest, serialization::message&& m) {
+    if (source >= localities() || dest >= localities()) {
+        throw std::out_of_range("loopback hub: inject from rank " + std::to_string(source) +
+                                " to rank " + std::to_string(dest) + " of a hub of " +
+                                std::to_string(localities()) + " localities");
+    }
+    return state_->with_endpoint(dest, [&](detail::loopback_endpoint& ep) {
+        detail::parcel p;
+        p.source = source;
+        p.token = ep.token();
+        p.msg = std::move(m);
+        ep.accept(std::move(p));
+    });
+}
+
 std::unique_ptr<transport> make_loopback_transport(std::shared_ptr<loopback_hub> hub,
                                                    std::uint32_t rank) {
     if (!hub) {

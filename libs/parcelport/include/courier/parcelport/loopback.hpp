@@ -128,6 +128,14 @@ public:
     /// Removes every rule. Messages already delayed or held keep their fault; counts stay.
     void clear_rules();
     fault_counters fault_counts() const;
+    /// Hands `m` to the endpoint of `dest` as if rank `source` had sent it, with the
+    /// destination's job token, no fault rule and no on_sent: a message from outside the hub
+    /// (the wire fuzzer's parcels, decoded from forged bytes). Delivered like any other, at
+    /// the destination's progress(). Returns false if `dest` has no live endpoint. Throws
+    /// std::out_of_range for a rank not below localities().
+    ///
+    ///     hub->inject(1, 0, courier::serialization::message::from_bytes(bytes));
+    bool inject(std::uint32_t source, std::uint32_t dest, serialization::message&& m);
 
 private:
     explicit loopback_hub(loopback_options const& o);

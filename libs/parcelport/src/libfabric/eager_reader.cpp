@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: BSL-1.0
+// Received eager messages taken apart by kind (eager_reader.hpp).
+#include "eager_reader.hpp"
+
+#include "rendezvous.hpp"
+
+#include <courier/common/log.hpp>
+#include <courier/serialization/error.hpp>
+
+#include <cstring>
+#include <string>
+
+namespace courier::parcelport::fabric {
+
+bool eager_reader::received(recv_op* r, std::size_t len) {
+    std::byte const* p = r->buf.get();
+    if (len >= sizeof(wire::header) &&
+        std::to_integer<std::uint8_t>(p[offsetof(wire::header, kind)]) == wire::fragment) {
+        wire::header h;
+        std::memcpy(&h, p, sizeof h);
+        if (sink_.header_ok(h)) {
+            return joiner_.add(r, h, len); // true: a part 0, held until its message is whole
+        }
+    }
+    handle_message(p, len); // checks the header (and logs a fragment with a bad one)
+    return false;
+}
+
+void eager_reader::handle_message(std::byte const* p, std::size_t len) {
+    wire::header h;
+    bool ok = len >= sizeof h;
+    if (ok) {
+        std::memcpy(&h, p, sizeof h);
+        ok = sink_.header_ok(h);
+    }
+    if (!ok) {
+        logging::error("dropped a message with a bad header or job token ({} bytes)", len);
+    } else if (h.kind == wire::done) {
+        sink_.done(h);
+    } else if (h.kind == wire::parcel) {
+        handle_parcel(h, p, len);
+    } else if (h.kind == wire::batch) {
+        handle_batch(h, p, len);
+    } else {
+        logging::error("dropped a message of unknown kind {} from locality {}",
+                       static_cast<unsigned>(h.kind), h.source);
+    }
+}
+
+void eager_reader::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len) {
+    try {
+        std::size_t rma = rendezvous_bytes(h, p, len);
+        bool eager_only = (h.flags & wire::index_inline) != 0 &&
+                          (h.flags & wire::descriptors_remote) == 0 && rma == 0;
+        if (eager_only) {
+            deliver_eager(h, p, len);
+        } else {
+            sink_.rendezvous_parcel(h, p, len, rma);
+        }
+    } catch (std::exception const& e) {
+        logging::error("dropped a malformed parcel from locality {}: {}", h.source, e.what());
+    }
+}
+
+void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std::size_t len) {
+    std::size_t fixed = sizeof h + std::size_t{h.chunk_count} * sizeof(wire::descriptor);
+    if (h.chunk_count > recv_size_ || fixed > len || h.index_size > len - fixed) {
+        throw serialization::serialization_error("eager message sizes are inconsistent");
+    }
+    auto chunks = serialization::message::chunk_list();
+    chunks.reserve(h.chunk_count);
+    std::size_t offset = 0;
+    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+        wire::descriptor d;
+        std::memcpy(&d, p + sizeof h + i * sizeof d, sizeof d);
+        if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+            chunks.push_back({serialization::chunk_type::index, d.size, offset, nullptr, 0});
+            offset += d.size;
+        } else if (d.size == 0 &&
+                   (d.type == static_cast<std::uint8_t>(serialization::chunk_type::pointer) ||
+                    d.type == static_cast<std::uint8_t>(serialization::chunk_type::rma))) {
+            chunks.push_back({static_cast<serialization::chunk_type>(d.type), 0, 0, nullptr, 0});
+        } else {
+            throw serialization::serialization_error(
+                "bad chunk descriptor (type " + std::to_string(d.type) + ", " +
+                std::to_string(d.size) + " bytes) in an eager-only parcel");
+        }
+    }
+    if (offset != h.index_size) {
+        throw serialization::serialization_error("index chunks do not add up to the index size");
+    }
+    sink_.eager_parcel(
+        h.source, serialization::message::from_parts({p + fixed, h.index_size}, std::move(chunks)));
+}
+
+void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
+    if (h.index_size != len - sizeof h) {
+        logging::error("dropped a coalesced message from locality {}: it announces {} bytes of "
+                       "parcels and carries {}",
+                       h.source, h.index_size, len - sizeof h);
+        return;
+    }
+    std::size_t at = sizeof h;
+    std::uint32_t n = 0;
+    while (at < len) {
+        std::uint32_t rl = 0, zero = 0;
+        if (len - at < wire::record_prefix) {
+            break;
+        }
+        std::memcpy(&rl, p + at, sizeof rl);
+        std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
+        at += wire::record_prefix;
+        if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
+            logging::error(
+                "dropped the rest of a coalesced message from locality {}: a record of {} "
+                "bytes where {} remain",
+                h.source, rl, len - at);
+            return;
+        }
+        wire::header ih;
+        std::memcpy(&ih, p + at, sizeof ih);
+        if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+            logging::error("dropped parcel {} of a coalesced message from locality {}: bad header",
+                           n, h.source);
+        } else {
+            handle_parcel(ih, p + at, rl);
+        }
+        at += wire::record_size(rl) - wire::record_prefix;
+        ++n;
+    }
+    if (n != h.chunk_count || at != len) {
+        logging::error("a coalesced message from locality {} announced {} parcels and held {}",
+                       h.source, h.chunk_count, n);
+    }
+}
+
+} // namespace courier::parcelport::fabric
