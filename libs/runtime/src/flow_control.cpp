@@ -3,6 +3,7 @@
 #include "flow_control.hpp"
 
 #include "locality_state.hpp"
+#include "log.hpp"
 #include "options.hpp"
 #include "scheduler.hpp"
 
@@ -151,13 +152,32 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) 
     send_credit(source, p, b);
 }
 
+namespace {
+/// Takes `n` from `c`, never below 0: credits for more than was taken (a confused or forged
+/// peer) must not let this side send past its window. Returns the excess.
+std::int64_t give_back(std::atomic<std::int64_t>& c, std::int64_t n) noexcept {
+    std::int64_t v = c.load(std::memory_order_relaxed);
+    while (!c.compare_exchange_weak(v, v - std::min(v, n), std::memory_order_acq_rel)) {
+    }
+    return n - std::min(v, n);
+}
+} // namespace
+
 void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
     flow_state& f = st.flow;
     if (f.window_parcels == 0 || dest >= f.out.size()) {
         return;
     }
-    f.out[dest].parcels.fetch_sub(parcels, std::memory_order_acq_rel);
-    f.out[dest].bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+    if (parcels < 0 || bytes < 0) {
+        log(log_level::error, "dropped a credit from locality {} for {} parcels and {} bytes", dest,
+            parcels, bytes);
+        return;
+    }
+    auto extra_parcels = give_back(f.out[dest].parcels, parcels);
+    auto extra_bytes = give_back(f.out[dest].bytes, bytes);
+    if (extra_parcels != 0 || extra_bytes != 0) {
+        f.excess_credits.fetch_add(1, std::memory_order_relaxed);
+    }
     wake_waiters(f);
 }
 

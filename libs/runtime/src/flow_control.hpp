@@ -48,6 +48,7 @@ struct flow_state {
     std::atomic<std::uint64_t> overdrafts{0};   // sends over the window (could not wait)
     std::atomic<std::uint64_t> credits_sent{0}; // credit parcels sent
     std::atomic<std::uint64_t> credits_received{0};
+    std::atomic<std::uint64_t> excess_credits{0}; // credits for more than was in flight
 };
 
 /// Sizes the window from the options (throws config_error for bad values) for `localities`.

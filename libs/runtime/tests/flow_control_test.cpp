@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSL-1.0
+// Flow control's window arithmetic (src/flow_control.hpp), on a locality state of its own: the
+// window from the options, what fits, credits that give back more than was taken or less
+// than nothing. The end-to-end behaviour (waiting, credits over the wire, a peer that dies)
+// is tested across processes in tests/distributed (flow.*).
+#include "../src/flow_control.hpp"
+#include "../src/locality_state.hpp"
+#include "../src/options.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace cd = courier::detail;
+
+namespace {
+
+cd::config options(std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    return cd::parse_config(static_cast<int>(argv.size()), argv.data());
+}
+
+/// A state for `localities` with the flow options `args`.
+struct flow_fixture {
+    cd::locality_state st;
+    flow_fixture(std::uint32_t localities, std::vector<std::string> args) {
+        st.size = localities;
+        st.dead = std::vector<std::atomic<bool>>(localities);
+        cd::flow_configure(st.flow, options(std::move(args)), localities);
+    }
+    std::int64_t parcels(std::uint32_t dest) { return st.flow.out[dest].parcels.load(); }
+    std::int64_t bytes(std::uint32_t dest) { return st.flow.out[dest].bytes.load(); }
+};
+
+} // namespace
+
+TEST(flow_control, window_is_the_per_destination_limit_or_the_total_shared_out) {
+    flow_fixture two(2, {});
+    EXPECT_EQ(two.st.flow.window_parcels, 1024);
+    EXPECT_EQ(two.st.flow.window_bytes, 8 << 20);
+    flow_fixture many(1001, {"--courier:total_parcels_in_flight=10000",
+                             "--courier:total_bytes_in_flight=100000000"});
+    EXPECT_EQ(many.st.flow.window_parcels, 16);   // 10 a peer, at least 16
+    EXPECT_EQ(many.st.flow.window_bytes, 100000); // the total shared among 1000 peers
+    flow_fixture off(2, {"--courier:parcels_in_flight=0"});
+    EXPECT_EQ(off.st.flow.window_parcels, 0);
+    EXPECT_THROW(flow_fixture(2, {"--courier:bytes_in_flight=-1"}), cd::config_error);
+    EXPECT_THROW(flow_fixture(2, {"--courier:parcels_in_flight=many"}), cd::config_error);
+}
+
+TEST(flow_control, credits_give_back_what_was_taken) {
+    flow_fixture f(3, {"--courier:parcels_in_flight=4", "--courier:bytes_in_flight=1000"});
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_TRUE(cd::flow_acquire(f.st, 1, 10));
+    }
+    EXPECT_EQ(f.parcels(1), 4);
+    EXPECT_EQ(f.bytes(1), 40);
+    EXPECT_EQ(f.parcels(2), 0); // windows are per destination
+    cd::flow_credit(f.st, 1, 3, 30);
+    EXPECT_EQ(f.parcels(1), 1);
+    EXPECT_EQ(f.bytes(1), 10);
+}
+
+TEST(flow_control, a_parcel_larger_than_the_window_goes_while_less_than_half_is_in_use) {
+    flow_fixture f(2, {"--courier:parcels_in_flight=100", "--courier:bytes_in_flight=1000"});
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 5000)); // nothing in use: it goes
+    EXPECT_EQ(f.bytes(1), 5000);
+    cd::flow_credit(f.st, 1, 1, 5000);
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 400));
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 5000)); // 400 < 500 in use: it goes
+    EXPECT_EQ(f.bytes(1), 5400);
+}
+
+TEST(flow_control, excess_or_negative_credits_never_open_the_window_wider) {
+    flow_fixture f(2, {"--courier:parcels_in_flight=2", "--courier:bytes_in_flight=1000"});
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 10));
+    cd::flow_credit(f.st, 1, 50, 5000); // a confused or forged peer
+    EXPECT_EQ(f.parcels(1), 0);
+    EXPECT_EQ(f.bytes(1), 0);
+    EXPECT_EQ(f.st.flow.excess_credits.load(), 1u);
+    cd::flow_credit(f.st, 1, -7, -100); // dropped
+    EXPECT_EQ(f.parcels(1), 0);
+    EXPECT_EQ(f.bytes(1), 0);
+    // Still a window of 2: a third parcel would wait (a failed destination ends the wait).
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 10));
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 10));
+    f.st.dead[1].store(true);
+    EXPECT_FALSE(cd::flow_acquire(f.st, 1, 10));
+}
