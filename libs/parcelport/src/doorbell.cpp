@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "doorbell.hpp"
+#include "shm_files.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -76,6 +77,7 @@ doorbell::doorbell(std::string const& name) : name_(name), shm_path_("/" + name 
         errno = e;
         fail("socket");
     }
+    own_shared_memory_file(name_ + "-bell");
 }
 
 doorbell::~doorbell() {
@@ -86,6 +88,7 @@ doorbell::~doorbell() {
     }
     ::close(fd_);
     ::munmap(own_, page_bytes);
+    forget_shared_memory_file(name_ + "-bell");
     ::shm_unlink(shm_path_.c_str());
 }
 

@@ -15,7 +15,9 @@
 //
 // Thread safety: arm/disarm/ring may run on any thread. Names: "/NAME-bell" in /dev/shm (NAME
 // is the endpoint's shm name, so courier-run's cleanup of a killed job's names covers it) and
-// "@courier-bell-NAME" for the socket.
+// "@courier-bell-NAME" for the socket. The destructor removes the shared object; a process
+// ended by a signal or by remove_shared_memory_files() and std::_Exit removes it too
+// (shm_files.hpp).
 #pragma once
 
 #include <sys/socket.h>

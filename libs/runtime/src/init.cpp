@@ -39,8 +39,9 @@ std::atomic<bool> g_distributed{false};
 // exit() while the runtime runs (an action or courier_main calling std::exit): the static
 // destructors would run under the workers, the launcher's monitor and the liveness thread, and
 // destroy what they use (a condition variable one of them waits on: the exit never ended). The
-// process ends at once instead, with exit()'s status; courier-run and the peers take this for
-// the locality's failure (it never finished the job).
+// process ends at once instead, with exit()'s status, after removing its shared-memory files
+// (no destructor closes its transport); courier-run and the peers take this for the
+// locality's failure (it never finished the job).
 void end_at_exit(int status, void*) {
     if (!g_running.load()) {
         return;
@@ -51,6 +52,7 @@ void end_at_exit(int status, void*) {
                     "locality ends at once, without its part of the job's shutdown",
                     status, get_locality_id());
     }
+    parcelport::remove_shared_memory_files(); // no destructor will
     std::fflush(nullptr);
     std::_Exit(status);
 }

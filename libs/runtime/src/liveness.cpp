@@ -47,7 +47,7 @@ void beat(locality_state& st, std::uint32_t r) {
     }
 }
 
-// What a killed locality (or this one, ending at once) leaves in /dev/shm.
+// What a killed locality leaves in /dev/shm.
 void remove_shared_memory_of(std::string const& name) {
     std::error_code ec;
     std::filesystem::remove("/dev/shm/" + name, ec);
@@ -57,8 +57,9 @@ void remove_shared_memory_of(std::string const& name) {
 } // namespace
 
 [[noreturn]] void end_now(locality_state& st) {
+    parcelport::remove_shared_memory_files();
     for (std::uint32_t r = 0; r < st.size && !st.job_id.empty(); ++r) {
-        if (r == st.rank || st.dead[r].load()) {
+        if (r != st.rank && st.dead[r].load()) {
             remove_shared_memory_of(shm_name(st.job_id, r));
         }
     }

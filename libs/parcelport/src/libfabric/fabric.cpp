@@ -2,6 +2,8 @@
 // Opening the libfabric objects (fabric.hpp), error conversion and the failure-injection seam.
 #include "fabric.hpp"
 
+#include "../shm_files.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -110,6 +112,18 @@ void endpoint::enable(bool wait_fd, std::string const& shm_name) {
     }
     opening_step("fi_enable");
     check("fi_enable", fi_enable(ep_.get()));
+    if (shm()) {
+        shm_name_ = shm_name;
+        detail::own_shared_memory_file(shm_name_);
+    }
+}
+
+void endpoint::close_endpoint() noexcept {
+    ep_.reset(); // shm removes its region
+    if (!shm_name_.empty()) {
+        detail::forget_shared_memory_file(shm_name_);
+        shm_name_.clear();
+    }
 }
 
 std::vector<std::byte> endpoint::name() const {

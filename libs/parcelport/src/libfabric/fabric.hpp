@@ -92,11 +92,14 @@ public:
     /// Picks the provider (FI_EP_RDM with FI_MSG and FI_RMA) and opens fabric, domain and
     /// address vector. `max_message`: the largest eager message (rxm's eager limit follows).
     endpoint(transport_options const& o, std::size_t max_message);
+    ~endpoint() { close_endpoint(); }
+    endpoint(endpoint const&) = delete;
+    endpoint& operator=(endpoint const&) = delete;
     /// Opens the completion queue (with a wait fd if `wait_fd` and the provider has one) and the
     /// endpoint, named `shm_name` on shm, and enables it.
     void enable(bool wait_fd, std::string const& shm_name);
     /// Closes the endpoint first, so that no operation runs while its buffers are freed.
-    void close_endpoint() noexcept { ep_.reset(); }
+    void close_endpoint() noexcept;
 
     fid_ep* ep() const noexcept { return ep_.get(); }
     fid_cq* cq() const noexcept { return cq_.get(); }
@@ -124,6 +127,7 @@ private:
     fid_owner<fid_av> av_;
     fid_owner<fid_cq> cq_;
     fid_owner<fid_ep> ep_;
+    std::string shm_name_; // /dev/shm/NAME of the enabled shm endpoint (shm_files.hpp)
     int wait_fd_ = -1;
     bool mr_local_ = false, mr_virt_ = false, mr_prov_key_ = false;
     std::atomic<std::uint64_t> next_key_{1};

@@ -237,4 +237,11 @@ std::string network_interface_toward(std::string const& address);
 /// provider's message, when the fabric cannot be opened; nothing is left open then.
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o);
 
+/// Removes the files in /dev/shm of every transport this process has open (shm endpoints'
+/// regions, doorbells): for a process about to end without closing them (std::_Exit). Peers
+/// that mapped them keep their mappings; no new peer can open them. Async-signal-safe. The
+/// signals that end a process by default (SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGABRT,
+/// SIGBUS, SIGSEGV) call it once a transport is open, then the handler installed before.
+void remove_shared_memory_files() noexcept;
+
 } // namespace courier::parcelport
