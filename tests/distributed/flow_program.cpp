@@ -19,6 +19,7 @@
 //   PATTERNS: which of the four (digits 0-3: calls, posts, ordered posts, fan-outs; default all).
 #include <courier/courier.hpp>
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -177,12 +178,18 @@ double current_rss_mib() {
            (1024.0 * 1024.0);
 }
 
+/// Bytes malloc holds for the program (every arena), in MiB: RSS growth with this flat is the
+/// heap's fragmentation or memory outside malloc; with this growing, live objects pile up.
+double heap_in_use_mib() {
+    return static_cast<double>(mallinfo2().uordblks) / (1024.0 * 1024.0);
+}
+
 struct drive_report {
     std::uint64_t calls = 0, wrong = 0, posts_sent = 0;
-    double rss_early = 0, rss_end = 0;
+    double rss_early = 0, rss_end = 0, heap_early = 0, heap_end = 0;
     template <class A>
     void serialize(A& ar) {
-        ar& calls& wrong& posts_sent& rss_early& rss_end;
+        ar& calls& wrong& posts_sent& rss_early& rss_end& heap_early& heap_end;
     }
 };
 drive_report drive(double seconds, double early, std::string const& patterns);
@@ -213,6 +220,7 @@ drive_report drive(double seconds, double early, std::string const& patterns) {
     for (std::uint64_t round = 0; elapsed() < seconds; ++round) {
         if (r.rss_early == 0 && elapsed() >= early) {
             r.rss_early = current_rss_mib();
+            r.heap_early = heap_in_use_mib();
         }
         auto const& peer = peers[round % peers.size()];
         if (patterns.find(static_cast<char>('0' + round % 4)) == std::string::npos) {
@@ -258,8 +266,10 @@ drive_report drive(double seconds, double early, std::string const& patterns) {
     }
     if (r.rss_early == 0) {
         r.rss_early = current_rss_mib();
+        r.heap_early = heap_in_use_mib();
     }
     r.rss_end = current_rss_mib();
+    r.heap_end = heap_in_use_mib();
     return r;
 }
 
@@ -282,9 +292,9 @@ void scenario_soak(double seconds, std::string const& patterns) {
         double growth = (r.rss_end - r.rss_early) / r.rss_early;
         worst_growth = std::max(worst_growth, growth);
         std::printf("soak: locality %zu: %llu calls, RSS %.1f MiB at %.0f s, %.1f MiB at the end "
-                    "(%+.1f %%)\n",
+                    "(%+.1f %%); heap in use %.1f MiB, then %.1f MiB\n",
                     k, static_cast<unsigned long long>(r.calls), r.rss_early, seconds * 0.2,
-                    r.rss_end, growth * 100);
+                    r.rss_end, growth * 100, r.heap_early, r.heap_end);
     }
     // Posts are not ordered with the calls above: wait until the last have run.
     long arrived = 0, seq_wrong = 0;
