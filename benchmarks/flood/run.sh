@@ -7,7 +7,7 @@
 # shows. Prints one line per run and a table: peak RSS of both sides, the receiver's rate, and
 # the bounded run's rate over the unbounded run's best phase (the same size, 1 M).
 # usage: run.sh [--rounds=N] [--provider=shm|tcp] [--counts=1000000,10000000]
-#               [--sizes=1024,8] [--build=DIR] [--out=FILE.csv]
+#               [--sizes=1024,8] [--build=DIR] [--out=FILE.csv (default results/flood_PROVIDER.csv)]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build="$here/../../build"
@@ -15,7 +15,7 @@ rounds=2
 provider=shm
 counts=1000000,10000000
 sizes=1024,8
-out="$here/results/flood.csv"
+out=""
 for a in "$@"; do
     case "$a" in
         --rounds=*) rounds=${a#--rounds=} ;;
@@ -27,6 +27,7 @@ for a in "$@"; do
         *) sed -n '3,10p' "$0" >&2; exit 2 ;;
     esac
 done
+[ -n "$out" ] || out="$here/results/flood_$provider.csv"
 mkdir -p "$(dirname "$out")"
 echo "round,provider,flow,mode,size,count,seconds,rate,best_phase_rate,worst_phase_rate,sender_rss_mib,receiver_rss_mib,waits" > "$out"
 one() { # round label args...
