@@ -2,6 +2,8 @@
 // Multi-locality tests, run by ctest through courier-run over the real provider:
 //   courier-run -n N distributed_program SCENARIO
 // Each scenario checks itself on locality 0 and returns non-zero on the first failure.
+#include "check.hpp"
+
 #include <courier/courier.hpp>
 
 #include <sys/mman.h>
@@ -25,14 +27,7 @@
 
 namespace {
 
-int failures = 0;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                            \
-        }                                                                                          \
-    } while (0)
+using courier_test::failures;
 
 struct particle {
     std::array<double, 3> pos{};
@@ -593,39 +588,42 @@ void scenario_components() {
     component_lifetimes();
 }
 
-void scenario_killed() {
-    // Locality 1 dies in the middle of the job: a future waiting on it fails with
-    // network_error (not a hang), and courier-run stops the job with a non-zero status.
+/// Calls locality 1 one after another (a fault was just posted to it) until a call fails with
+/// network_error: prints "NAME: network_error after S s[EXTRA]: WHAT" and returns S, or -1 if
+/// `calls` calls all succeeded.
+double calls_until_network_error(char const* name, int calls, std::string const& extra = "") {
     auto t0 = std::chrono::steady_clock::now();
-    courier::post<die_action>(courier::find_all_localities()[1]);
     try {
-        for (int i = 0; i < 1000000; ++i) {
+        for (int i = 0; i < calls; ++i) {
             courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
         }
     } catch (courier::network_error const& e) {
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("killed: network_error after %.2f s: %s\n", s, e.what());
+        std::printf("%s: network_error after %.2f s%s: %s\n", name, s, extra.c_str(), e.what());
         std::fflush(stdout);
+        return s;
     }
+    return -1;
+}
+
+void scenario_killed() {
+    // Locality 1 dies in the middle of the job: a future waiting on it fails with
+    // network_error (not a hang), and courier-run stops the job with a non-zero status.
+    courier::post<die_action>(courier::find_all_localities()[1]);
+    calls_until_network_error("killed", 1000000);
 }
 
 void scenario_stopped() {
     // Locality 1 stops (SIGSTOP) in the middle of the job, with no launcher to report it:
     // every peer's liveness check declares it failed within --courier:peer_timeout, a future
     // waiting on it fails with network_error, and (on_peer_failure=exit) the job ends non-zero.
-    auto t0 = std::chrono::steady_clock::now();
     courier::post<stop_self_action>(courier::find_all_localities()[1]);
-    try {
-        for (int i = 0; i < 100000000; ++i) {
-            courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
-        }
-    } catch (courier::network_error const& e) {
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        double limit = std::stod(courier::get_config_entry("peer_timeout").value_or("5"));
-        std::printf("stopped: network_error after %.2f s (peer_timeout %.1f s): %s\n", s, limit,
-                    e.what());
+    double limit = std::stod(courier::get_config_entry("peer_timeout").value_or("5"));
+    char extra[64];
+    std::snprintf(extra, sizeof extra, " (peer_timeout %.1f s)", limit);
+    double s = calls_until_network_error("stopped", 100000000, extra);
+    if (s >= 0) {
         CHECK(s <= limit + 0.5); // detected within peer_timeout
-        std::fflush(stdout);
     }
 }
 
@@ -635,18 +633,9 @@ void scenario_exit_early() {
     // Locality 1 ends itself (exit status 0) in the middle of the job: courier-run must see a
     // locality that left without finishing, fail the job and tell locality 0 at once, whose
     // future then fails with network_error (the test's peer_timeout is far longer).
-    auto t0 = std::chrono::steady_clock::now();
     courier::post<leave_now_action>(courier::find_all_localities()[1],
                                     g_scenario_arg == "exit" ? 1 : 0);
-    try {
-        for (int i = 0; i < 100000000; ++i) {
-            courier::async<hello_action>(courier::find_all_localities()[1], std::string("x")).get();
-        }
-    } catch (courier::network_error const& e) {
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("exit_early: network_error after %.2f s: %s\n", s, e.what());
-        std::fflush(stdout);
-    }
+    calls_until_network_error("exit_early", 100000000);
 }
 
 void scenario_posted_throw() {

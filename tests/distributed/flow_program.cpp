@@ -17,6 +17,8 @@
 //   posts and fan-outs for SECONDS (default 10); nothing lost or wrong, and (in runs of 5
 //   minutes or more) each locality's RSS at the end within 5 % of its RSS at 20 % of the run.
 //   PATTERNS: which of the four (digits 0-3: calls, posts, ordered posts, fan-outs; default all).
+#include "check.hpp"
+
 #include <courier/courier.hpp>
 
 #include <malloc.h>
@@ -35,14 +37,7 @@
 
 namespace {
 
-int failures = 0;
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                            \
-        }                                                                                          \
-    } while (0)
+using courier_test::failures;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr char const* rss_unchecked = "a sanitizer's shadow memory and quarantine";
@@ -410,6 +405,8 @@ void scenario_busy_receiver(bool die) {
         double s = std::chrono::duration<double>(clock_type::now() - t0).count();
         std::printf("receiver_dies: network_error after %.2f s: %s\n", s, e.what());
         CHECK(die);
+        // Calls were waiting for the window when the receiver died: they woke and failed.
+        CHECK(courier::get_flow_statistics().waits > 0);
     }
 }
 

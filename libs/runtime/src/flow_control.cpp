@@ -8,6 +8,7 @@
 #include "scheduler.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 namespace courier::detail {
 
@@ -55,10 +56,6 @@ void wake_waiters(flow_state& f) noexcept {
     waiter_list::notify_chain(chain);
 }
 
-bool dead(locality_state const& st, std::uint32_t rank) noexcept {
-    return rank < st.dead.size() && st.dead[rank].load(std::memory_order_acquire);
-}
-
 } // namespace
 
 progress_scope::progress_scope() noexcept {
@@ -68,26 +65,28 @@ progress_scope::~progress_scope() {
     --progress_depth();
 }
 
-void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities) {
+std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
+                                                       std::uint32_t localities) {
     constexpr long long max = 1LL << 40;
     auto parcels = cfg.get_int("parcels_in_flight", 0, max);
     auto bytes = cfg.get_int("bytes_in_flight", 0, max);
     auto total_parcels = cfg.get_int("total_parcels_in_flight", 0, max);
     auto total_bytes = cfg.get_int("total_bytes_in_flight", 0, max);
     if (parcels == 0 || bytes == 0) {
-        f.window_parcels = 0;
-        f.window_bytes = 0;
-    } else {
-        long long peers = std::max<long long>(1, static_cast<long long>(localities) - 1);
-        if (total_parcels != 0) {
-            parcels = std::min(parcels, std::max(16LL, total_parcels / peers));
-        }
-        if (total_bytes != 0) {
-            bytes = std::min(bytes, std::max(65536LL, total_bytes / peers));
-        }
-        f.window_parcels = parcels;
-        f.window_bytes = bytes;
+        return {0, 0};
     }
+    long long peers = std::max<long long>(1, static_cast<long long>(localities) - 1);
+    if (total_parcels != 0) {
+        parcels = std::min(parcels, std::max(16LL, total_parcels / peers));
+    }
+    if (total_bytes != 0) {
+        bytes = std::min(bytes, std::max(65536LL, total_bytes / peers));
+    }
+    return {parcels, bytes};
+}
+
+void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities) {
+    std::tie(f.window_parcels, f.window_bytes) = flow_window_from(cfg, localities);
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
 }
@@ -109,7 +108,7 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
     }
     f.waits.fetch_add(1, std::memory_order_relaxed);
     for (;;) {
-        if (dead(st, dest)) {
+        if (has_failed(st, dest)) {
             return false;
         }
         parked_waiter w;
@@ -119,7 +118,7 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
             f.guard.unlock();
             return true;
         }
-        if (dead(st, dest)) {
+        if (has_failed(st, dest)) {
             f.guard.unlock();
             return false;
         }
@@ -145,7 +144,7 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) 
     }
     p = c.parcels.exchange(0, std::memory_order_acq_rel);
     b = c.bytes.exchange(0, std::memory_order_acq_rel);
-    if ((p == 0 && b == 0) || dead(st, source)) {
+    if ((p == 0 && b == 0) || has_failed(st, source)) {
         return; // another task's flush took them
     }
     f.credits_sent.fetch_add(1, std::memory_order_relaxed);

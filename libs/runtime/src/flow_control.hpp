@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace courier::detail {
@@ -51,7 +52,10 @@ struct flow_state {
     std::atomic<std::uint64_t> excess_credits{0}; // credits for more than was in flight
 };
 
-/// Sizes the window from the options (throws config_error for bad values) for `localities`.
+/// The window of a pair (parcels, bytes; 0 parcels: no flow control) the options give in a
+/// job of `localities`; throws config_error for bad values (init checks them in every run).
+std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg, std::uint32_t localities);
+/// Sizes `f` for `localities` with flow_window_from().
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities);
 
 /// Takes a parcel of `bytes` from `dest`'s window, waiting while it does not fit. False (nothing

@@ -2,6 +2,7 @@
 // init / finalize: options, the scheduler's lifetime, the main task, quiescence at shutdown.
 #include "bootstrap.hpp"
 #include "distributed.hpp"
+#include "flow_control.hpp"
 #include "log.hpp"
 #include "options.hpp"
 #include "scheduler.hpp"
@@ -189,6 +190,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         bool exit_on_failure = true;
         liveness_options_from(cfg, peer_timeout, exit_on_failure);
         (void)cfg.get_choice("posted_errors", {"fail", "log"});
+        (void)flow_window_from(cfg, 1);
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));

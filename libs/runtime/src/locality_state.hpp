@@ -194,6 +194,10 @@ void peer_failed(std::uint32_t rank);
 inline std::string shm_name(std::string const& job_id, std::uint32_t rank) {
     return "courier-" + job_id + "-" + std::to_string(rank);
 }
+/// Whether locality `rank` was reported or declared failed.
+inline bool has_failed(locality_state const& st, std::uint32_t rank) noexcept {
+    return rank < st.dead.size() && st.dead[rank].load(std::memory_order_acquire);
+}
 /// Something arrived from `source`: it is alive.
 inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
     if (source < st.live.heard.size()) {

@@ -351,7 +351,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                                 std::to_string(st.size) + " localities)");
     }
     bool control = is_control(action_id);
-    auto dead = [&] { return dest < st.dead.size() && st.dead[dest].load(); };
+    auto dead = [&] { return has_failed(st, dest); };
     auto fail_dead = [&](completion& done) {
         if (done) {
             done(nullptr, std::make_exception_ptr(network_error(

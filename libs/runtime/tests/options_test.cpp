@@ -73,14 +73,28 @@ TEST(options, environment_fallback_and_command_line_precedence) {
 }
 
 TEST(options, bad_values_are_rejected) {
-    for (auto bad :
-         {"--courier:threads=0", "--courier:threads=two", "--courier:bind=maybe",
-          "--courier:log=loud", "--courier:stack_size=100", "--courier:tcp_doorbell=maybe",
-          "--courier:rma_numa=far", "--courier:shm_split=2", "--courier:shm_doorbell=yes",
-          "--courier:read_budget=-1", "--courier:read_piece=x", "--courier:coalesce=3",
-          "--courier:eager_threshold=10", "--courier:registration_cache=-5",
-          "--courier:peer_timeout=soon", "--courier:peer_timeout=-1",
-          "--courier:on_peer_failure=abort"}) {
+    for (auto bad : {"--courier:threads=0",
+                     "--courier:threads=two",
+                     "--courier:bind=maybe",
+                     "--courier:log=loud",
+                     "--courier:stack_size=100",
+                     "--courier:tcp_doorbell=maybe",
+                     "--courier:rma_numa=far",
+                     "--courier:shm_split=2",
+                     "--courier:shm_doorbell=yes",
+                     "--courier:read_budget=-1",
+                     "--courier:read_piece=x",
+                     "--courier:coalesce=3",
+                     "--courier:eager_threshold=10",
+                     "--courier:registration_cache=-5",
+                     "--courier:peer_timeout=soon",
+                     "--courier:peer_timeout=-1",
+                     "--courier:on_peer_failure=abort",
+                     "--courier:posted_errors=ignore",
+                     "--courier:parcels_in_flight=many",
+                     "--courier:bytes_in_flight=-1",
+                     "--courier:total_parcels_in_flight=x",
+                     "--courier:total_bytes_in_flight=-2"}) {
         testing::internal::CaptureStderr();
         EXPECT_EQ(init_with({bad}), 1) << bad;
         std::string err = testing::internal::GetCapturedStderr();
