@@ -27,6 +27,7 @@ extern "C" {
 void __sanitizer_start_switch_fiber(void** fake_stack_save, void const* bottom, std::size_t size);
 void __sanitizer_finish_switch_fiber(void* fake_stack_save, void const** bottom_old,
                                      std::size_t* size_old);
+void __asan_unpoison_memory_region(void const volatile* addr, std::size_t size);
 }
 #endif
 
@@ -73,9 +74,17 @@ inline void start_switch(void** save, void const* bottom, std::size_t size) noex
 inline void finish_switch(void* save) noexcept {
     __sanitizer_finish_switch_fiber(save, nullptr, nullptr);
 }
+/// Clears stale redzones of frames that never returned (a Courier thread's last frames, a
+/// signal handler that did not return) before the memory is unmapped or handed out again. The
+/// shadow outlives munmap: without this, whatever is mapped at that address next (a libfabric
+/// or PMIx region) reads as a "stack-buffer-overflow".
+inline void forget_stack(void const* base, std::size_t size) noexcept {
+    __asan_unpoison_memory_region(base, size);
+}
 #else
 inline void start_switch(void**, void const*, std::size_t) noexcept {}
 inline void finish_switch(void*) noexcept {}
+inline void forget_stack(void const*, std::size_t) noexcept {}
 #endif
 
 } // namespace courier::detail::sanitizer

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "stack_pool.hpp"
 
+#include "sanitizer_fibers.hpp"
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -50,6 +52,10 @@ stack_pool::stack_pool(std::size_t usable_size)
 
 stack_pool::~stack_pool() {
     for (auto [p, n] : slabs_) {
+        // Only the usable parts: the guard pages cannot be touched (nor were they poisoned).
+        for (std::size_t off = 0; off < n; off += total_size()) {
+            sanitizer::forget_stack(static_cast<char*>(p) + off + guard_, usable_);
+        }
         ::munmap(p, n);
     }
 }
@@ -111,6 +117,7 @@ void stack_pool::give(void* base, std::vector<void*>* cache) noexcept {
         }
     }
     // Beyond the per-worker cache: keep the mapping (and its guard), return the pages.
+    sanitizer::forget_stack(static_cast<char*>(base) + guard_, usable_);
     ::madvise(static_cast<char*>(base) + guard_, usable_, MADV_DONTNEED);
     std::lock_guard g(mutex_);
     try {
@@ -169,6 +176,7 @@ void disable_alt_signal_stack() {
     stack_t ss{};
     ss.ss_flags = SS_DISABLE;
     ::sigaltstack(&ss, nullptr);
+    sanitizer::forget_stack(tl_alt_stack, alt_stack_size);
     ::munmap(tl_alt_stack, alt_stack_size);
     tl_alt_stack = nullptr;
 }
