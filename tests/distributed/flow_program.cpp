@@ -466,10 +466,9 @@ int courier_main(int argc, char** argv) {
         std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
         return courier::finalize(), 2;
     }
-    std::printf("%s: %s\n", scenario.c_str(), failures == 0 ? "ok" : "FAILED");
-    std::fflush(stdout);
+    int status = courier_test::verdict(scenario.c_str());
     courier::finalize();
-    return failures == 0 ? 0 : 1;
+    return status;
 }
 
 } // namespace

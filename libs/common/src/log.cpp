@@ -13,7 +13,15 @@ namespace {
 std::atomic<level> g_level{level::warn};
 std::atomic<prefix_provider> g_prefix{nullptr};
 std::mutex g_write;
+std::atomic<bool> g_rate_limits{true};
 } // namespace
+
+bool rate_limits_enabled() noexcept {
+    return g_rate_limits.load(std::memory_order_relaxed);
+}
+void enable_rate_limits(bool on) noexcept {
+    g_rate_limits.store(on, std::memory_order_relaxed);
+}
 
 level current_level() noexcept {
     return g_level.load(std::memory_order_relaxed);
@@ -55,6 +63,27 @@ void write(level l, std::string_view message) noexcept {
         std::fflush(stderr);
     } catch (...) {
     }
+}
+
+rate_limit::verdict rate_limit::admit(std::chrono::steady_clock::time_point now) noexcept {
+    if (!rate_limits_enabled()) {
+        return {true, false, 0};
+    }
+    std::lock_guard g(mutex_);
+    verdict v;
+    if (written_ == 0 || now - start_ >= period_) {
+        start_ = now;
+        written_ = 0;
+    }
+    if (written_ < burst_) {
+        ++written_;
+        v.write = true;
+        v.last = written_ == burst_;
+        v.suppressed = std::exchange(suppressed_, 0);
+    } else {
+        ++suppressed_;
+    }
+    return v;
 }
 
 } // namespace courier::logging

@@ -168,8 +168,10 @@ void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, s
         return;
     }
     if (parcels < 0 || bytes < 0) {
-        log(log_level::error, "dropped a credit from locality {} for {} parcels and {} bytes", dest,
-            parcels, bytes);
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "dropped a credit from locality {} for {} parcels and {} bytes",
+                               dest, parcels, bytes);
         return;
     }
     auto extra_parcels = give_back(f.out[dest].parcels, parcels);

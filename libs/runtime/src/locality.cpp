@@ -140,6 +140,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.live.heard = std::vector<std::atomic<std::uint32_t>>(st.size);
     st.live.departed = std::vector<std::atomic<bool>>(st.size);
     st.live.beat_in_flight = std::vector<std::atomic<bool>>(st.size);
+    st.job_token = result.token;
     st.tp->set_job_token(result.token);
     st.tp->set_peers(result.addresses, st.rank);
     st.tp->set_activity_handler([](std::uint32_t src) { heard_from(here(), src); });

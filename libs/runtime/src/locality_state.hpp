@@ -115,6 +115,7 @@ struct locality_state {
     std::unique_ptr<parcelport::transport> tp;
     std::uint32_t rank = 0;
     std::uint32_t size = 1;
+    std::uint64_t job_token = 0; // in every eager header; strangers are told by it
     std::size_t hook = static_cast<std::size_t>(-1);
     // Requests awaiting replies, by request id (= the slot's id): no lock on the request or
     // reply path. `dest` and `control` are atomic because diagnosis, peer failure and the

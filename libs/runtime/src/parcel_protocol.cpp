@@ -120,8 +120,10 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
             false);
     };
     if (invoke == nullptr) {
-        log(log_level::error, "rejected a parcel from locality {}: unknown action id {:#018x}",
-            source, action_id);
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "rejected a parcel from locality {}: unknown action id {:#018x}",
+                               source, action_id);
         if (rid != 0) { // a posted one is logged once, above, not again as a failed action
             fail_reply("courier::unknown_action",
                        fmt::format("no action with id {:#018x} is registered on locality {}",
@@ -181,7 +183,8 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     }
     completion done = take_pending(rid);
     if (!done) {
-        log(log_level::error, "reply from locality {} for unknown request {}", source, rid);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "reply from locality {} for unknown request {}", source, rid);
         return;
     }
     if (status == status_ok) {
@@ -207,8 +210,9 @@ void run_ordered(std::uint32_t source, ordered_state::stream& s, serialization::
                 handle_request(source, in, m.total_size());
             }
         } catch (std::exception const& e) {
-            log(log_level::error, "dropped a malformed ordered parcel from locality {}: {}", source,
-                e.what());
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "dropped a malformed ordered parcel from locality {}: {}",
+                                   source, e.what());
         }
         std::lock_guard g(s.mutex);
         ++s.next;
@@ -227,19 +231,31 @@ void run_ordered(std::uint32_t source, ordered_state::stream& s, serialization::
 void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::message& msg) {
     auto& streams = ordered_streams(here());
     if (source >= streams.from.size()) {
-        log(log_level::error, "dropped an ordered parcel from unknown locality {}", source);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped an ordered parcel from unknown locality {}", source);
         return;
     }
     auto& s = *streams.from[source];
     {
         std::lock_guard g(s.mutex);
-        // Early arrivals are bounded by the sender's flow-control window; a number this far
-        // ahead, or one already run, is not from a working peer.
+        // A working peer has at most its flow-control window of requests in flight here (and
+        // a few sent over it from inside its progress), so that many early arrivals at most;
+        // four windows is room to spare. A number far ahead, or one already run, or more early
+        // arrivals than that, is not from a working peer: dropped, so it cannot pile up.
         constexpr std::uint64_t max_ahead = std::uint64_t{1} << 24;
-        if (seq < s.next || seq - s.next > max_ahead || s.early.count(seq) != 0) {
-            log(log_level::error,
-                "dropped an ordered parcel from locality {}: sequence number {} (next is {})",
-                source, seq, s.next);
+        // (Calls to this locality itself take no window: they have no such bound.)
+        std::int64_t const window = here().flow.window_parcels;
+        std::size_t const max_early = window > 0 && source != here().rank
+                                          ? static_cast<std::size_t>(4 * window + 64)
+                                          : std::size_t{max_ahead};
+        if (seq < s.next || seq - s.next > max_ahead || s.early.count(seq) != 0 ||
+            (seq != s.next && s.early.size() >= max_early)) {
+            static logging::rate_limit limit;
+            logging::error_limited(
+                limit,
+                "dropped an ordered parcel from locality {}: sequence number {} (next is {}, {} "
+                "early ones wait)",
+                source, seq, s.next, s.early.size());
             return;
         }
         if (s.running || seq != s.next) {
@@ -262,13 +278,18 @@ void handle_parcel(std::uint32_t source, serialization::message& msg) noexcept {
         } else if (kind == reply) {
             handle_reply(source, in);
         } else {
-            log(log_level::error, "dropped a parcel of unknown kind {} from locality {}", kind,
-                source);
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "dropped a parcel of unknown kind {} from locality {}",
+                                   kind, source);
         }
     } catch (std::exception const& e) {
-        log(log_level::error, "dropped a malformed parcel from locality {}: {}", source, e.what());
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
+                               e.what());
     } catch (...) {
-        log(log_level::error, "dropped a parcel from locality {}: unknown exception", source);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a parcel from locality {}: unknown exception",
+                               source);
     }
 }
 
@@ -320,8 +341,10 @@ void deliver(std::uint32_t source, serialization::message&& m) {
                 st.flow.credits_received.fetch_add(1, std::memory_order_relaxed);
                 flow_credit(st, source, parcels, bytes);
             } catch (std::exception const& e) {
-                log(log_level::error, "dropped a malformed credit parcel from locality {}: {}",
-                    source, e.what());
+                static logging::rate_limit limit;
+                logging::error_limited(limit,
+                                       "dropped a malformed credit parcel from locality {}: {}",
+                                       source, e.what());
             }
             return;
         }

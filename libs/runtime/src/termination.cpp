@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSL-1.0
 // Termination: locality 0 probes every locality for {idle, parcels sent, parcels received}
-// (user parcels only) until two consecutive rounds agree and sent == received, then tells every
-// locality to exit; the others wait for that word. Stopping waits for the last sends.
+// (user parcels only) until two consecutive rounds agree and sent == received (or received
+// exceeds sent: forged parcels), then tells every locality to exit; the others wait for that
+// word. Stopping waits for the last sends.
 #include "distributed.hpp"
 #include "gid.hpp"
 #include "locality_state.hpp"
+#include "log.hpp"
 #include "scheduler.hpp"
 
 #include <courier/runtime/init.hpp>
@@ -57,7 +59,16 @@ void distributed_shutdown_all() {
             received += r;
         }
         std::tuple<std::uint64_t, std::uint64_t> now{sent, received};
-        if (idle && sent == received && now == previous) {
+        // More received than sent: parcels no locality of the job sent (forged by a peer that
+        // holds the job token, or damaged into a request). Waiting for equality would wait
+        // forever; a job whose counts stopped changing is quiet all the same.
+        if (idle && sent <= received && now == previous) {
+            if (sent < received) {
+                log(log_level::error,
+                    "the localities received {} more parcels than they sent (forged or damaged "
+                    "ones, see the lines about rejected parcels)",
+                    received - sent);
+            }
             break;
         }
         previous = now;

@@ -34,7 +34,9 @@ void eager_reader::handle_message(std::byte const* p, std::size_t len) {
         ok = sink_.header_ok(h);
     }
     if (!ok) {
-        logging::error("dropped a message with a bad header or job token ({} bytes)", len);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a message with a bad header or job token ({} bytes)",
+                               len);
     } else if (h.kind == wire::done) {
         sink_.done(h);
     } else if (h.kind == wire::parcel) {
@@ -42,8 +44,9 @@ void eager_reader::handle_message(std::byte const* p, std::size_t len) {
     } else if (h.kind == wire::batch) {
         handle_batch(h, p, len);
     } else {
-        logging::error("dropped a message of unknown kind {} from locality {}",
-                       static_cast<unsigned>(h.kind), h.source);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a message of unknown kind {} from locality {}",
+                               static_cast<unsigned>(h.kind), h.source);
     }
 }
 
@@ -58,7 +61,9 @@ void eager_reader::handle_parcel(wire::header const& h, std::byte const* p, std:
             sink_.rendezvous_parcel(h, p, len, rma);
         }
     } catch (std::exception const& e) {
-        logging::error("dropped a malformed parcel from locality {}: {}", h.source, e.what());
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", h.source,
+                               e.what());
     }
 }
 
@@ -95,9 +100,12 @@ void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std:
 
 void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
     if (h.index_size != len - sizeof h) {
-        logging::error("dropped a coalesced message from locality {}: it announces {} bytes of "
-                       "parcels and carries {}",
-                       h.source, h.index_size, len - sizeof h);
+        static logging::rate_limit limit;
+        logging::error_limited(
+            limit,
+            "dropped a coalesced message from locality {}: it announces {} bytes of "
+            "parcels and carries {}",
+            h.source, h.index_size, len - sizeof h);
         return;
     }
     std::size_t at = sizeof h;
@@ -111,7 +119,9 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
         std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
         at += wire::record_prefix;
         if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
-            logging::error(
+            static logging::rate_limit limit;
+            logging::error_limited(
+                limit,
                 "dropped the rest of a coalesced message from locality {}: a record of {} "
                 "bytes where {} remain",
                 h.source, rl, len - at);
@@ -120,8 +130,10 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
         wire::header ih;
         std::memcpy(&ih, p + at, sizeof ih);
         if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
-            logging::error("dropped parcel {} of a coalesced message from locality {}: bad header",
-                           n, h.source);
+            static logging::rate_limit limit;
+            logging::error_limited(
+                limit, "dropped parcel {} of a coalesced message from locality {}: bad header", n,
+                h.source);
         } else {
             handle_parcel(ih, p + at, rl);
         }
@@ -129,8 +141,10 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
         ++n;
     }
     if (n != h.chunk_count || at != len) {
-        logging::error("a coalesced message from locality {} announced {} parcels and held {}",
-                       h.source, h.chunk_count, n);
+        static logging::rate_limit limit;
+        logging::error_limited(
+            limit, "a coalesced message from locality {} announced {} parcels and held {}",
+            h.source, h.chunk_count, n);
     }
 }
 

@@ -16,7 +16,9 @@ bool fragment_joiner::add(recv_op* r, wire::header const& h, std::size_t len) {
     std::uint32_t part = h.chunk_count;
     std::size_t room = reader_.buffer_size() - sizeof h;
     if (part > 1 || part_len == 0 || h.index_size > room || part_len >= h.index_size) {
-        logging::error(
+        static logging::rate_limit limit;
+        logging::error_limited(
+            limit,
             "dropped a malformed part of a split message from locality {} (part {} of {} "
             "bytes, {} in all)",
             h.source, part, part_len, h.index_size);
@@ -87,7 +89,8 @@ void fragment_joiner::drop_stale() {
 }
 
 void fragment_joiner::drop(waiting const& w, std::string const& why) {
-    logging::error("dropped a split message from locality {}: {}", w.source, why);
+    static logging::rate_limit limit;
+    logging::error_limited(limit, "dropped a split message from locality {}: {}", w.source, why);
     if (w.head != nullptr) {
         reader_.release(w.head);
     }

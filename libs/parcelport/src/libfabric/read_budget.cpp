@@ -101,8 +101,9 @@ bool rendezvous::admit_deferred() {
         try {
             start(next.h, next.eager.data(), next.eager.size(), next.rma_bytes);
         } catch (std::exception const& e) {
-            logging::error("dropped a malformed parcel from locality {}: {}", next.h.source,
-                           e.what());
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}",
+                                   next.h.source, e.what());
             std::lock_guard g(mutex_);
             reading_bytes_ -= next.rma_bytes; // give it back and try the next one
         }

@@ -247,7 +247,8 @@ void rendezvous::continue_after_table(std::unique_ptr<incoming> in) {
     }
     in->mrs.clear();
     auto fail = [&](std::string const& why) {
-        logging::error("dropped a parcel from locality {}: {}", in->source, why);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a parcel from locality {}: {}", in->source, why);
         sender_.send_done(in->source, in->send_id);
         release_budget(in->rma_bytes);
     };
@@ -299,7 +300,9 @@ void rendezvous::finish(incoming* raw) {
     sender_.send_done(in->source, in->send_id);
     release_budget(in->rma_bytes);
     if (in->failed) {
-        logging::error("an RMA read from locality {} failed; parcel dropped", in->source);
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "an RMA read from locality {} failed; parcel dropped",
+                               in->source);
         return;
     }
     serialization::message m;
@@ -307,7 +310,9 @@ void rendezvous::finish(incoming* raw) {
         in->msg.complete_parts(std::move(in->chunks));
         m = std::move(in->msg);
     } catch (std::exception const& e) {
-        logging::error("dropped a malformed parcel from locality {}: {}", in->source, e.what());
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", in->source,
+                               e.what());
         return;
     }
     for (std::size_t i = 0; i < in->owners.size(); ++i) {

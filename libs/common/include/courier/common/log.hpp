@@ -10,6 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -56,6 +59,61 @@ void info(fmt::format_string<Args...> f, Args&&... args) noexcept {
 template <class... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) noexcept {
     at(level::debug, f, std::forward<Args>(args)...);
+}
+
+/// Bounds the lines one call site writes when a peer floods it with bad input: at most `burst`
+/// lines per `period`; the last admitted line says that more are suppressed, the first line of
+/// a later period says how many were. A static per call site; thread safe.
+class rate_limit {
+public:
+    constexpr rate_limit(unsigned burst = 10, std::chrono::milliseconds period =
+                                                  std::chrono::milliseconds(10000)) noexcept
+        : burst_(burst), period_(period) {}
+    struct verdict {
+        bool write = false;
+        bool last = false;            // the last line this period
+        std::uint64_t suppressed = 0; // lines suppressed since the previous written one
+    };
+    verdict admit() noexcept { return admit(std::chrono::steady_clock::now()); }
+    verdict admit(std::chrono::steady_clock::time_point now) noexcept;
+    std::chrono::milliseconds period() const noexcept { return period_; }
+
+private:
+    std::mutex mutex_;
+    unsigned burst_;
+    std::chrono::milliseconds period_;
+    std::chrono::steady_clock::time_point start_{};
+    unsigned written_ = 0;
+    std::uint64_t suppressed_ = 0;
+};
+
+/// Whether rate limits apply (default true; tests that count every rejected message turn them
+/// off).
+bool rate_limits_enabled() noexcept;
+void enable_rate_limits(bool on) noexcept;
+
+/// An error line through `limit` (see rate_limit): for what a peer sends, which it can repeat.
+template <class... Args>
+void error_limited(rate_limit& limit, fmt::format_string<Args...> f, Args&&... args) noexcept {
+    if (level::error > current_level()) {
+        return;
+    }
+    rate_limit::verdict v = limit.admit();
+    if (!v.write) {
+        return;
+    }
+    try {
+        std::string line = fmt::format(f, std::forward<Args>(args)...);
+        if (v.suppressed != 0) {
+            line += fmt::format(" ({} more like this were suppressed)", v.suppressed);
+        }
+        if (v.last) {
+            line += fmt::format(" (more like this are suppressed for {} s)",
+                                limit.period().count() / 1000.0);
+        }
+        write(level::error, line);
+    } catch (...) {
+    }
 }
 
 } // namespace courier::logging
