@@ -797,6 +797,25 @@ void scenario_huge() {
     ::munmap(mem, n);
 }
 
+/// Kills process `pid` (the other side of the 2 GiB transfer `f`) after the scenario's delay
+/// (its argument, default 300 ms), and prints how `f` ended: "NAME: network_error: ..." is
+/// what the tests look for.
+template <class T>
+void kill_during(char const* name, std::uint64_t pid, courier::future<T> f) {
+    int delay_ms = g_scenario_arg.empty() ? 300 : std::stoi(g_scenario_arg);
+    courier::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    try {
+        f.get();
+        std::printf("%s: the transfer finished before the kill (too fast to test)\n", name);
+    } catch (courier::network_error const& e) {
+        std::printf("%s: network_error: %s\n", name, e.what());
+    }
+    std::fflush(stdout);
+    // Whatever the provider still reports about the dead peer arrives meanwhile.
+    courier::this_thread::sleep_for(std::chrono::milliseconds(500));
+}
+
 void scenario_huge_killed() {
     // Locality 1 is killed while it receives a 2 GiB argument (tcp: read in many pieces): one
     // network_error on locality 0, and one line about it, not one per failed piece.
@@ -814,19 +833,7 @@ void scenario_huge_killed() {
         data[i] = 'h';
     }
     courier::serialize_buffer<char> b(data, n, courier::serialize_buffer<char>::reference);
-    auto f = courier::async<huge_checksum_action>(there, b);
-    int delay_ms = g_scenario_arg.empty() ? 300 : std::stoi(g_scenario_arg);
-    courier::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    ::kill(static_cast<pid_t>(pid), SIGKILL);
-    try {
-        f.get();
-        std::printf("huge_killed: the transfer finished before the kill (too fast to test)\n");
-    } catch (courier::network_error const& e) {
-        std::printf("huge_killed: network_error: %s\n", e.what());
-    }
-    std::fflush(stdout);
-    // Whatever the provider still reports about the dead peer arrives meanwhile.
-    courier::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill_during("huge_killed", pid, courier::async<huge_checksum_action>(there, b));
     ::munmap(mem, n);
 }
 
@@ -844,18 +851,8 @@ COURIER_PLAIN_ACTION(huge_buffer, huge_buffer_action);
 void scenario_huge_sender_killed() {
     auto there = courier::find_all_localities()[1];
     auto pid = courier::async<process_id_action>(there).get();
-    auto f = courier::async<huge_buffer_action>(there, std::size_t{1} << 31);
-    int delay_ms = g_scenario_arg.empty() ? 300 : std::stoi(g_scenario_arg);
-    courier::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    ::kill(static_cast<pid_t>(pid), SIGKILL);
-    try {
-        f.get();
-        std::printf("huge_sender_killed: the transfer finished before the kill\n");
-    } catch (courier::network_error const& e) {
-        std::printf("huge_sender_killed: network_error: %s\n", e.what());
-    }
-    std::fflush(stdout);
-    courier::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill_during("huge_sender_killed", pid,
+                courier::async<huge_buffer_action>(there, std::size_t{1} << 31));
 }
 
 // Idle localities must not burn the machine: over one idle second, each locality's CPU time

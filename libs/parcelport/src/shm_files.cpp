@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "shm_files.hpp"
 
+#include <courier/common/signals.hpp>
 #include <courier/parcelport/transport.hpp>
 
 #include <signal.h>
@@ -35,22 +36,7 @@ std::array<struct sigaction, NSIG> g_previous{};
 
 void on_ending_signal(int sig, siginfo_t* info, void* context) {
     remove_shared_memory_files();
-    struct sigaction const& prev = g_previous[static_cast<std::size_t>(sig)];
-    if ((prev.sa_flags & SA_SIGINFO) != 0) {
-        if (prev.sa_sigaction != nullptr) {
-            prev.sa_sigaction(sig, info, context);
-            return;
-        }
-    } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-        prev.sa_handler(sig);
-        return;
-    }
-    // The default action: the process ends as the signal would have ended it.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    ::sigaction(sig, &dfl, nullptr);
-    ::raise(sig);
+    signals::chain(g_previous[static_cast<std::size_t>(sig)], sig, info, context);
 }
 
 void install_handlers() noexcept {

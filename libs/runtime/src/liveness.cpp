@@ -22,14 +22,15 @@
 
 namespace courier::detail {
 
+namespace {
+
+/// A parcel that is its kind alone: heartbeat or goodbye.
 serialization::message control_word(parcel_kind kind) {
     serialization::message m;
     serialization::output_archive ar(m);
     ar.save(static_cast<std::uint8_t>(kind));
     return m;
 }
-
-namespace {
 
 constexpr std::uint32_t ticks_per_timeout = 10;
 constexpr std::uint32_t silent_ticks = 8; // declared after [7, 9) ticks of silence, < timeout
@@ -59,7 +60,7 @@ void remove_shared_memory_of(std::string const& name) {
 [[noreturn]] void end_now(locality_state& st) {
     parcelport::remove_shared_memory_files();
     for (std::uint32_t r = 0; r < st.size && !st.job_id.empty(); ++r) {
-        if (r != st.rank && st.dead[r].load()) {
+        if (r != st.rank && has_failed(st, r)) {
             remove_shared_memory_of(shm_name(st.job_id, r));
         }
     }

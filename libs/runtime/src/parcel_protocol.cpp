@@ -229,7 +229,8 @@ void run_ordered(std::uint32_t source, ordered_state::stream& s, serialization::
 /// An ordered request or skip from `source`: runs now if its turn has come (and then the
 /// early arrivals that follow it), else waits among the early arrivals.
 void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::message& msg) {
-    auto& streams = ordered_streams(here());
+    locality_state& st = here();
+    auto& streams = ordered_streams(st);
     if (source >= streams.from.size()) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "dropped an ordered parcel from unknown locality {}", source);
@@ -244,8 +245,8 @@ void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::mess
         // arrivals than that, is not from a working peer: dropped, so it cannot pile up.
         constexpr std::uint64_t max_ahead = std::uint64_t{1} << 24;
         // (Calls to this locality itself take no window: they have no such bound.)
-        std::int64_t const window = here().flow.window_parcels;
-        std::size_t const max_early = window > 0 && source != here().rank
+        std::int64_t const window = st.flow.window_parcels;
+        std::size_t const max_early = window > 0 && source != st.rank
                                           ? static_cast<std::size_t>(4 * window + 64)
                                           : std::size_t{max_ahead};
         if (seq < s.next || seq - s.next > max_ahead || s.early.count(seq) != 0 ||

@@ -3,6 +3,8 @@
 
 #include "sanitizer_fibers.hpp"
 
+#include <courier/common/signals.hpp>
+
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -31,17 +33,7 @@ void on_segv(int sig, siginfo_t* info, void* context) {
         ::abort();
     }
     // Not ours: hand over to whatever was installed before (default: core dump).
-    if (g_previous_segv.sa_flags & SA_SIGINFO) {
-        if (g_previous_segv.sa_sigaction != nullptr) {
-            g_previous_segv.sa_sigaction(sig, info, context);
-            return;
-        }
-    } else if (g_previous_segv.sa_handler != SIG_DFL && g_previous_segv.sa_handler != SIG_IGN) {
-        g_previous_segv.sa_handler(sig);
-        return;
-    }
-    ::signal(SIGSEGV, SIG_DFL);
-    ::raise(SIGSEGV);
+    signals::chain(g_previous_segv, sig, info, context);
 }
 } // namespace
 
