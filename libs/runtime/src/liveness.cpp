@@ -22,15 +22,14 @@
 
 namespace courier::detail {
 
-namespace {
-
-/// A parcel that is its kind alone: heartbeat or goodbye.
 serialization::message control_word(parcel_kind kind) {
     serialization::message m;
     serialization::output_archive ar(m);
     ar.save(static_cast<std::uint8_t>(kind));
     return m;
 }
+
+namespace {
 
 constexpr std::uint32_t ticks_per_timeout = 10;
 constexpr std::uint32_t silent_ticks = 8; // declared after [7, 9) ticks of silence, < timeout

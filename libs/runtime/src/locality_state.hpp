@@ -209,6 +209,8 @@ inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
 /// Ends this locality at once with status 1, removing its shared-memory files (and those of
 /// the peers known dead, which cannot remove their own).
 [[noreturn]] void end_now(locality_state& st);
+/// A parcel that is its kind alone: heartbeat or goodbye (also the wire fuzzer's seeds).
+serialization::message control_word(parcel_kind kind);
 /// Starts the heartbeat thread (after the transport is set up).
 void liveness_start(locality_state& st);
 /// Leaving normally: tells every peer not to miss this locality, then stops the thread.
