@@ -9,6 +9,7 @@
 #include "fabric.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -60,6 +61,14 @@ public:
             on_activity_(rank);
         }
     }
+    /// The transport's read handler (set-up time): reads of `bytes` from `rank` completed.
+    void set_read_handler(transport::read_handler h) { on_read_ = std::move(h); }
+    void read_done(std::uint32_t rank, std::size_t bytes,
+                   std::chrono::steady_clock::time_point started) const {
+        if (on_read_) {
+            on_read_(rank, bytes, started);
+        }
+    }
     /// A header of `kind` from this locality, with the job token; the rest zero.
     wire::header header_of(wire::kind kind) const noexcept;
     /// Magic, version, job token and a source this endpoint serves: a message of this job (any
@@ -83,6 +92,7 @@ private:
     std::vector<fi_addr_t> addrs_;
     std::uint32_t rank_ = 0;
     transport::activity_handler on_activity_;
+    transport::read_handler on_read_;
     std::uint64_t token_ = 0;
     detail::doorbell* bell_ = nullptr;
 };

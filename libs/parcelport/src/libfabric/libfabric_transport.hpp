@@ -44,6 +44,7 @@ public:
     void set_activity_handler(activity_handler h) override {
         peers_.set_activity_handler(std::move(h));
     }
+    void set_read_handler(read_handler h) override { peers_.set_read_handler(std::move(h)); }
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override {
         sender_->send(dest, std::move(m), std::move(on_sent), false);
     }

@@ -287,6 +287,13 @@ void rendezvous::finish(incoming* raw) {
     if (!in) {
         return; // already finished (cannot happen: every rendezvous is registered once)
     }
+    if (!in->failed && !in->pieces.empty()) {
+        std::size_t bytes = 0;
+        for (auto const& pc : in->pieces) {
+            bytes += pc.size;
+        }
+        parts_.peers.read_done(in->source, bytes, in->started);
+    }
     if (in->table_phase) {
         continue_after_table(std::move(in));
         return;

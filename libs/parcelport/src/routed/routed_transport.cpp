@@ -182,6 +182,12 @@ void routed_transport::set_activity_handler(activity_handler h) {
     }
 }
 
+void routed_transport::set_read_handler(read_handler h) {
+    for (auto& r : rails_) {
+        r->set_read_handler(h);
+    }
+}
+
 void routed_transport::set_job_token(std::uint64_t token) {
     for (auto& r : rails_) {
         r->set_job_token(token);

@@ -37,6 +37,7 @@ public:
     void set_receive_handler(receive_handler h) override;
     void set_job_token(std::uint64_t token) override;
     void set_activity_handler(activity_handler h) override;
+    void set_read_handler(read_handler h) override;
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool send_coalesced(std::uint32_t dest, serialization::message&& m,
                         sent_handler on_sent) override;

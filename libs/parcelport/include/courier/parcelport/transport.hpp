@@ -166,6 +166,10 @@ public:
     using receive_handler = std::function<void(std::uint32_t source, serialization::message&&)>;
     using sent_handler = std::function<void(std::error_code)>;
     using activity_handler = std::function<void(std::uint32_t source)>;
+    /// A rendezvous's RMA reads from `source` completed: `bytes` read, the first posted at
+    /// `started`.
+    using read_handler = std::function<void(std::uint32_t source, std::size_t bytes,
+                                            std::chrono::steady_clock::time_point started)>;
 
     virtual ~transport() = default;
     /// This endpoint's address, to publish to the peers through the bootstrap.
@@ -181,6 +185,10 @@ public:
     /// (a piece of an RMA read from it completed): a liveness check must not miss a peer whose
     /// small messages queue behind a large transfer. Set-up call; optional.
     virtual void set_activity_handler(activity_handler) {}
+    /// Called from progress() each time the RMA reads of a received parcel (or of its remote
+    /// descriptor table) have completed, before the parcel reaches the receive handler
+    /// (traces). Set-up call; optional: a transport that reads nothing never calls it.
+    virtual void set_read_handler(read_handler) {}
     /// The job-unique token (from the bootstrap) every message must carry; others are dropped.
     virtual void set_job_token(std::uint64_t token) = 0;
     /// Sends `m` to `dest` (see the completion rules above).
