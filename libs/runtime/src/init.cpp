@@ -7,6 +7,8 @@
 #include "options.hpp"
 #include "scheduler.hpp"
 #include "topology.hpp"
+#include "trace.hpp"
+#include "traffic.hpp"
 
 #include <courier/rma/pool.hpp>
 #include <courier/runtime/actions.hpp>
@@ -16,9 +18,12 @@
 #include <courier/serialization/chunk.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -92,6 +97,25 @@ void report_posted_action_failure(char const* action, std::uint32_t source, std:
 } // namespace detail
 
 namespace {
+/// --courier:trace's PATH: empty (no trace), or a file name whose directory exists (checked at
+/// start, not found missing at shutdown).
+std::string trace_path_from(detail::config const& cfg) {
+    std::string const& path = cfg.get("trace");
+    if (path.empty()) {
+        return path;
+    }
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+        throw detail::config_error("--courier:trace=" + path + ": directory '" + dir.string() +
+                                   "' does not exist");
+    }
+    if (std::filesystem::path(path).filename().empty()) {
+        throw detail::config_error("--courier:trace=" + path + ": expected a file name");
+    }
+    return path;
+}
+
 // Waits until every spawned task has finished. A task that can never be resumed (all workers
 // asleep, nothing queued or timed, no progress hook that could bring news) is a deadlock:
 // reported, and false returned, instead of hanging.
@@ -128,6 +152,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     }
     config cfg;
     scheduler_options so;
+    std::string trace_path;
+    std::uint64_t trace_events = 0;
+    bool print = false;
     std::unique_ptr<bootstrap> boot;
     auto launcher_rank = rank_from_environment();
     g_process_rank.store(launcher_rank ? static_cast<std::int64_t>(*launcher_rank) : -1);
@@ -191,6 +218,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         liveness_options_from(cfg, peer_timeout, exit_on_failure);
         (void)cfg.get_choice("posted_errors", {"fail", "log"});
         (void)flow_window_from(cfg, 1);
+        print = cfg.get_int("print_counters", 0, 1) != 0;
+        trace_path = trace_path_from(cfg);
+        trace_events = static_cast<std::uint64_t>(cfg.get_int("trace_events", 0, 1ll << 40));
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
@@ -220,6 +250,12 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
     g_unhandled.store(0);
 
     auto s = std::make_unique<scheduler>(so);
+    // Published before the workers start; taken back once every thread that records is gone.
+    std::unique_ptr<trace::recorder> tracer;
+    if (!trace_path.empty()) {
+        tracer = std::make_unique<trace::recorder>(*s, trace_events);
+        trace::g_active.store(tracer.get(), std::memory_order_release);
+    }
     set_current_scheduler(s.get());
     g_running.store(true);
     s->start();
@@ -230,9 +266,11 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         log(log_level::error, "cannot join the job: {}", e.what());
         s->stop();
         set_current_scheduler(nullptr);
+        trace::g_active.store(nullptr, std::memory_order_release);
         g_running.store(false);
         return 1;
     }
+    std::uint32_t const rank = get_locality_id();
     g_distributed.store(distributed);
     // Registered once the runtime is up, so that it runs before the destructors of the
     // function-local statics the start constructed (exit runs handlers in reverse order).
@@ -288,9 +326,26 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         }
     }
     s->stop();
+    if (print) {
+        print_counters(*s); // before the transport closes: its statistics are in them
+    }
     set_current_scheduler(nullptr);
     if (distributed) {
         distributed_close();
+    }
+    if (tracer) {
+        trace::g_active.store(nullptr, std::memory_order_release);
+        std::string file = trace::file_for_locality(trace_path, rank);
+        if (!tracer->write(file, rank)) {
+            log(log_level::error, "cannot write the trace to {}: {}", file, std::strerror(errno));
+            rc = rc == 0 ? 1 : rc;
+        } else if (tracer->dropped() != 0) {
+            log(log_level::warn,
+                "the trace in {} is missing {} events past its limit of {} "
+                "(--courier:trace_events)",
+                file, tracer->dropped(), tracer->limit());
+        }
+        tracer.reset();
     }
     clear_components();
     s.reset();

@@ -40,7 +40,9 @@ void beat(locality_state& st, std::uint32_t r) {
         return;
     }
     try {
-        st.tp->send(r, control_word(heartbeat),
+        auto m = control_word(heartbeat);
+        parcel_sent(st, r, m);
+        st.tp->send(r, std::move(m),
                     [&flag](std::error_code) { flag.store(false, std::memory_order_release); });
     } catch (std::exception const&) {
         flag.store(false, std::memory_order_release); // refused: tried again next tick
@@ -139,8 +141,9 @@ void liveness_stop(locality_state& st) {
         if (r != st.rank && !st.dead[r].load()) {
             left->fetch_add(1);
             try {
-                st.tp->send(r, control_word(goodbye),
-                            [left](std::error_code) { left->fetch_sub(1); });
+                auto m = control_word(goodbye);
+                parcel_sent(st, r, m);
+                st.tp->send(r, std::move(m), [left](std::error_code) { left->fetch_sub(1); });
             } catch (std::exception const&) {
                 left->fetch_sub(1);
             }

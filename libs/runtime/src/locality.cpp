@@ -6,6 +6,7 @@
 #include "locality_state.hpp"
 #include "log.hpp"
 #include "scheduler.hpp"
+#include "trace.hpp"
 
 #include <courier/runtime/init.hpp>
 
@@ -144,6 +145,12 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.tp->set_job_token(result.token);
     st.tp->set_peers(result.addresses, st.rank);
     st.tp->set_activity_handler([](std::uint32_t src) { heard_from(here(), src); });
+    if (trace::recorder* tracer = trace::active()) {
+        st.tp->set_read_handler([tracer](std::uint32_t src, std::size_t bytes,
+                                         std::chrono::steady_clock::time_point started) {
+            tracer->rma_read(src, bytes, started);
+        });
+    }
     st.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
     parcelport::transport* tp = st.tp.get();

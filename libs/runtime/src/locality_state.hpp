@@ -5,6 +5,7 @@
 
 #include "bootstrap.hpp"
 #include "flow_control.hpp"
+#include "traffic.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
 #include <courier/parcelport/transport.hpp>
@@ -143,6 +144,7 @@ struct locality_state {
     collective_table collectives;
     flow_state flow;
     ordered_state ordered;
+    traffic_counters traffic; // parcels of threads that are not its workers (traffic.hpp)
 };
 
 namespace state_detail {

@@ -101,6 +101,17 @@ std::vector<option_spec> const& option_table() {
          "an exception escaping a posted action or task (post) is logged, naming the locality "
          "and the action; 'fail': this locality's exit status is then 1, so the job fails; "
          "'log': it is only logged"},
+        {"print_counters", "0",
+         "1: at shutdown every locality prints its performance counters to stdout, one "
+         "'locality#R NAME VALUE' line each, sorted by name (courier::get_counters)"},
+        {"trace", "",
+         "PATH: every locality records its tasks, parcels and RMA reads and writes them at "
+         "shutdown as Chrome trace-event JSON (Perfetto, chrome://tracing) to PATH with its "
+         "number before the extension: trace.json gives trace.0.json, trace.1.json, ...; "
+         "empty = no trace"},
+        {"trace_events", "1048576",
+         "events a locality's trace keeps at most; later ones are dropped and counted in the "
+         "file's otherData.dropped_events"},
         {"spmd", "0", "1: run courier_main on every locality (each calls finalize)"},
         {"help", "0", "print this list and exit"},
     };

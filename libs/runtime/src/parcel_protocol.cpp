@@ -41,6 +41,7 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         }
         return;
     }
+    parcel_sent(st, dest, m);
     st.in_flight.fetch_add(1, std::memory_order_acq_rel);
     // One handler per parcel, built here: without a caller's callback it captures only the
     // request id (0 for a reply), which std::function stores inline; only a caller's own
@@ -322,6 +323,7 @@ void deliver(std::uint32_t source, serialization::message&& m) {
     // copies) run as tasks, so that progress passes stay short.
     locality_state& st = here();
     heard_from(st, source);
+    parcel_received(st, source, m);
     auto d = m.data();
     if (d.size() > serialization::message_header_size && d.size() <= inline_reply_bytes &&
         m.external_chunk_count() == 0) {

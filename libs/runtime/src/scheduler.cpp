@@ -4,6 +4,7 @@
 #include "log.hpp"
 #include "sanitizer_fibers.hpp"
 #include "topology.hpp"
+#include "trace.hpp"
 
 #include <courier/runtime/this_thread.hpp>
 
@@ -71,6 +72,33 @@ void bump(std::atomic<std::uint64_t>& c) noexcept { // single writer
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
+std::uint64_t ns_of(std::chrono::steady_clock::time_point t) noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
+/// A worker's time in idle(), for /threads/idle-rate: the owner adds each period when it ends;
+/// the start of the current one lets readers count it while it lasts.
+class idle_period {
+public:
+    idle_period(worker& w, std::chrono::steady_clock::time_point begin) noexcept
+        : w_(w), begin_(ns_of(begin)) {
+        w_.idle_since_ns.store(begin_, std::memory_order_relaxed);
+    }
+    ~idle_period() {
+        std::uint64_t end = ns_of(std::chrono::steady_clock::now());
+        w_.idle_ns.store(w_.idle_ns.load(std::memory_order_relaxed) + (end - begin_),
+                         std::memory_order_release);
+        w_.idle_since_ns.store(0, std::memory_order_release);
+    }
+    idle_period(idle_period const&) = delete;
+    idle_period& operator=(idle_period const&) = delete;
+
+private:
+    worker& w_;
+    std::uint64_t begin_;
+};
+
 void enter(fiber_ctx* f) noexcept {
     set_tl_fiber(f);
 }
@@ -110,6 +138,41 @@ void arrive_on_worker() noexcept {
     w->asan_arrived = true;
 }
 
+/// Runs `t`, then the new tasks of the calling worker's deque back to back, until it has none
+/// (an item found that is not a new task is left in the stash); returns the worker it ended
+/// on. Traced: every task's slice is recorded, each beginning where the previous one ended.
+/// Two instances, chosen once per batch, so that untraced tasks pay no tracing branch.
+template <bool traced>
+worker* run_tasks(fiber_ctx& self, task* t, [[maybe_unused]] trace::recorder* tracer) {
+    if constexpr (traced) {
+        self.trace_begin = trace::stamp();
+    }
+    for (;;) {
+        t->run(t);
+        worker* w = get_tl_worker(); // the task may have been suspended and resumed elsewhere
+        bump(w->completed);
+        if constexpr (traced) {
+            std::uint64_t now = trace::stamp();
+            tracer->task(*w, self.trace_begin, now, true);
+            self.trace_begin = now;
+        }
+        if (w->sched.has_hooks() && ++w->since_progress >= progress_interval) {
+            w->since_progress = 0;
+            w->sched.run_hooks();
+            if constexpr (traced) {
+                self.trace_begin = trace::stamp();
+            }
+        }
+        std::uintptr_t next = w->stash != 0 ? std::exchange(w->stash, 0) : w->deque.pop();
+        if (next != 0 && !is_fiber(next)) {
+            t = as_task(next);
+            continue;
+        }
+        w->stash = next;
+        return w;
+    }
+}
+
 boost::context::fiber runner_main(boost::context::fiber&& from) {
     sanitizer::finish_switch(nullptr);
     fiber_ctx self;
@@ -122,24 +185,11 @@ boost::context::fiber runner_main(boost::context::fiber&& from) {
     self.stack_bottom = reinterpret_cast<void const*>(self.guard_hi);
     self.stack_size = w->sched.stacks().usable_size();
     task* t = w->handoff;
+    trace::recorder* const tracer = trace::active(); // set before the workers start
     for (;;) {
         enter(&self);
-        for (;;) {
-            t->run(t);
-            w = get_tl_worker(); // the task may have been suspended and resumed elsewhere
-            bump(w->completed);
-            if (w->sched.has_hooks() && ++w->since_progress >= progress_interval) {
-                w->since_progress = 0;
-                w->sched.run_hooks();
-            }
-            std::uintptr_t next = w->stash != 0 ? std::exchange(w->stash, 0) : w->deque.pop();
-            if (next != 0 && !is_fiber(next)) {
-                t = as_task(next);
-                continue;
-            }
-            w->stash = next;
-            break;
-        }
+        w = tracer == nullptr ? run_tasks<false>(self, t, nullptr)
+                              : run_tasks<true>(self, t, tracer);
         sanitizer::switch_to(w->tsan_self);
         sanitizer::start_switch(&self.asan_save, w->os_stack_bottom, w->os_stack_size);
         boost::context::fiber back =
@@ -353,7 +403,9 @@ void worker::idle() {
         // large message. Only a locality idle for longer than that sleeps.
         spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
     }
-    auto until = std::chrono::steady_clock::now() + spin;
+    auto const entered = std::chrono::steady_clock::now();
+    idle_period period(*this, entered);
+    auto until = entered + spin;
     do {
         if (sched.has_hooks() && sched.run_hooks()) {
             blind_sleep_us = 0;
@@ -496,6 +548,7 @@ scheduler::~scheduler() {
 }
 
 void scheduler::start() {
+    started_ns_.store(ns_of(std::chrono::steady_clock::now()), std::memory_order_release);
     for (auto& w : workers_) {
         w->thread = std::thread([p = w.get()] { p->main(); });
     }
@@ -516,6 +569,7 @@ void scheduler::stop() {
             w->thread.join();
         }
     }
+    stopped_ns_.store(ns_of(std::chrono::steady_clock::now()), std::memory_order_release);
     // Whatever is still queued can never run now.
     for (auto& w : workers_) {
         std::vector<std::uintptr_t> rest = std::move(w->inbox);
@@ -660,6 +714,13 @@ void suspend(void (*after)(void*), void* arg) {
     if (self == nullptr || w == nullptr) {
         throw std::logic_error("courier: suspend outside a Courier thread");
     }
+    if (trace::recorder* tracer = trace::active()) [[unlikely]] {
+        // This slice ends; a direct hand-off below starts the next one on this worker at the
+        // same stamp, else the next resumed thread takes a stamp of its own.
+        std::uint64_t now = trace::stamp();
+        tracer->task(*w, self->trace_begin, now, false);
+        w->trace_handoff = now;
+    }
     boost::context::fiber back;
     // Direct hand-off: if the next local item is a suspended thread, switch straight to it
     // instead of going through the worker's own context (one switch instead of two).
@@ -677,6 +738,7 @@ void suspend(void (*after)(void*), void* arg) {
         });
     } else {
         w->stash = next; // a new task (or nothing): the worker's loop takes it from here
+        w->trace_handoff = 0;
         sanitizer::switch_to(w->tsan_self);
         sanitizer::start_switch(&self->asan_save, w->os_stack_bottom, w->os_stack_size);
         back = std::move(w->sched_cont).resume_with([self, after, arg](boost::context::fiber&& me) {
@@ -694,6 +756,11 @@ void suspend(void (*after)(void*), void* arg) {
         slots->w->sched_cont = std::move(back);
     }
     slots->f = self;
+    if (trace::active() != nullptr) [[unlikely]] {
+        // Resumed by a direct hand-off on this worker just now, or else by the worker's loop.
+        std::uint64_t handed = std::exchange(slots->w->trace_handoff, 0);
+        self->trace_begin = handed != 0 ? handed : trace::stamp();
+    }
 }
 
 void resume(fiber_ctx* f) noexcept {

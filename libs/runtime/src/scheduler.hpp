@@ -9,6 +9,7 @@
 #pragma once
 
 #include "stack_pool.hpp"
+#include "traffic.hpp"
 #include "work_stealing_deque.hpp"
 
 #include <courier/runtime/detail/spinlock.hpp>
@@ -42,6 +43,7 @@ struct fiber_ctx {
     void* asan_save = nullptr;  // AddressSanitizer's fake-stack slot
     void const* stack_bottom = nullptr;
     std::size_t stack_size = 0;
+    std::uint64_t trace_begin = 0; // tracing: the stamp at which its current slice began
 };
 
 struct scheduler_options {
@@ -91,9 +93,13 @@ public:
     std::uint32_t since_progress = 0;
     std::uint32_t blind_sleep_us = 0; // backoff of sleeps with a hook that has no wait fd
     bool worked_since_sleep = true;   // found work since it last slept
+    std::uint64_t trace_handoff = 0;  // tracing: the stamp a direct hand-off's slices share
     // Accounting (written by the owner, read by anyone).
     std::atomic<std::uint64_t> spawned{0};
     std::atomic<std::uint64_t> completed{0};
+    std::atomic<std::uint64_t> idle_ns{0};       // time spent in idle(), finished periods
+    std::atomic<std::uint64_t> idle_since_ns{0}; // start of the current period (0: busy)
+    traffic_counters traffic;                    // parcels this worker sent and received
     // Sleeping.
     std::atomic<bool> sleeping{false};
     int event_fd = -1;
@@ -154,7 +160,15 @@ public:
     scheduler_options const& options() const noexcept { return opts_; }
     stack_pool& stacks() noexcept { return stacks_; }
     std::vector<std::unique_ptr<worker>>& workers() noexcept { return workers_; }
+    std::vector<std::unique_ptr<worker>> const& workers() const noexcept { return workers_; }
     bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+    /// steady_clock nanoseconds at start() and at the end of stop() (0: not yet).
+    std::uint64_t started_ns() const noexcept {
+        return started_ns_.load(std::memory_order_acquire);
+    }
+    std::uint64_t stopped_ns() const noexcept {
+        return stopped_ns_.load(std::memory_order_acquire);
+    }
 
     std::atomic<int> sleepers_{0};
     /// The locality these workers serve when several run in one process (in_process.hpp);
@@ -170,6 +184,7 @@ private:
     stack_pool stacks_;
     std::vector<std::unique_ptr<worker>> workers_;
     std::atomic<bool> stopping_{false};
+    std::atomic<std::uint64_t> started_ns_{0}, stopped_ns_{0};
     std::atomic<std::uint64_t> external_spawned_{0};
     // Spawns/resumes from non-worker threads still touching the scheduler after publishing their
     // item (its task may already have finished): shutdown waits for them.

@@ -98,6 +98,7 @@ TEST_P(types, sequences_and_associative_containers) {
     check(std::list<std::string>{"l", "m"});
     check(std::forward_list<int>{3, 2, 1});
     check(std::map<std::string, int>{{"a", 1}, {"b", 2}});
+    check(std::map<std::string, double>{{"/parcels/count/sent", 12}, {"/threads/idle-rate", 0.25}});
     check(std::multimap<int, int>{{1, 1}, {1, 2}, {0, 3}});
     check(std::set<int>{9, 8, 7});
     check(std::multiset<int>{1, 1, 2});

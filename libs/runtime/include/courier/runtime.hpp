@@ -6,6 +6,7 @@
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/collectives.hpp>
 #include <courier/runtime/components.hpp>
+#include <courier/runtime/counters.hpp>
 #include <courier/runtime/future.hpp>
 #include <courier/runtime/init.hpp>
 #include <courier/runtime/sync.hpp>

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: BSL-1.0
+// Performance counters (courier/runtime/counters.hpp): the parcel counts kept here, the
+// scheduler's, and the statistics structs of the transport, flow control and rma pool, under
+// HPX-style names; read here or through an action on another locality.
+#include "traffic.hpp"
+
+#include "gid.hpp"
+#include "locality_state.hpp"
+#include "scheduler.hpp"
+#include "trace.hpp"
+
+#include <courier/rma/pool.hpp>
+#include <courier/runtime/counters.hpp>
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+namespace courier::detail {
+
+namespace {
+
+void bump(std::atomic<std::uint64_t>& c, std::uint64_t by) noexcept { // one writer
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+/// The calling thread's counters for locality `st`: its worker's if it is one of that
+/// locality's workers (one writer), else nullptr (the shared ones, added to atomically).
+traffic_counters* own_counters(locality_state& st) noexcept {
+    worker* w = current_worker();
+    if (w != nullptr && (w->sched.locality == nullptr || w->sched.locality == &st)) {
+        return &w->traffic;
+    }
+    return nullptr;
+}
+
+std::uint64_t external_bytes(serialization::message const& m) noexcept {
+    std::uint64_t n = 0;
+    for (auto const& c : m.chunks()) {
+        if (c.type != serialization::chunk_type::index) {
+            n += c.size;
+        }
+    }
+    return n;
+}
+
+} // namespace
+
+void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m) noexcept {
+    std::uint64_t const zero_copy = external_bytes(m);
+    std::uint64_t const total = m.index_size() + zero_copy;
+    if (traffic_counters* c = own_counters(st)) {
+        bump(c->parcels_sent, 1);
+        bump(c->bytes_sent, total);
+        bump(c->zero_copy_bytes, zero_copy);
+    } else {
+        st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);
+        st.traffic.bytes_sent.fetch_add(total, std::memory_order_relaxed);
+        st.traffic.zero_copy_bytes.fetch_add(zero_copy, std::memory_order_relaxed);
+    }
+    if (trace::recorder* tracer = trace::active()) [[unlikely]] {
+        tracer->parcel(true, dest, m, total, zero_copy);
+    }
+}
+
+void parcel_received(locality_state& st, std::uint32_t source,
+                     serialization::message const& m) noexcept {
+    if (source == st.rank) {
+        return; // its own parcel, delivered without the network
+    }
+    std::uint64_t const zero_copy = external_bytes(m);
+    std::uint64_t const total = m.index_size() + zero_copy;
+    if (traffic_counters* c = own_counters(st)) {
+        bump(c->parcels_received, 1);
+        bump(c->bytes_received, total);
+    } else {
+        st.traffic.parcels_received.fetch_add(1, std::memory_order_relaxed);
+        st.traffic.bytes_received.fetch_add(total, std::memory_order_relaxed);
+    }
+    if (trace::recorder* tracer = trace::active()) [[unlikely]] {
+        tracer->parcel(false, source, m, total, zero_copy);
+    }
+}
+
+std::map<std::string, double> local_counters(locality_state& st, scheduler const* s) {
+    std::map<std::string, double> c;
+    auto put = [&](char const* name, auto value) { c[name] = static_cast<double>(value); };
+
+    // Parcels: the shared counts plus every worker's.
+    auto const& t = st.traffic;
+    std::uint64_t sent = t.parcels_sent.load(std::memory_order_relaxed);
+    std::uint64_t bytes_sent = t.bytes_sent.load(std::memory_order_relaxed);
+    std::uint64_t zero_copy = t.zero_copy_bytes.load(std::memory_order_relaxed);
+    std::uint64_t received = t.parcels_received.load(std::memory_order_relaxed);
+    std::uint64_t bytes_received = t.bytes_received.load(std::memory_order_relaxed);
+    std::uint64_t executed = 0, idle_ns = 0;
+    std::uint64_t const now = trace::now_ns();
+    std::size_t workers = 0;
+    double elapsed_ns = 0;
+    if (s != nullptr) {
+        auto const& ws = s->workers();
+        workers = ws.size();
+        for (auto const& w : ws) {
+            auto const& wt = w->traffic;
+            sent += wt.parcels_sent.load(std::memory_order_relaxed);
+            bytes_sent += wt.bytes_sent.load(std::memory_order_relaxed);
+            zero_copy += wt.zero_copy_bytes.load(std::memory_order_relaxed);
+            received += wt.parcels_received.load(std::memory_order_relaxed);
+            bytes_received += wt.bytes_received.load(std::memory_order_relaxed);
+            executed += w->completed.load(std::memory_order_relaxed);
+            // The finished periods, then the current one (read in this order, a period that
+            // ends in between is missed rather than counted twice).
+            idle_ns += w->idle_ns.load(std::memory_order_acquire);
+            std::uint64_t since = w->idle_since_ns.load(std::memory_order_acquire);
+            if (since != 0 && since < now) {
+                idle_ns += now - since;
+            }
+        }
+        std::uint64_t start = s->started_ns(), stop = s->stopped_ns();
+        std::uint64_t end = stop != 0 ? stop : now;
+        elapsed_ns = start != 0 && end > start ? static_cast<double>(end - start) : 0.0;
+    }
+    put("/parcels/count/sent", sent);
+    put("/parcels/count/received", received);
+    put("/parcels/bytes/sent", bytes_sent);
+    put("/parcels/bytes/received", bytes_received);
+    put("/parcels/bytes/zero-copy", zero_copy);
+
+    put("/threads/count/executed", executed);
+    put("/threads/count/os-threads", workers);
+    double busy_ns = elapsed_ns * static_cast<double>(workers);
+    put("/threads/idle-rate",
+        busy_ns > 0 ? std::clamp(static_cast<double>(idle_ns) / busy_ns, 0.0, 1.0) : 0.0);
+    put("/threads/time/idle", static_cast<double>(idle_ns) * 1e-9);
+    put("/runtime/uptime", elapsed_ns * 1e-9);
+
+    // The transport's statistics (all zero in a one-locality run).
+    parcelport::statistics p = st.tp ? st.tp->stats() : parcelport::statistics{};
+    put("/parcels/bytes/rma-read", p.rma_bytes_read);
+    put("/parcelport/count/messages-sent", p.messages_sent);
+    put("/parcelport/count/messages-received", p.messages_received);
+    put("/parcelport/bytes/eager-sent", p.eager_bytes_sent);
+    put("/parcelport/bytes/rma-read", p.rma_bytes_read);
+    put("/parcelport/count/rma-reads", p.rma_reads);
+    put("/parcelport/count/stalled-reads", p.stalled_reads);
+    put("/parcelport/count/rendezvous-sends", p.rendezvous_sends);
+    put("/parcelport/count/registrations", p.registrations);
+    put("/parcelport/count/eagain-retries", p.eagain_retries);
+    put("/parcelport/count/batches-sent", p.batches_sent);
+    put("/parcelport/count/parcels-in-batches", p.parcels_in_batches);
+    put("/parcelport/bytes/copied-on-send", p.bytes_copied_on_send);
+    put("/parcelport/count/receive-buffers-reused", p.receive_buffers_reused);
+    put("/parcelport/count/deferred-rendezvous", p.deferred_rendezvous);
+    put("/parcelport/count/pool-chunks-sent", p.pool_chunks_sent);
+    put("/parcelport/count/registration-cache-hits", p.registration_cache_hits);
+    put("/parcelport/count/registration-cache-misses", p.registration_cache_misses);
+    put("/parcelport/count/pool-receive-buffers", p.pool_receive_buffers);
+    put("/parcelport/count/doorbell-rings", p.doorbell_rings);
+    put("/parcelport/count/split-sends", p.split_sends);
+
+    // Flow control (get_flow_statistics' fields, read from `st`).
+    auto const& f = st.flow;
+    std::int64_t out_parcels = 0, out_bytes = 0, in_parcels = 0, in_bytes = 0;
+    for (auto const& k : f.out) {
+        out_parcels += k.parcels.load(std::memory_order_relaxed);
+        out_bytes += k.bytes.load(std::memory_order_relaxed);
+    }
+    for (auto const& k : f.in) {
+        in_parcels += k.parcels.load(std::memory_order_relaxed);
+        in_bytes += k.bytes.load(std::memory_order_relaxed);
+    }
+    put("/flow/window/parcels", f.window_parcels);
+    put("/flow/window/bytes", f.window_bytes);
+    put("/flow/in-flight/parcels", out_parcels);
+    put("/flow/in-flight/bytes", out_bytes);
+    put("/flow/unreturned/parcels", in_parcels);
+    put("/flow/unreturned/bytes", in_bytes);
+    put("/flow/count/waits", f.waits.load(std::memory_order_relaxed));
+    put("/flow/count/overdrafts", f.overdrafts.load(std::memory_order_relaxed));
+    put("/flow/count/credits-sent", f.credits_sent.load(std::memory_order_relaxed));
+    put("/flow/count/credits-received", f.credits_received.load(std::memory_order_relaxed));
+
+    // The process's rma pool.
+    rma::pool_statistics r = rma::get_pool_statistics();
+    put("/rma/pool/bytes-in-use", r.bytes_in_use);
+    put("/rma/pool/bytes-registered", r.bytes_registered);
+    put("/rma/pool/bytes-peak-in-use", r.peak_bytes_in_use);
+    put("/rma/pool/count/allocations", r.allocations);
+    put("/rma/pool/count/registrations", r.registrations);
+    put("/rma/pool/count/deregistrations", r.deregistrations);
+    put("/rma/pool/count/cache-hits", r.cache_hits);
+    put("/rma/pool/count/cache-misses", r.cache_misses);
+    put("/rma/pool/count/refused", r.refused);
+    put("/rma/pool/count/adopted-loads", r.adopted_loads);
+    put("/rma/pool/count/copied-loads", r.copied_loads);
+
+    if (trace::recorder* tracer = trace::active()) {
+        put("/trace/count/events", tracer->events());
+        put("/trace/count/dropped", tracer->dropped());
+    }
+    return c;
+}
+
+void print_counters(scheduler const& s) {
+    locality_state& st = here();
+    auto counters = local_counters(st, &s);
+    // Lines go out in writes of whole lines of at most PIPE_BUF bytes, which a pipe never
+    // interleaves with another locality's writes.
+    std::string chunk;
+    auto flush = [&] {
+        std::size_t done = 0;
+        while (done < chunk.size()) {
+            ssize_t n = ::write(STDOUT_FILENO, chunk.data() + done, chunk.size() - done);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                break;
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        chunk.clear();
+    };
+    std::fflush(stdout); // what the program printed comes first
+    for (auto const& [name, value] : counters) {
+        // Counts as integers, rates and times with six decimals.
+        bool integral = value == std::floor(value) && std::fabs(value) < 9.007199254740992e15;
+        std::string line = integral ? fmt::format("locality#{} {} {:.0f}\n", st.rank, name, value)
+                                    : fmt::format("locality#{} {} {:.6f}\n", st.rank, name, value);
+        if (chunk.size() + line.size() > PIPE_BUF) {
+            flush();
+        }
+        chunk += line;
+    }
+    flush();
+}
+
+std::map<std::string, double> counters_here() {
+    return local_counters(here(), current_scheduler());
+}
+
+} // namespace courier::detail
+
+COURIER_PLAIN_ACTION(courier::detail::counters_here, courier_get_counters_action);
+
+namespace courier {
+
+std::map<std::string, double> get_counters(id_type const& locality) {
+    if (get_locality_id(locality) == get_locality_id()) {
+        return detail::counters_here();
+    }
+    return get_counters_async(locality).get();
+}
+
+future<std::map<std::string, double>> get_counters_async(id_type const& locality) {
+    std::uint32_t rank = get_locality_id(locality);
+    if (rank == get_locality_id()) {
+        return make_ready_future(detail::counters_here());
+    }
+    return async<courier_get_counters_action>(detail::locality_id(rank));
+}
+
+} // namespace courier

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: BSL-1.0
+// The parcel counters behind get_counters (counters.cpp): each worker counts the parcels it
+// sends and receives in its own traffic_counters (one writer: plain loads and stores, no
+// read-modify-write); other threads add to their locality's shared one. Readers sum them.
+#pragma once
+
+#include <courier/serialization/message.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace courier::detail {
+
+struct locality_state;
+class scheduler;
+
+/// A cache line of its own: written on every parcel, beside fields other threads read.
+struct alignas(64) traffic_counters {
+    std::atomic<std::uint64_t> parcels_sent{0};
+    std::atomic<std::uint64_t> bytes_sent{0};
+    std::atomic<std::uint64_t> zero_copy_bytes{0}; // sent in pointer and rma chunks
+    std::atomic<std::uint64_t> parcels_received{0};
+    std::atomic<std::uint64_t> bytes_received{0};
+};
+
+/// Locality `st` hands a parcel to its transport for `dest` (not for itself): counted, and
+/// traced when tracing is on. Any thread.
+void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m) noexcept;
+/// A parcel from `source` reaches locality `st` (its own parcels are not counted).
+void parcel_received(locality_state& st, std::uint32_t source,
+                     serialization::message const& m) noexcept;
+
+/// Every counter of locality `st`, whose workers are `s`'s (nullptr: none running).
+std::map<std::string, double> local_counters(locality_state& st, scheduler const* s);
+
+/// --courier:print_counters: writes this locality's local_counters() to stdout, one
+/// "locality#R NAME VALUE" line each, sorted by name, in writes that whole lines never straddle.
+void print_counters(scheduler const& s);
+
+} // namespace courier::detail
