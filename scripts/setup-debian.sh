@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
 # Installs the Debian 12 packages Courier builds, tests and benchmarks with, when missing
-# (OpenMPI and matplotlib: the MPI baseline of benchmarks/osu and its plots; PMIx: the
-# bootstrap under mpirun and srun; iproute2: the network-namespace test cluster; Slurm and
-# munge: the one-machine Slurm of tests/cluster/slurm-single-node).
+# (OpenMPI and matplotlib: the MPI baseline of benchmarks/osu, its plots and
+# benchmarks/plot_trace.py; Python 3: the trace and counter checks of tests/distributed, which
+# need only its json module; PMIx: the bootstrap under mpirun and srun; iproute2: the
+# network-namespace test cluster; Slurm and munge: the one-machine Slurm of
+# tests/cluster/slurm-single-node).
 # As root it runs apt-get; otherwise it prints the exact apt-get line and stops.
 set -euo pipefail
 
@@ -13,7 +15,7 @@ packages=(
     libgtest-dev libgmock-dev libbenchmark-dev
     libboost-serialization-dev libcereal-dev libboost-fiber-dev libtbb-dev
     clang libclang-rt-14-dev clang-format valgrind bc
-    libopenmpi-dev openmpi-bin libpmix-dev python3-matplotlib
+    libopenmpi-dev openmpi-bin libpmix-dev python3 python3-matplotlib
     iproute2 procps slurmd slurmctld slurm-client munge
 )
 
