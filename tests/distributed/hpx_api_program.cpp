@@ -173,6 +173,7 @@ void check_large_values() {
     std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
     std::size_t const n = std::size_t{1} << 17; // 1 MiB of doubles
     auto before = courier::get_parcelport_statistics();
+    coll::barrier(); // no locality sends its large value before every one has read `before`
     std::vector<double> mine(n, double(r + 1));
     auto sum = coll::all_reduce(mine, [](std::vector<double> a, std::vector<double> const& b) {
         for (std::size_t i = 0; i < a.size(); ++i) {
