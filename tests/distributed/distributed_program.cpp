@@ -784,6 +784,10 @@ int scenario_soak(double seconds) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     std::uint64_t calls = 0, wrong = 0;
+    // Every locality has joined the job: fault-run waits for this line before its fault.
+    std::printf("soak started on %u localities for %.1f s\n", courier::get_num_localities(),
+                seconds);
+    std::fflush(stdout);
     try {
         for (std::uint64_t round = 0; elapsed() < seconds; ++round) {
             std::size_t n = std::size_t{1} << (round % 18); // 1 .. 128 Ki elements
