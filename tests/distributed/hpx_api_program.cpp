@@ -332,6 +332,15 @@ int scenario_channels() {
     auto got = mine.get(6000).get();
     CHECK(got.size() == big.size() && got[12345] == int(left));
     coll::barrier();
+    // A get on a channel whose every reference goes away fails instead of waiting for ever.
+    auto orphan = courier::distributed::channel<int>(courier::find_here()).get(3);
+    try {
+        (void)orphan.get();
+        CHECK(!"a get on a destroyed channel returned");
+    } catch (courier::remote_exception const& e) {
+        CHECK(std::string(e.what()).find("destroyed") != std::string::npos);
+    }
+    coll::barrier();
     return courier_test::verdict("channels");
 }
 

@@ -13,10 +13,11 @@
 // goes with it); a get before its value waits there as a table entry (no thread, no worker).
 // One value per generation: a second set of a generation nobody took yet is refused (logged,
 // as a posted action's failure). Copies of a channel object share the channel; it lives while
-// a copy (or its name) exists anywhere.
+// a copy (or its name) exists anywhere; gets still waiting when it goes fail (remote_exception).
 #pragma once
 
 #include <courier/runtime/components.hpp>
+#include <courier/runtime/detail/task.hpp>
 #include <courier/runtime/naming.hpp>
 
 #include <cstddef>
@@ -34,6 +35,25 @@ namespace detail {
 template <class T>
 class channel_server : public component_base<channel_server<T>> {
 public:
+    channel_server() = default;
+    channel_server(channel_server const&) = delete;
+    channel_server& operator=(channel_server const&) = delete;
+    /// The last reference is gone: gets still waiting fail rather than wait for ever.
+    ~channel_server() {
+        if (!courier::detail::runtime_running()) {
+            return; // shutting down: no request can still be waiting (termination saw to it)
+        }
+        for (auto& [generation, waiters] : waiting_) {
+            auto error = std::make_exception_ptr(
+                std::runtime_error("courier: the channel was destroyed while a get of generation " +
+                                   std::to_string(generation) + " waited"));
+            for (auto const& w : waiters) {
+                courier::detail::send_deferred_reply(
+                    w, [](serialization::output_archive&) {}, error);
+            }
+        }
+    }
+
     void set(T value, std::size_t generation) {
         courier::detail::request_context waiter;
         {
