@@ -23,9 +23,9 @@
 
 namespace {
 
-constexpr double k = 0.5;   // heat transfer coefficient
-constexpr double dt = 1.0;  // time step
-constexpr double dx = 1.0;  // grid spacing
+constexpr double k = 0.5;  // heat transfer coefficient
+constexpr double dt = 1.0; // time step
+constexpr double dx = 1.0; // grid spacing
 
 using partition = std::vector<double>;
 
@@ -177,8 +177,8 @@ int courier_main(int argc, char** argv) {
             auto p = f.get();
             result.insert(result.end(), p.begin(), p.end());
         }
-        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                             .count();
+        double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::printf("stencil: %u localities x %zu partitions x %zu points, %zu steps: %.3f s, "
                     "%.1f Mpoint-steps/s\n",
                     n, np, nx, nt, seconds, double(result.size() * nt) / seconds / 1e6);
