@@ -429,6 +429,125 @@ void scenario_collectives() {
     }
 }
 
+// Coroutines awaiting remote calls, on every locality. The coroutines report in strings and
+// the checks run in courier_main (CHECK's counter is not for concurrent use).
+courier::future<std::string> outcome_of_thrower(courier::id_type where, int x) {
+    try {
+        int v = co_await courier::async<thrower_action>(where, x);
+        co_return "value " + std::to_string(v);
+    } catch (courier::remote_exception const& e) {
+        co_return e.type_name() + ": " + e.message() + " (locality " +
+            std::to_string(e.locality()) + ")";
+    }
+}
+
+/// Greets every locality in turn, then all at once through when_all: a line per greeting.
+courier::future<std::string> greet_everywhere(std::string from) {
+    auto all = courier::find_all_localities();
+    std::string out;
+    for (auto const& loc : all) {
+        out += co_await courier::async<hello_action>(loc, from) + "\n";
+    }
+    std::vector<courier::future<std::string>> fs;
+    for (auto const& loc : all) {
+        fs.push_back(courier::async<hello_action>(loc, from));
+    }
+    auto ready = co_await courier::when_all(std::move(fs));
+    for (auto& f : ready) {
+        out += f.get() + "\n";
+    }
+    co_return out;
+}
+
+/// Runs on any locality: coroutines there await calls to every locality, one of them failing.
+std::string coroutine_tour(std::string const& from) {
+    auto all = courier::find_all_localities();
+    auto next = all[(courier::get_locality_id() + 1) % all.size()];
+    auto greetings = greet_everywhere(from);
+    auto failing = outcome_of_thrower(next, 3);
+    auto fine = outcome_of_thrower(next, -4);
+    return greetings.get() + failing.get() + "\n" + fine.get();
+}
+COURIER_PLAIN_ACTION(coroutine_tour, coroutine_tour_action);
+
+courier::future<std::vector<std::string>> tours_from_everywhere() {
+    std::vector<courier::future<std::string>> fs;
+    auto all = courier::find_all_localities();
+    for (std::size_t k = 0; k < all.size(); ++k) {
+        fs.push_back(courier::async<coroutine_tour_action>(all[k], "coro " + std::to_string(k)));
+    }
+    auto ready = co_await courier::when_all(std::move(fs));
+    std::vector<std::string> out;
+    for (auto& f : ready) {
+        out.push_back(f.get());
+    }
+    co_return out;
+}
+
+courier::future<int> uncaught_remote_failure(courier::id_type where) {
+    co_return co_await courier::async<thrower_action>(where, 1) + 1;
+}
+
+/// Ten calls, each awaited in turn, to localities c, c+1, ...: the sum of their ids.
+courier::future<long> sum_of_ids(std::vector<courier::id_type> all, int c) {
+    long sum = 0;
+    for (int i = 0; i < 10; ++i) {
+        auto const& loc = all[static_cast<std::size_t>(c + i) % all.size()];
+        sum += co_await courier::async<relay_action_type_forward>(loc, 0);
+    }
+    co_return sum;
+}
+
+void scenario_coroutines() {
+    auto all = courier::find_all_localities();
+    auto n = static_cast<std::uint32_t>(all.size());
+    auto tours = tours_from_everywhere().get();
+    CHECK(tours.size() == n);
+    for (std::uint32_t k = 0; k < n && k < tours.size(); ++k) {
+        std::string expected;
+        for (int round = 0; round < 2; ++round) {
+            for (std::uint32_t i = 0; i < n; ++i) {
+                expected += "hello coro " + std::to_string(k) + " from locality " +
+                            std::to_string(i) + "\n";
+            }
+        }
+        expected += "std::invalid_argument: x must not be positive, got 3 (locality " +
+                    std::to_string((k + 1) % n) + ")\nvalue -4";
+        CHECK(tours[k] == expected);
+        if (tours[k] != expected) {
+            std::fprintf(stderr, "locality %u reported:\n%s\n", k, tours[k].c_str());
+        }
+    }
+    // Caught at the co_await here: the remote exception names its type, message and locality.
+    for (std::uint32_t r = 1; r < n; ++r) {
+        CHECK(outcome_of_thrower(all[r], 5).get() ==
+              "std::invalid_argument: x must not be positive, got 5 (locality " +
+                  std::to_string(r) + ")");
+    }
+    // Not caught: it escapes the coroutine into its future.
+    for (std::uint32_t r = 1; r < n; ++r) {
+        try {
+            uncaught_remote_failure(all[r]).get();
+            CHECK(false);
+        } catch (courier::remote_exception const& e) {
+            CHECK(e.locality() == r);
+            CHECK(e.message() == "x must not be positive, got 1");
+        }
+    }
+    // Many coroutines in flight at once.
+    std::vector<courier::future<long>> many;
+    for (int c = 0; c < 300; ++c) {
+        many.push_back(sum_of_ids(all, c));
+    }
+    for (int c = 0; c < 300; ++c) {
+        long expected = 0;
+        for (int i = 0; i < 10; ++i) {
+            expected += (c + i) % static_cast<int>(n);
+        }
+        CHECK(many[static_cast<std::size_t>(c)].get() == expected);
+    }
+}
+
 // SPMD: courier_main runs everywhere; every locality checks and reports through all_reduce.
 int spmd_main() {
     auto rank = courier::get_locality_id();
@@ -665,6 +784,10 @@ int scenario_soak(double seconds) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     std::uint64_t calls = 0, wrong = 0;
+    // Every locality has joined the job: fault-run waits for this line before its fault.
+    std::printf("soak started on %u localities for %.1f s\n", courier::get_num_localities(),
+                seconds);
+    std::fflush(stdout);
     try {
         for (std::uint64_t round = 0; elapsed() < seconds; ++round) {
             std::size_t n = std::size_t{1} << (round % 18); // 1 .. 128 Ki elements
@@ -1296,6 +1419,7 @@ int courier_main(int argc, char** argv) {
         {"stuck", scenario_stuck},
         {"components", scenario_components},
         {"collectives", scenario_collectives},
+        {"coroutines", scenario_coroutines},
         {"rma", scenario_rma},
         {"deep", scenario_deep},
     };

@@ -1,134 +1,124 @@
 // SPDX-License-Identifier: BSL-1.0
-// The bookkeeping behind collectives: per generation, the contributions gathered on the root
-// and the promised result on every other locality. Either side may arrive first.
+// The mailbox behind the collectives: a message and its receive meet in a slot keyed by
+// (generation, round, source); whichever comes first creates it, the second takes it out.
+#include "gid.hpp"
 #include "locality_state.hpp"
+#include "log.hpp"
 
 #include <courier/runtime/collectives.hpp>
 
-#include <map>
-#include <mutex>
+#include <fmt/format.h>
 
 namespace courier::collectives::detail {
 
 namespace {
 
-using courier::detail::collective_table;
+// Messages that came before their receive, at most: a peer can run ahead of this locality
+// (a leaf of a gather tree finishes without waiting), but not without bound.
+constexpr std::size_t max_early_messages = std::size_t{1} << 20;
 
-collective_table& table() {
+courier::detail::collective_table& table() {
     return courier::detail::here().collectives;
 }
 
-collective_table::slot& get(collective_table& t, std::uint64_t gen) {
-    auto& s = t.slots[gen];
-    if (s.parts.empty()) {
-        s.parts.resize(get_num_localities());
-    }
-    return s;
-}
-
-// Root side: contribution `part` of locality `rank` for `gen`. Completes the gather when last.
-void arrive(std::uint64_t gen, std::uint32_t rank, bytes part) {
-    std::optional<promise<std::vector<bytes>>> done;
-    std::vector<bytes> all;
-    auto& t = table();
-    {
-        std::lock_guard g(t.mutex);
-        auto& s = get(t, gen);
-        if (rank >= s.parts.size() || s.parts[rank]) {
-            throw std::invalid_argument("collective generation " + std::to_string(gen) +
-                                        ": duplicate or invalid contribution from locality " +
-                                        std::to_string(rank));
-        }
-        s.parts[rank] = std::move(part);
-        if (++s.arrived == s.parts.size() && s.all) {
-            for (auto& p : s.parts) {
-                all.push_back(std::move(*p));
-            }
-            done = std::move(s.all);
-            t.slots.erase(gen);
-        }
-    }
-    if (done) {
-        done->set_value(std::move(all));
-    }
+std::exception_ptr failure(std::uint32_t rank) {
+    return std::make_exception_ptr(
+        network_error(fmt::format("courier: collective failed: locality {} has failed", rank)));
 }
 
 } // namespace
-} // namespace courier::collectives::detail
 
-void courier_collective_contribute(std::uint64_t gen, std::uint32_t rank,
-                                   courier::collectives::detail::bytes part) {
-    courier::collectives::detail::arrive(gen, rank, std::move(part));
-}
-COURIER_PLAIN_ACTION(courier_collective_contribute, courier_collective_contribute_action);
-
-void courier_collective_result(std::uint64_t gen, courier::collectives::detail::bytes result) {
-    using namespace courier::collectives::detail;
-    std::optional<courier::promise<bytes>> p;
+std::shared_ptr<slot_base> match(key const& k, bool arriving, std::shared_ptr<slot_base> fresh) {
     auto& t = table();
-    {
-        std::lock_guard g(t.mutex);
-        auto& s = get(t, gen);
-        if (s.result) {
-            p = std::move(s.result);
-            t.slots.erase(gen);
-        } else {
-            s.early_result = std::move(result);
-            return;
+    std::unique_lock lk(t.mutex);
+    if (t.failed) {
+        if (arriving) {
+            return nullptr;
         }
+        lk.unlock();
+        fresh->fail(failure(*t.failed));
+        return fresh;
     }
-    p->set_value(std::move(result));
+    auto it = t.slots.find(k);
+    if (it == t.slots.end()) {
+        if (arriving && t.early >= max_early_messages) {
+            lk.unlock();
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "dropped a collective message from locality {} (generation "
+                                   "{}): {} messages already wait for their receive",
+                                   k.source, k.generation, max_early_messages);
+            return nullptr;
+        }
+        t.early += arriving ? 1 : 0;
+        t.slots.emplace(k, fresh);
+        return fresh;
+    }
+    if (it->second->arrived == arriving) {
+        lk.unlock();
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "dropped a duplicate collective message from locality {} "
+                               "(generation {}, round {})",
+                               k.source, k.generation, k.step);
+        if (!arriving) { // two receives of one message: a bug in an algorithm
+            throw std::logic_error("courier: a collective message was received twice");
+        }
+        return nullptr;
+    }
+    std::shared_ptr<slot_base> s = std::move(it->second);
+    t.early -= s->arrived ? 1 : 0;
+    t.slots.erase(it);
+    return s;
 }
-COURIER_PLAIN_ACTION(courier_collective_result, courier_collective_result_action);
-
-namespace courier::collectives::detail {
 
 std::uint64_t next_generation() {
-    return table().generation.fetch_add(1);
-}
-
-future<std::vector<bytes>> gather_at_root(std::uint64_t gen, bytes mine) {
-    future<std::vector<bytes>> f;
     auto& t = table();
     {
-        std::lock_guard g(t.mutex);
-        auto& s = get(t, gen);
-        s.all.emplace();
-        f = s.all->get_future();
+        std::lock_guard lk(t.mutex);
+        if (t.failed) {
+            std::rethrow_exception(failure(*t.failed));
+        }
     }
-    arrive(gen, 0, std::move(mine));
-    return f;
+    return t.generation.fetch_add(1, std::memory_order_relaxed);
 }
 
-future<bytes> contribute(std::uint64_t gen, bytes mine) {
-    auto f = await_result(gen);
-    courier::async<courier_collective_contribute_action>(find_all_localities()[0], gen,
-                                                         get_locality_id(), std::move(mine))
-        .get();
-    return f;
+id_type locality(std::uint32_t rank) {
+    return courier::detail::locality_id(rank);
 }
 
-void publish(std::uint64_t gen, bytes const& result) {
-    std::vector<future<void>> fs;
-    for (auto const& loc : find_remote_localities()) {
-        fs.push_back(courier::async<courier_collective_result_action>(loc, gen, result));
-    }
-    for (auto& f : fs) {
-        f.get();
-    }
-}
-
-future<bytes> await_result(std::uint64_t gen) {
-    auto& t = table();
-    std::lock_guard g(t.mutex);
-    auto& s = get(t, gen);
-    if (s.early_result) {
-        auto r = std::move(*s.early_result);
-        t.slots.erase(gen);
-        return make_ready_future(std::move(r));
-    }
-    s.result.emplace();
-    return s.result->get_future();
+std::exception_ptr type_mismatch(key const& k, std::type_info const& expected,
+                                 std::type_info const& got) {
+    return std::make_exception_ptr(std::runtime_error(fmt::format(
+        "courier: collective generation {} round {} from locality {}: expected a {}, got a {} "
+        "(do all localities call the same collectives in the same order?)",
+        k.generation, k.step, k.source, serialization::detail::demangle(expected.name()),
+        serialization::detail::demangle(got.name()))));
 }
 
 } // namespace courier::collectives::detail
+
+namespace courier::detail {
+
+void collectives_peer_failed(locality_state& st, std::uint32_t rank) {
+    std::vector<std::shared_ptr<collectives::detail::slot_base>> waiting;
+    {
+        std::lock_guard lk(st.collectives.mutex);
+        if (st.collectives.failed) {
+            return;
+        }
+        st.collectives.failed = rank;
+        for (auto& [k, s] : st.collectives.slots) {
+            if (!s->arrived) {
+                waiting.push_back(std::move(s));
+            }
+        }
+        st.collectives.slots.clear();
+        st.collectives.early = 0;
+    }
+    for (auto& s : waiting) {
+        s->fail(collectives::detail::failure(rank));
+    }
+}
+
+} // namespace courier::detail

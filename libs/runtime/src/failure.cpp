@@ -42,6 +42,7 @@ void peer_failed(std::uint32_t rank) {
     }
     log(log_level::error, "locality {} has failed", rank);
     flow_peer_failed(st, rank); // senders waiting for its credits wake up and fail
+    collectives_peer_failed(st, rank);
     std::vector<completion> failed;
     st.pending.for_each_published([&](auto& slot, std::uint64_t id) {
         // dest was read after the id: if the slot is claimed (and reused) meanwhile, the

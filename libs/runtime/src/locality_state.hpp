@@ -63,20 +63,30 @@ struct component_table {
     std::atomic<bool> open{true}; // false once shutdown destroyed them
 };
 
-/// Collectives in progress on this locality, by generation (collectives.cpp): the contributions
-/// gathered on the root and the promised result on every other locality.
+/// The mailbox of the collectives in progress on this locality (collectives.cpp): messages that
+/// came before their receive, and receives waiting for their message.
 struct collective_table {
-    using bytes = collectives::detail::bytes;
-    struct slot {
-        std::vector<std::optional<bytes>> parts; // root: by rank
-        std::size_t arrived = 0;
-        std::optional<promise<std::vector<bytes>>> all;
-        std::optional<promise<bytes>> result; // non-root
-        std::optional<bytes> early_result;    // a result that came before its await_result
+    struct key_hash {
+        std::size_t operator()(collectives::detail::key const& k) const noexcept {
+            return std::hash<std::uint64_t>{}(k.generation * 0x9e3779b97f4a7c15ull ^
+                                              (std::uint64_t{k.step} << 32 | k.source));
+        }
     };
     std::mutex mutex;
-    std::map<std::uint64_t, slot> slots;
+    std::unordered_map<collectives::detail::key, std::shared_ptr<collectives::detail::slot_base>,
+                       key_hash>
+        slots;
+    std::size_t early = 0;               ///< slots holding a message nobody received yet
+    std::optional<std::uint32_t> failed; ///< a failed locality: every collective fails
     std::atomic<std::uint64_t> generation{0};
+};
+
+/// The names this locality serves (naming.cpp), and the lookups waiting for theirs.
+struct naming_table {
+    std::mutex mutex;
+    std::unordered_map<std::string, id_type> ids;
+    std::unordered_map<std::string, std::vector<request_context>> waiting;
+    std::size_t waiting_count = 0;
 };
 
 /// What a locality of a distributed run holds: its transport, the requests awaiting replies,
@@ -142,6 +152,7 @@ struct locality_state {
     bool exit_requested = false;
     component_table components;
     collective_table collectives;
+    naming_table names;
     flow_state flow;
     ordered_state ordered;
     traffic_counters traffic; // parcels of threads that are not its workers (traffic.hpp)
@@ -192,6 +203,8 @@ void clear_components(locality_state& st);
 /// A locality is gone: every request waiting on it fails with network_error, and so will
 /// every later one.
 void peer_failed(std::uint32_t rank);
+/// A locality failed: every collective in progress and every later one fails (collectives.cpp).
+void collectives_peer_failed(locality_state& st, std::uint32_t rank);
 
 /// Locality `rank`'s shared-memory names (/dev/shm/NAME and NAME-bell) in job `job_id`.
 inline std::string shm_name(std::string const& job_id, std::uint32_t rank) {

@@ -95,6 +95,25 @@ void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
     send_parcel(dest, std::move(m), 0, nullptr);
 }
 
+/// The request whose action runs on this thread, for an action that answers later. Read by the
+/// action before it can suspend (a suspended Courier thread may resume on another OS thread).
+thread_local request_context* t_request = nullptr;
+
+void send_failure_reply(std::uint32_t dest, std::uint64_t rid, bool control, char const* name,
+                        std::string const& type, std::string const& what) {
+    if (rid == 0) {
+        report_posted_action_failure(name, dest, type, what);
+        return;
+    }
+    send_reply(
+        dest, rid, control,
+        [&](serialization::output_archive& ar) {
+            ar.save(type);
+            ar.save(what);
+        },
+        false);
+}
+
 void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
@@ -108,17 +127,7 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     action_invoker invoke = found.invoke;
     char const* name = found.name != nullptr ? found.name : "?";
     auto fail_reply = [&](std::string const& type, std::string const& what) {
-        if (rid == 0) {
-            report_posted_action_failure(name, source, type, what);
-            return;
-        }
-        send_reply(
-            source, rid, control,
-            [&](serialization::output_archive& ar) {
-                ar.save(type);
-                ar.save(what);
-            },
-            false);
+        send_failure_reply(source, rid, control, name, type, what);
     };
     if (invoke == nullptr) {
         static logging::rate_limit limit;
@@ -134,21 +143,26 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     }
     // Run the action, writing the result into a fresh reply; on an exception, reply with it.
     serialization::message result;
+    request_context ctx{source, rid, control, name};
     try {
         serialization::output_archive ar(result);
         ar.save(static_cast<std::uint8_t>(reply));
         ar.save(rid);
         ar.save(static_cast<std::uint8_t>(control));
         ar.save(static_cast<std::uint8_t>(status_ok));
+        t_request = &ctx;
         invoke(in, ar);
+        t_request = nullptr;
     } catch (std::exception const& e) {
+        t_request = nullptr;
         fail_reply(serialization::detail::demangle(typeid(e).name()), e.what());
         return;
     } catch (...) {
+        t_request = nullptr;
         fail_reply("unknown", "an exception of unknown type");
         return;
     }
-    if (rid == 0) {
+    if (rid == 0 || ctx.deferred) {
         return;
     }
     if (!control) {
@@ -158,6 +172,56 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
 }
 
 } // namespace
+
+request_context* current_request() noexcept {
+    request_context* r = t_request;
+    t_request = nullptr; // one reader: the action that runs now
+    return r;
+}
+
+void send_deferred_reply(request_context const& r,
+                         function_ref<void(serialization::output_archive&)> write,
+                         std::exception_ptr error) noexcept {
+    try {
+        if (error) {
+            try {
+                std::rethrow_exception(error);
+            } catch (std::exception const& e) {
+                send_failure_reply(r.source, r.rid, r.control, r.name,
+                                   serialization::detail::demangle(typeid(e).name()), e.what());
+            } catch (...) {
+                send_failure_reply(r.source, r.rid, r.control, r.name, "unknown",
+                                   "an exception of unknown type");
+            }
+            return;
+        }
+        if (r.rid == 0) {
+            return;
+        }
+        serialization::message m;
+        try {
+            serialization::output_archive ar(m);
+            ar.save(static_cast<std::uint8_t>(reply));
+            ar.save(r.rid);
+            ar.save(static_cast<std::uint8_t>(r.control));
+            ar.save(static_cast<std::uint8_t>(status_ok));
+            write(ar);
+        } catch (std::exception const& e) {
+            send_failure_reply(r.source, r.rid, r.control, r.name,
+                               serialization::detail::demangle(typeid(e).name()), e.what());
+            return;
+        }
+        locality_state& st = here();
+        if (!r.control) {
+            st.sent.fetch_add(1, std::memory_order_acq_rel);
+        }
+        send_parcel(r.source, std::move(m), 0, nullptr);
+    } catch (std::exception const& e) {
+        // The caller's locality is gone or the runtime is stopping: its future fails there.
+        log(log_level::warn, "could not send the reply of action {} to locality {}: {}", r.name,
+            r.source, e.what());
+    }
+}
 
 // The completion of request `rid`, taken out of the table (empty if no longer pending: it was
 // answered, failed or never issued). Exactly one caller gets it.

@@ -247,14 +247,82 @@ void save_result(serialization::output_archive& out, R&& r) {
     out.save(*keep);
 }
 
+/// The request an action runs for: who asked (rid 0: a posted action, nobody waits).
+struct request_context {
+    std::uint32_t source = 0;
+    std::uint64_t rid = 0;
+    bool control = false;
+    char const* name = "?";
+    bool deferred = false; ///< the action answers later (send_deferred_reply), not on return
+};
+/// The request of the action running on this thread, once (then null); null outside an
+/// action. An action reads it before anything can suspend it.
+request_context* current_request() noexcept;
+/// Answers a deferred request: the result `write` produces, or `error` as a remote exception.
+void send_deferred_reply(request_context const& r,
+                         function_ref<void(serialization::output_archive&)> write,
+                         std::exception_ptr error) noexcept;
+
+template <class R>
+struct is_future : std::false_type {};
+template <class R>
+struct is_future<future<R>> : std::true_type {};
+template <class R>
+struct action_result {
+    using type = R;
+};
+template <class R>
+struct action_result<future<R>> {
+    using type = R;
+};
+
+/// The reply of an action whose function returned `f`: written now if `f` is ready, else sent
+/// when it becomes ready (the caller's future waits for it; the worker does not).
+template <class R>
+void reply_with(request_context* ctx, serialization::output_archive& out, future<R> f) {
+    if (f.is_ready() || ctx == nullptr) {
+        if constexpr (std::is_void_v<R>) {
+            f.get();
+        } else {
+            save_result(out, f.get());
+        }
+        return;
+    }
+    ctx->deferred = true;
+    (void)f.then([r = *ctx](future<R> done) {
+        std::exception_ptr error;
+        std::shared_ptr<R> keep;
+        try {
+            if constexpr (std::is_void_v<R>) {
+                done.get();
+            } else {
+                keep = std::make_shared<R>(done.get());
+            }
+        } catch (...) {
+            error = std::current_exception();
+        }
+        send_deferred_reply(
+            r,
+            [&](serialization::output_archive& reply) {
+                if constexpr (!std::is_void_v<R>) {
+                    reply.keep_alive(keep);
+                    reply.save(*keep);
+                }
+            },
+            error);
+    });
+}
+
 } // namespace detail
 
 /// The action type behind COURIER_PLAIN_ACTION: calls F on the target locality.
+/// A function returning future<R> is an action returning R: the reply leaves when the future
+/// is ready, and no worker waits for it meanwhile.
 template <auto F, detail::fixed_string Name>
 struct plain_action {
     using courier_action_tag = void;
     using traits = detail::function_traits<decltype(F)>;
-    using result_type = typename traits::result;
+    using result_type = typename detail::action_result<typename traits::result>::type;
     using arguments = typename traits::args;
     static constexpr std::string_view name = Name.view();
     static constexpr std::uint64_t id = serialization::detail::fnv1a64(Name.view());
@@ -270,7 +338,10 @@ struct plain_action {
             in.rollback(); // before args go: their destructors must not see half-built graphs
             throw;
         }
-        if constexpr (std::is_void_v<result_type>) {
+        if constexpr (detail::is_future<typename traits::result>::value) {
+            detail::request_context* ctx = detail::current_request();
+            detail::reply_with(ctx, out, std::apply(F, args));
+        } else if constexpr (std::is_void_v<result_type>) {
             std::apply(F, args);
         } else {
             detail::save_result(out, std::apply(F, args));

@@ -1,92 +1,551 @@
 // SPDX-License-Identifier: BSL-1.0
-// Collectives over all localities: all_reduce, broadcast, barrier.
+// Collectives over all localities, each in O(log P) rounds of point-to-point messages.
 //
 //   double total = courier::collectives::all_reduce(local, std::plus<>{});
+//   courier::future<std::vector<int>> all = courier::collectives::all_gather_async(mine);
 //
-// Every locality must call the same collectives in the same order (as with MPI): each call
-// takes the next generation number, which matches the calls across localities. The value
-// travels serialized (any serializable T); all_reduce gathers the contributions on locality 0,
-// reduces them there in rank order with the caller's `op` (so op need not be commutative), and
-// sends the result to every locality. Blocking forms suspend the calling Courier thread.
+// Every locality calls the same collectives in the same order (as with MPI): each call takes
+// the next generation number, which matches the calls across localities. Several may be in
+// flight at once (the _async forms). A blocking form runs the algorithm on the calling thread
+// (suspending a Courier thread while it waits for a message); an _async form runs it as a new
+// Courier task and returns its future at once, so it never blocks the caller.
+//
+// Values travel as arguments of a posted action, so any serializable T works and large ones
+// (vectors of bitwise types at or above the zero-copy threshold) move as pointer chunks the
+// receiver pulls by RMA. Operations need to be associative, not commutative: every algorithm
+// combines contributions in rank order.
+//
+// Algorithms (P localities, any P): barrier by dissemination, all_reduce by recursive doubling
+// with the localities beyond the largest power of two folded into a partner first (log2 P + 2
+// rounds), broadcast, reduce, gather and scatter over binomial trees, all_gather and all_to_all
+// by Bruck's algorithms (ceil(log2 P) rounds), the scans by recursive doubling.
+//
+// Failure: once a locality has failed, every collective in progress fails with network_error
+// on every locality, and so does every later one (the group of all localities is broken).
 #pragma once
 
+#include <courier/parcelport/error.hpp>
 #include <courier/runtime/actions.hpp>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace courier::collectives {
 
 namespace detail {
-using bytes = std::vector<std::byte>;
+
+/// One message of one collective: its generation, its round and the locality it came from.
+struct key {
+    std::uint64_t generation;
+    std::uint32_t step;
+    std::uint32_t source;
+    friend bool operator==(key const&, key const&) = default;
+};
+
+/// A mailbox slot: the message and, on the other side, whoever waits for it. Created by the
+/// first of the two; the second takes it out of the mailbox.
+struct slot_base {
+    virtual ~slot_base() = default;
+    virtual void fail(std::exception_ptr e) noexcept = 0;
+    std::type_info const* type = nullptr;
+    bool arrived = false; ///< made by the arriving message (else by the receiver)
+};
+template <class T>
+struct slot final : slot_base {
+    slot() : f(p.get_future()) { type = &typeid(T); }
+    void fail(std::exception_ptr e) noexcept override {
+        try {
+            p.set_exception(std::move(e));
+        } catch (...) {
+        }
+    }
+    promise<T> p;
+    future<T> f;
+};
+
+/// Matches a message with its receiver: returns the slot the other side created (taking it
+/// out of the mailbox), or stores `fresh` and returns it. Returns null for a message that is
+/// refused (a duplicate, one for a generation far ahead, or one after a failure: logged). A
+/// receive after a failure gets `fresh`, failed with network_error.
+std::shared_ptr<slot_base> match(key const& k, bool arriving, std::shared_ptr<slot_base> fresh);
+
+/// Takes the next generation; throws network_error once a locality has failed.
 std::uint64_t next_generation();
-/// Locality 0: the contributions of every locality for `gen`, in rank order, once all arrived.
-future<std::vector<bytes>> gather_at_root(std::uint64_t gen, bytes mine);
-/// Non-roots: sends `mine` to the root and returns the future of the result for `gen`.
-future<bytes> contribute(std::uint64_t gen, bytes mine);
-/// Sends `result` for `gen` to every locality but this one, waits until all have it.
-void publish(std::uint64_t gen, bytes const& result);
-/// The result for `gen` published by another locality.
-future<bytes> await_result(std::uint64_t gen);
+id_type locality(std::uint32_t rank);
+/// The error of a message whose type is not the one its receive expects.
+std::exception_ptr type_mismatch(key const& k, std::type_info const& expected,
+                                 std::type_info const& got);
 
 template <class T>
-bytes to_bytes(T const& v) {
-    auto m = serialization::save(serialization::options{4096, false}, v);
-    return {m.data().begin(), m.data().end()};
+void deliver(key const& k, T&& value) {
+    auto fresh = std::make_shared<slot<T>>();
+    fresh->arrived = true;
+    std::shared_ptr<slot_base> s = match(k, true, fresh);
+    if (!s) {
+        return;
+    }
+    if (*s->type != typeid(T)) {
+        std::exception_ptr e = type_mismatch(k, *s->type, typeid(T));
+        s->fail(e);
+        std::rethrow_exception(e);
+    }
+    static_cast<slot<T>&>(*s).p.set_value(std::move(value));
 }
+
+/// The message carrying a value of type T to another locality's mailbox.
 template <class T>
-T from_bytes(bytes const& b) {
-    T v{};
-    serialization::load(serialization::message::from_bytes(b), v);
-    return v;
+struct message_action {
+    using courier_action_tag = void;
+    using result_type = void;
+    static constexpr char const* name = "courier::collectives::message";
+
+    static std::uint64_t wire_id() noexcept {
+        static std::uint64_t const id =
+            serialization::detail::fnv1a64(name) ^
+            (serialization::detail::fnv1a64(typeid(T).name()) * 0x9e3779b97f4a7c15ull);
+        (void)registered;
+        return id;
+    }
+    static void invoke(serialization::input_archive& in, serialization::output_archive&) {
+        courier::detail::request_context* ctx = courier::detail::current_request();
+        std::uint64_t generation = 0;
+        std::uint32_t step = 0;
+        T value{};
+        try {
+            in.set_top_level(&value, sizeof value);
+            in.load(generation);
+            in.load(step);
+            in.load(value);
+            in.finish();
+        } catch (...) {
+            in.rollback();
+            throw;
+        }
+        // The source is the sending locality as the transport knows it, not a claim in the
+        // message.
+        std::uint32_t source = ctx != nullptr ? ctx->source : get_locality_id();
+        deliver(key{generation, step, source}, std::move(value));
+    }
+    inline static bool const registered =
+        courier::detail::register_action(wire_id(), name, &invoke);
+};
+
+/// One collective on this locality: its generation, and messages to and from its peers.
+class round_trip {
+public:
+    explicit round_trip(std::uint64_t generation)
+        : generation_(generation), rank_(get_locality_id()), size_(get_num_localities()) {}
+    std::uint32_t rank() const noexcept { return rank_; }
+    std::uint32_t size() const noexcept { return size_; }
+
+    template <class T>
+    void send(std::uint32_t to, std::uint32_t step, T value) const {
+        courier::post<message_action<T>>(locality(to), generation_, step, std::move(value));
+    }
+    template <class T>
+    T receive(std::uint32_t from, std::uint32_t step) const {
+        std::shared_ptr<slot_base> s =
+            match(key{generation_, step, from}, false, std::make_shared<slot<T>>());
+        if (*s->type != typeid(T)) {
+            std::rethrow_exception(
+                type_mismatch(key{generation_, step, from}, typeid(T), *s->type));
+        }
+        return static_cast<slot<T>&>(*s).f.get();
+    }
+
+private:
+    std::uint64_t generation_;
+    std::uint32_t rank_, size_;
+};
+
+/// Starts `body(round_trip)` as a task on the next generation; a failure to start (a failed
+/// locality) makes the future exceptional.
+template <class R, class Body>
+future<R> start(Body&& body) {
+    try {
+        round_trip c(next_generation());
+        return courier::async(
+            [c, body = std::forward<Body>(body)]() mutable -> R { return std::move(body)(c); });
+    } catch (...) {
+        return make_exceptional_future<R>(std::current_exception());
+    }
 }
+
+template <class T, class Op>
+T all_reduce(round_trip const& c, T value, Op& op) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    if (p == 1) {
+        return value;
+    }
+    std::uint32_t pof2 = 1;
+    while (pof2 * 2 <= p) {
+        pof2 *= 2;
+    }
+    std::uint32_t const rem = p - pof2;
+    // Fold: below 2*rem, each even locality gives its value to the odd one above it and waits.
+    std::uint32_t last_step = 1;
+    for (std::uint32_t m = 1; m < pof2; m <<= 1) {
+        ++last_step;
+    }
+    bool folded = r < 2 * rem && r % 2 == 0;
+    if (folded) {
+        c.send(r + 1, 0, std::move(value));
+        return c.receive<T>(r + 1, last_step);
+    }
+    T acc = std::move(value);
+    std::uint32_t newrank = r < 2 * rem ? r / 2 : r - rem;
+    if (r < 2 * rem) {
+        acc = op(c.receive<T>(r - 1, 0), std::move(acc));
+    }
+    std::uint32_t step = 1;
+    for (std::uint32_t mask = 1; mask < pof2; mask <<= 1, ++step) {
+        std::uint32_t partner_new = newrank ^ mask;
+        std::uint32_t partner = partner_new < rem ? partner_new * 2 + 1 : partner_new + rem;
+        c.send(partner, step, acc);
+        T other = c.receive<T>(partner, step);
+        acc = partner_new < newrank ? op(std::move(other), std::move(acc))
+                                    : op(std::move(acc), std::move(other));
+    }
+    if (r < 2 * rem) {
+        c.send(r - 1, last_step, acc);
+    }
+    return acc;
+}
+
+template <class T>
+T broadcast(round_trip const& c, T value, std::uint32_t root) {
+    std::uint32_t const p = c.size();
+    std::uint32_t const vr = (c.rank() + p - root) % p;
+    std::uint32_t mask = 1;
+    while (mask < p) {
+        if ((vr & mask) != 0) {
+            value = c.receive<T>((vr - mask + root) % p, 0);
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask < p) {
+            c.send((vr + mask + root) % p, 0, value);
+        }
+    }
+    return value;
+}
+
+template <class T, class Op>
+T reduce(round_trip const& c, T value, Op& op, std::uint32_t root) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    // A binomial tree towards locality 0 (contiguous ranks: the order of op is kept), then to
+    // the root.
+    for (std::uint32_t mask = 1; mask < p; mask <<= 1) {
+        if ((r & mask) != 0) {
+            c.send(r & ~mask, 0, std::move(value));
+            value = T{};
+            break;
+        }
+        if ((r | mask) < p) {
+            value = op(std::move(value), c.receive<T>(r | mask, 0));
+        }
+    }
+    if (root != 0) {
+        if (r == 0) {
+            c.send(root, 1, std::move(value));
+            value = T{};
+        } else if (r == root) {
+            value = c.receive<T>(0, 1);
+        }
+    }
+    return value;
+}
+
+template <class T>
+std::vector<T> gather(round_trip const& c, T value, std::uint32_t root) {
+    std::uint32_t const p = c.size();
+    std::uint32_t const vr = (c.rank() + p - root) % p;
+    // block[i]: the value of virtual rank vr + i, for the subtree under vr.
+    std::vector<T> block;
+    block.push_back(std::move(value));
+    for (std::uint32_t mask = 1; mask < p; mask <<= 1) {
+        if ((vr & mask) != 0) {
+            c.send(((vr & ~mask) + root) % p, 0, std::move(block));
+            return {};
+        }
+        if ((vr | mask) < p) {
+            auto more = c.receive<std::vector<T>>(((vr | mask) + root) % p, 0);
+            if (more.size() != std::min(mask, p - (vr | mask))) {
+                throw std::runtime_error("courier: gather: a subtree sent " +
+                                         std::to_string(more.size()) + " values");
+            }
+            for (auto& v : more) {
+                block.push_back(std::move(v));
+            }
+        }
+    }
+    std::vector<T> result(p);
+    for (std::uint32_t i = 0; i < p; ++i) {
+        result[(i + root) % p] = std::move(block[i]);
+    }
+    return result;
+}
+
+template <class T>
+T scatter(round_trip const& c, std::vector<T> values, std::uint32_t root) {
+    std::uint32_t const p = c.size();
+    std::uint32_t const vr = (c.rank() + p - root) % p;
+    std::vector<T> block; // the values of virtual ranks vr, vr + 1, ... of this subtree
+    std::uint32_t mask = 1;
+    if (vr == 0) {
+        if (values.size() != p) {
+            throw std::invalid_argument("courier: scatter needs one value per locality, got " +
+                                        std::to_string(values.size()));
+        }
+        block.resize(p);
+        for (std::uint32_t i = 0; i < p; ++i) {
+            block[i] = std::move(values[(i + root) % p]);
+        }
+        while (mask < p) {
+            mask <<= 1;
+        }
+    } else {
+        mask = vr & (~vr + 1);
+        block = c.receive<std::vector<T>>((vr - mask + root) % p, 0);
+        if (block.size() != std::min(mask, p - vr)) {
+            throw std::runtime_error("courier: scatter: received " + std::to_string(block.size()) +
+                                     " values for a subtree");
+        }
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask < p) {
+            std::uint32_t n = std::min(mask, p - vr - mask);
+            std::vector<T> part(std::make_move_iterator(block.begin() + mask),
+                                std::make_move_iterator(block.begin() + mask + n));
+            c.send((vr + mask + root) % p, 0, std::move(part));
+        }
+    }
+    return std::move(block[0]);
+}
+
+template <class T>
+std::vector<T> all_gather(round_trip const& c, T value) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    std::vector<T> buf; // buf[j]: the value of locality (r + j) % p
+    buf.push_back(std::move(value));
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        std::uint32_t n = std::min(dist, p - dist);
+        c.send((r + p - dist) % p, step, std::vector<T>(buf.begin(), buf.begin() + n));
+        auto more = c.receive<std::vector<T>>((r + dist) % p, step);
+        if (more.size() != n) {
+            throw std::runtime_error("courier: all_gather: a round brought " +
+                                     std::to_string(more.size()) + " values");
+        }
+        for (auto& v : more) {
+            buf.push_back(std::move(v));
+        }
+    }
+    std::vector<T> result(p);
+    for (std::uint32_t j = 0; j < p; ++j) {
+        result[(r + j) % p] = std::move(buf[j]);
+    }
+    return result;
+}
+
+template <class T>
+std::vector<T> all_to_all(round_trip const& c, std::vector<T> values) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    if (values.size() != p) {
+        throw std::invalid_argument("courier: all_to_all needs one value per locality, got " +
+                                    std::to_string(values.size()));
+    }
+    // tmp[i]: the value travelling i localities forward; in round k the values whose index has
+    // bit k set move 2^k further. At the end tmp[i] came from locality r - i.
+    std::vector<T> tmp(p);
+    for (std::uint32_t i = 0; i < p; ++i) {
+        tmp[i] = std::move(values[(r + i) % p]);
+    }
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        std::vector<T> out;
+        for (std::uint32_t i = dist; i < p; ++i) {
+            if ((i & dist) != 0) {
+                out.push_back(std::move(tmp[i]));
+            }
+        }
+        std::size_t n = out.size();
+        c.send((r + dist) % p, step, std::move(out));
+        auto in = c.receive<std::vector<T>>((r + p - dist) % p, step);
+        if (in.size() != n) {
+            throw std::runtime_error("courier: all_to_all: a round brought " +
+                                     std::to_string(in.size()) + " values");
+        }
+        std::size_t next = 0;
+        for (std::uint32_t i = dist; i < p; ++i) {
+            if ((i & dist) != 0) {
+                tmp[i] = std::move(in[next++]);
+            }
+        }
+    }
+    std::vector<T> result(p);
+    for (std::uint32_t src = 0; src < p; ++src) {
+        result[src] = std::move(tmp[(r + p - src) % p]);
+    }
+    return result;
+}
+
+/// The prefix over localities 0..r (inclusive), and over 0..r-1 (exclusive: empty on 0).
+template <class T, class Op>
+std::pair<T, std::optional<T>> scan(round_trip const& c, T value, Op& op) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    T acc = std::move(value);
+    std::optional<T> before;
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        if (r + dist < p) {
+            c.send(r + dist, step, acc);
+        }
+        if (r >= dist) {
+            T other = c.receive<T>(r - dist, step);
+            before = before ? op(other, std::move(*before)) : other;
+            acc = op(std::move(other), std::move(acc));
+        }
+    }
+    return {std::move(acc), std::move(before)};
+}
+
+inline void barrier(round_trip const& c) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        c.send((r + dist) % p, step, std::uint8_t{0});
+        (void)c.receive<std::uint8_t>((r + p - dist) % p, step);
+    }
+}
+
 } // namespace detail
 
-template <class T, class Op>
-future<T> all_reduce_async(T value, Op op) {
-    std::uint64_t gen = detail::next_generation();
-    if (get_num_localities() == 1) {
-        return make_ready_future(std::move(value));
-    }
-    if (get_locality_id() != 0) {
-        return detail::contribute(gen, detail::to_bytes(value)).then([](future<detail::bytes> r) {
-            return detail::from_bytes<T>(r.get());
-        });
-    }
-    return detail::gather_at_root(gen, detail::to_bytes(value))
-        .then([gen, op = std::move(op)](future<std::vector<detail::bytes>> all) mutable {
-            auto parts = all.get();
-            T acc = detail::from_bytes<T>(parts[0]);
-            for (std::size_t r = 1; r < parts.size(); ++r) {
-                acc = op(std::move(acc), detail::from_bytes<T>(parts[r]));
-            }
-            detail::publish(gen, detail::to_bytes(acc));
-            return acc;
-        });
-}
-
+/// The combination of every locality's `value` with `op`, in rank order, on every locality.
 template <class T, class Op>
 T all_reduce(T value, Op op) {
-    return all_reduce_async(std::move(value), std::move(op)).get();
+    return detail::all_reduce(detail::round_trip(detail::next_generation()), std::move(value), op);
+}
+template <class T, class Op>
+future<T> all_reduce_async(T value, Op op) {
+    return detail::start<T>([v = std::move(value), op = std::move(op)](auto c) mutable {
+        return detail::all_reduce(c, std::move(v), op);
+    });
 }
 
 /// Every locality returns `root`'s value.
 template <class T>
 T broadcast(T value, std::uint32_t root = 0) {
-    std::uint64_t gen = detail::next_generation();
-    if (get_num_localities() == 1) {
-        return value;
-    }
-    if (get_locality_id() == root) {
-        detail::publish(gen, detail::to_bytes(value));
-        return value;
-    }
-    return detail::from_bytes<T>(detail::await_result(gen).get());
+    return detail::broadcast(detail::round_trip(detail::next_generation()), std::move(value), root);
+}
+template <class T>
+future<T> broadcast_async(T value, std::uint32_t root = 0) {
+    return detail::start<T>([v = std::move(value), root](auto c) mutable {
+        return detail::broadcast(c, std::move(v), root);
+    });
 }
 
 /// Returns once every locality has entered the barrier.
 inline void barrier() {
-    (void)all_reduce(std::uint8_t{0}, [](std::uint8_t a, std::uint8_t) { return a; });
+    detail::barrier(detail::round_trip(detail::next_generation()));
+}
+inline future<void> barrier_async() {
+    return detail::start<void>([](auto c) { detail::barrier(c); });
+}
+
+/// result[i] is locality i's value, on every locality.
+template <class T>
+std::vector<T> all_gather(T value) {
+    return detail::all_gather(detail::round_trip(detail::next_generation()), std::move(value));
+}
+template <class T>
+future<std::vector<T>> all_gather_async(T value) {
+    return detail::start<std::vector<T>>(
+        [v = std::move(value)](auto c) mutable { return detail::all_gather(c, std::move(v)); });
+}
+
+/// values[i] goes to locality i; result[i] came from locality i. values.size() must be P.
+template <class T>
+std::vector<T> all_to_all(std::vector<T> values) {
+    return detail::all_to_all(detail::round_trip(detail::next_generation()), std::move(values));
+}
+template <class T>
+future<std::vector<T>> all_to_all_async(std::vector<T> values) {
+    return detail::start<std::vector<T>>(
+        [v = std::move(values)](auto c) mutable { return detail::all_to_all(c, std::move(v)); });
+}
+
+/// On `root`, result[i] is locality i's value; empty elsewhere.
+template <class T>
+std::vector<T> gather(T value, std::uint32_t root = 0) {
+    return detail::gather(detail::round_trip(detail::next_generation()), std::move(value), root);
+}
+template <class T>
+future<std::vector<T>> gather_async(T value, std::uint32_t root = 0) {
+    return detail::start<std::vector<T>>([v = std::move(value), root](auto c) mutable {
+        return detail::gather(c, std::move(v), root);
+    });
+}
+
+/// Locality i gets values[i] of `root` (values are read on root only).
+template <class T>
+T scatter(std::vector<T> values, std::uint32_t root = 0) {
+    return detail::scatter(detail::round_trip(detail::next_generation()), std::move(values), root);
+}
+template <class T>
+future<T> scatter_async(std::vector<T> values, std::uint32_t root = 0) {
+    return detail::start<T>([v = std::move(values), root](auto c) mutable {
+        return detail::scatter(c, std::move(v), root);
+    });
+}
+
+/// The combination of every locality's value in rank order, on `root` (elsewhere: T{}).
+template <class T, class Op>
+T reduce(T value, Op op, std::uint32_t root = 0) {
+    return detail::reduce(detail::round_trip(detail::next_generation()), std::move(value), op,
+                          root);
+}
+template <class T, class Op>
+future<T> reduce_async(T value, Op op, std::uint32_t root = 0) {
+    return detail::start<T>([v = std::move(value), op = std::move(op), root](auto c) mutable {
+        return detail::reduce(c, std::move(v), op, root);
+    });
+}
+
+/// On locality i: value_0 op value_1 op ... op value_i.
+template <class T, class Op>
+T inclusive_scan(T value, Op op) {
+    return detail::scan(detail::round_trip(detail::next_generation()), std::move(value), op).first;
+}
+template <class T, class Op>
+future<T> inclusive_scan_async(T value, Op op) {
+    return detail::start<T>([v = std::move(value), op = std::move(op)](auto c) mutable {
+        return detail::scan(c, std::move(v), op).first;
+    });
+}
+
+/// On locality i: init op value_0 op ... op value_(i-1) (init on locality 0).
+template <class T, class Op>
+T exclusive_scan(T value, Op op, T init) {
+    auto before =
+        detail::scan(detail::round_trip(detail::next_generation()), std::move(value), op).second;
+    return before ? op(std::move(init), std::move(*before)) : init;
+}
+template <class T, class Op>
+future<T> exclusive_scan_async(T value, Op op, T init) {
+    return detail::start<T>(
+        [v = std::move(value), op = std::move(op), init = std::move(init)](auto c) mutable {
+            auto before = detail::scan(c, std::move(v), op).second;
+            return before ? op(std::move(init), std::move(*before)) : std::move(init);
+        });
 }
 
 } // namespace courier::collectives

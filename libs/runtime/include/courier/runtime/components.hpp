@@ -76,7 +76,7 @@ struct component_action {
     static constexpr bool targets_component = true;
     using traits = detail::member_traits<decltype(M)>;
     using object = typename traits::object;
-    using result_type = typename traits::result;
+    using result_type = typename detail::action_result<typename traits::result>::type;
     using arguments = typename traits::args;
     static constexpr std::string_view name = Name.view();
 
@@ -92,7 +92,11 @@ struct component_action {
         std::apply([&](auto&... a) { (in.load(a), ...); }, args);
         in.finish();
         auto obj = std::static_pointer_cast<object>(detail::find_component(lsb, typeid(object)));
-        if constexpr (std::is_void_v<result_type>) {
+        if constexpr (detail::is_future<typename traits::result>::value) {
+            detail::request_context* ctx = detail::current_request();
+            detail::reply_with(ctx, out,
+                               std::apply([&](auto&... a) { return ((*obj).*M)(a...); }, args));
+        } else if constexpr (std::is_void_v<result_type>) {
             std::apply([&](auto&... a) { ((*obj).*M)(a...); }, args);
         } else {
             detail::save_result(out,

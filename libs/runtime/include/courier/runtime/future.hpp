@@ -7,6 +7,17 @@
 // runtime is not running) and returns a future of its result; a continuation that returns a
 // future<U> gives a future<U> (unwrapped). Errors use std::future_error (broken_promise,
 // promise_already_satisfied, future_already_retrieved, no_state).
+// Coroutines: future<T> and shared_future<T> are awaitable, and a function returning future<T>
+// may be a coroutine. `co_await f` does not suspend if f is ready; otherwise it suspends the
+// coroutine (no worker blocks) and resumes it as a new Courier task once f is ready; it yields
+// the value or rethrows the stored exception (remote_exception included). The body runs at once
+// until its first suspension; co_return, or an exception escaping it, sets the returned future.
+//
+//   courier::future<int> sum_of(courier::future<int> a, courier::future<int> b) {
+//       co_return co_await std::move(a) + co_await std::move(b);
+//   }
+//
+// Details (lvalues, shared_future, lifetimes): detail/coroutine.hpp.
 // Thread safety: one future/promise object per thread; the shared state is thread-safe.
 #pragma once
 
@@ -311,3 +322,5 @@ future<T>::future(future<future<T>>&& outer) {
 }
 
 } // namespace courier
+
+#include <courier/runtime/detail/coroutine.hpp> // co_await on futures, future<T> coroutines

@@ -69,6 +69,10 @@ public:
         }
     }
 
+    /// Queues `w` to be notified when the state becomes ready; false (nothing queued) if it
+    /// already is. Once queued, `w` may be notified at once, on another thread.
+    bool try_add_waiter(waiter* w) noexcept { return push(w); }
+
     void set_exception(std::exception_ptr e) {
         check_unset();
         exception_ = std::move(e);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSL-1.0
+# Courier's all_reduce / all_gather against OpenMPI's on P localities of this host, in
+# alternating rounds (each round runs Courier, then MPI); prints per case the median latency of
+# each over the rounds and the median of the per-round ratios courier/mpi.
+# usage: benchmarks/collectives/compare.sh [--rounds=N] [--ranks="2 4 8 16"] [--build=DIR]
+# Courier runs on shm with one worker per locality, MPI on vader; both unbound (more ranks than
+# cores oversubscribe: OpenMPI then yields when idle, Courier's idle workers sleep).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../../build"
+rounds=5
+ranks="2 4 8 16"
+for a in "$@"; do
+    case "$a" in
+        --rounds=*) rounds=${a#--rounds=} ;;
+        --ranks=*) ranks=${a#--ranks=} ;;
+        --build=*) build=${a#--build=} ;;
+        *) echo "compare.sh: unknown option $a" >&2; exit 2 ;;
+    esac
+done
+bin="$build/bin"
+root=()
+[ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+for p in $ranks; do
+    for ((r = 0; r < rounds; r++)); do
+        COURIER_BIND=none "$bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
+            "$bin/coll_courier" --courier:spmd=1 --courier:provider=shm --courier:threads=1 |
+            sed -n "s/^RESULT /$r /p" >> "$raw"
+        mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none --mca btl self,vader \
+            "$bin/coll_mpi" | sed -n "s/^RESULT /$r /p" >> "$raw"
+    done
+done
+python3 - "$raw" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    rnd, impl, op, size, ranks, avg, lo, hi = line.split()
+    rows.setdefault((op, int(size), int(ranks)), {}).setdefault(impl, {})[int(rnd)] = float(avg)
+print(f"{'op':10} {'bytes':>6} {'ranks':>5} {'courier us':>11} {'mpi us':>9} {'ratio':>6}")
+for (op, size, ranks), by in sorted(rows.items()):
+    c, m = by.get('courier', {}), by.get('mpi', {})
+    common = sorted(set(c) & set(m))
+    if not common:
+        continue
+    ratio = statistics.median(c[r] / m[r] for r in common)
+    print(f"{op:10} {size:>6} {ranks:>5} {statistics.median(c.values()):>11.2f} "
+          f"{statistics.median(m.values()):>9.2f} {ratio:>6.2f}")
+PY
