@@ -777,37 +777,3 @@ void resume(fiber_ctx* f) noexcept {
 }
 
 } // namespace courier::detail
-
-namespace courier::this_thread {
-
-void yield() {
-    detail::fiber_ctx* self = detail::current_fiber();
-    if (self == nullptr) {
-        std::this_thread::yield();
-        return;
-    }
-    auto requeue = [self] { detail::get_tl_worker()->yielded.push_back(self); };
-    detail::suspend_with(requeue);
-}
-
-void sleep_for(std::chrono::nanoseconds d) {
-    detail::fiber_ctx* self = detail::current_fiber();
-    if (self == nullptr) {
-        std::this_thread::sleep_for(d);
-        return;
-    }
-    auto deadline = std::chrono::steady_clock::now() + d;
-    auto arm = [self, deadline] {
-        auto* w = detail::get_tl_worker();
-        w->timers.emplace(deadline, self);
-        w->timer_count.store(w->timers.size(), std::memory_order_relaxed);
-    };
-    detail::suspend_with(arm);
-}
-
-int get_worker_id() noexcept {
-    return detail::get_tl_worker() != nullptr ? static_cast<int>(detail::get_tl_worker()->index)
-                                              : -1;
-}
-
-} // namespace courier::this_thread
