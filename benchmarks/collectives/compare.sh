@@ -29,7 +29,7 @@ for p in $ranks; do
         COURIER_BIND=none "$bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
             "$bin/coll_courier" --courier:spmd=1 --courier:provider=shm --courier:threads=1 |
             sed -n "s/^RESULT /$r /p" >> "$raw"
-        mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none --mca btl self,vader \
+        timeout 300 mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none --mca btl self,vader \
             "$bin/coll_mpi" | sed -n "s/^RESULT /$r /p" >> "$raw"
     done
 done

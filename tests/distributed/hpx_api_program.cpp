@@ -6,6 +6,7 @@
 
 #include <courier/courier.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -148,15 +149,24 @@ std::string hello(std::uint32_t from) {
 }
 COURIER_PLAIN_ACTION(hello, hello_action);
 
+std::atomic<bool> go_signal{false};
+void go() {
+    go_signal = true;
+}
+COURIER_PLAIN_ACTION(go, go_action);
+
 /// The calling task is not blocked by an _async collective: while the collective waits for a
-/// locality that joins late, the caller makes a round trip of its own.
+/// locality that joins late (only once locality 0 has checked, and tells it to go), the caller
+/// makes a round trip of its own.
 void check_async_does_not_block() {
     std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
     if (p < 2) {
         return;
     }
     if (r == p - 1) { // suspends this task only: its workers keep serving calls
-        courier::this_thread::sleep_for(std::chrono::milliseconds(300));
+        while (!go_signal) {
+            courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
     }
     auto f = coll::all_reduce_async(1, std::plus<>{});
     if (r == 0) {
@@ -164,6 +174,7 @@ void check_async_does_not_block() {
         CHECK(courier::async<hello_action>(courier::find_all_localities()[1], r).get() ==
               "hello 0 from 1");
         CHECK(!f.is_ready()); // still waiting for the late locality
+        courier::post<go_action>(courier::find_all_localities()[p - 1]);
     }
     CHECK(f.get() == int(p));
 }
@@ -253,6 +264,12 @@ int scenario_names() {
     return courier_test::verdict("names");
 }
 
+std::atomic<std::uint32_t> barrier_done{0};
+void count_barrier_done() {
+    ++barrier_done;
+}
+COURIER_PLAIN_ACTION(count_barrier_done, barrier_done_action);
+
 /// A name of a component on a locality that dies: its lookups fail with network_error.
 int scenario_names_dead() {
     std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
@@ -261,9 +278,15 @@ int scenario_names_dead() {
         courier::register_with_basename("doomed", id).get();
     }
     coll::barrier();
+    // The doomed locality dies once every other one has finished the barrier (its messages of
+    // the barrier's last round may still be on their way when its own barrier returns).
     if (r == p - 1) {
+        while (barrier_done.load() != p - 1) {
+            courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         std::_Exit(3); // dies without a word
     }
+    courier::post<barrier_done_action>(courier::find_all_localities()[p - 1]);
     // Wait until this locality knows, then look the name up (whichever locality serves it).
     for (int i = 0; i < 400; ++i) {
         try {
@@ -377,6 +400,46 @@ int scenario_future_actions() {
     return courier_test::verdict("future_actions");
 }
 
+/// Collective messages a peer forges or repeats: a receive of the wrong type fails with the
+/// types named, a duplicate is dropped (logged) and does not replace the first value.
+int scenario_bad_messages() {
+    std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
+    CHECK(p == 3);
+    auto const localities = courier::find_all_localities();
+    coll::barrier(); // generation 0
+    if (r == 1) {
+        // Generation 1, round 0 is where locality 0 receives the broadcast from root 1. When
+        // that receive waits already, the forged message fails it and this call fails too.
+        try {
+            courier::async<coll::detail::message_action<std::string>>(
+                localities[0], std::uint64_t{1}, 0u, std::string("forged"))
+                .get();
+        } catch (courier::remote_exception const& e) {
+            CHECK(std::string(e.what()).find("expected a int") != std::string::npos);
+        }
+        std::uint64_t const far = std::uint64_t{1} << 40;
+        courier::async<coll::detail::message_action<int>>(localities[0], far, 0u, 5).get();
+        courier::async<coll::detail::message_action<int>>(localities[0], far, 0u, 6).get();
+    }
+    std::string error;
+    try {
+        CHECK(coll::broadcast(7, 1) == 7); // generation 1
+    } catch (std::exception const& e) {
+        error = e.what();
+    }
+    CHECK((r == 0) == !error.empty());
+    if (r == 0) {
+        CHECK(error.find("expected a int, got a std::") != std::string::npos);
+    }
+    coll::barrier(); // generation 2: the messages of locality 1 have all arrived
+    if (r == 0) {
+        coll::detail::round_trip c(std::uint64_t{1} << 40);
+        CHECK(c.receive<int>(1, 0) == 5); // the first one, kept
+    }
+    coll::barrier();
+    return courier_test::verdict("bad_messages");
+}
+
 } // namespace
 
 int courier_main(int argc, char** argv) {
@@ -392,6 +455,8 @@ int courier_main(int argc, char** argv) {
         rc = scenario_channels();
     } else if (scenario == "future_actions") {
         rc = scenario_future_actions();
+    } else if (scenario == "bad_messages") {
+        rc = scenario_bad_messages();
     } else {
         std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     }

@@ -28,15 +28,18 @@ std::exception_ptr failure(std::uint32_t rank) {
 
 } // namespace
 
-std::shared_ptr<slot_base> match(key const& k, bool arriving, std::shared_ptr<slot_base> fresh) {
+std::shared_ptr<slot_base> match(key const& k, bool arriving,
+                                 courier::detail::function_ref<std::shared_ptr<slot_base>()> make) {
     auto& t = table();
     std::unique_lock lk(t.mutex);
     if (t.failed) {
         if (arriving) {
             return nullptr;
         }
+        std::uint32_t rank = *t.failed;
         lk.unlock();
-        fresh->fail(failure(*t.failed));
+        std::shared_ptr<slot_base> fresh = make();
+        fresh->fail(failure(rank));
         return fresh;
     }
     auto it = t.slots.find(k);
@@ -50,6 +53,7 @@ std::shared_ptr<slot_base> match(key const& k, bool arriving, std::shared_ptr<sl
                                    k.source, k.generation, max_early_messages);
             return nullptr;
         }
+        std::shared_ptr<slot_base> fresh = make();
         t.early += arriving ? 1 : 0;
         t.slots.emplace(k, fresh);
         return fresh;

@@ -229,7 +229,8 @@ void print_counters(scheduler const& s) {
     };
     std::fflush(stdout); // what the program printed comes first
     for (auto const& [name, value] : counters) {
-        // Counts as integers, rates and times with six decimals.
+        // Whole values (counts, and a rate or time that happens to be whole) without decimals,
+        // the others with six.
         bool integral = value == std::floor(value) && std::fabs(value) < 9.007199254740992e15;
         std::string line = integral ? fmt::format("locality#{} {} {:.0f}\n", st.rank, name, value)
                                     : fmt::format("locality#{} {} {:.6f}\n", st.rank, name, value);

@@ -48,8 +48,7 @@ bool register_name(std::string name, id_type id) {
         }
     }
     for (auto const& r : waiting) {
-        send_deferred_reply(
-            r, [&](serialization::output_archive& out) { out.save(id); }, nullptr);
+        send_deferred_result(r, id);
     }
     return true;
 }
@@ -151,10 +150,3 @@ future<id_type> unregister_with_basename(std::string base, std::size_t sequence_
 }
 
 } // namespace courier
-
-namespace courier::distributed::detail {
-std::uint64_t channel_action_id(char const* what, char const* type) noexcept {
-    return serialization::detail::fnv1a64(what) ^
-           (serialization::detail::fnv1a64(type) * 0x9e3779b97f4a7c15ull);
-}
-} // namespace courier::distributed::detail

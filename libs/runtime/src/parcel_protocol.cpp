@@ -77,42 +77,63 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     }
 }
 
-void send_reply(std::uint32_t dest, std::uint64_t rid, bool control,
-                std::function<void(serialization::output_archive&)> const& body, bool ok) {
-    locality_state& st = here();
+/// The head of every reply: its kind, the request it answers and whether a result follows (or
+/// the exception's type name and message).
+void write_reply_head(serialization::output_archive& ar, request_context const& r, bool ok) {
+    ar.save(static_cast<std::uint8_t>(reply));
+    ar.save(r.rid);
+    ar.save(static_cast<std::uint8_t>(r.control));
+    ar.save(static_cast<std::uint8_t>(ok ? status_ok : status_failed));
+}
+
+/// Sends a written reply; termination counts it unless it answers a control request.
+void send_reply(request_context const& r, serialization::message&& m) {
+    if (!r.control) {
+        here().sent.fetch_add(1, std::memory_order_acq_rel);
+    }
+    send_parcel(r.source, std::move(m), 0, nullptr);
+}
+
+/// Answers `r` with an error (a posted action's failure is logged here instead).
+void send_failure_reply(request_context const& r, std::string const& type,
+                        std::string const& what) {
+    if (r.rid == 0) {
+        report_posted_action_failure(r.name, r.source, type, what);
+        return;
+    }
     serialization::message m;
     {
         serialization::output_archive ar(m);
-        ar.save(static_cast<std::uint8_t>(reply));
-        ar.save(rid);
-        ar.save(static_cast<std::uint8_t>(control));
-        ar.save(static_cast<std::uint8_t>(ok ? status_ok : status_failed));
-        body(ar);
+        write_reply_head(ar, r, false);
+        ar.save(type);
+        ar.save(what);
     }
-    if (!control) {
-        st.sent.fetch_add(1, std::memory_order_acq_rel);
+    send_reply(r, std::move(m));
+}
+
+/// Answers `r` with the exception `error`: its type name and message.
+void send_failure_reply(request_context const& r, std::exception_ptr error) {
+    try {
+        std::rethrow_exception(std::move(error));
+    } catch (std::exception const& e) {
+        send_failure_reply(r, serialization::detail::demangle(typeid(e).name()), e.what());
+    } catch (...) {
+        send_failure_reply(r, "unknown", "an exception of unknown type");
     }
-    send_parcel(dest, std::move(m), 0, nullptr);
 }
 
 /// The request whose action runs on this thread, for an action that answers later. Read by the
 /// action before it can suspend (a suspended Courier thread may resume on another OS thread).
 thread_local request_context* t_request = nullptr;
 
-void send_failure_reply(std::uint32_t dest, std::uint64_t rid, bool control, char const* name,
-                        std::string const& type, std::string const& what) {
-    if (rid == 0) {
-        report_posted_action_failure(name, dest, type, what);
-        return;
-    }
-    send_reply(
-        dest, rid, control,
-        [&](serialization::output_archive& ar) {
-            ar.save(type);
-            ar.save(what);
-        },
-        false);
-}
+/// Offers `r` to the action about to run on this thread (current_request), for its duration.
+class request_scope {
+public:
+    explicit request_scope(request_context& r) noexcept { t_request = &r; }
+    ~request_scope() { t_request = nullptr; }
+    request_scope(request_scope const&) = delete;
+    request_scope& operator=(request_scope const&) = delete;
+};
 
 void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
@@ -123,52 +144,36 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         st.received.fetch_add(1, std::memory_order_acq_rel);
         flow_started(st, source, static_cast<std::int64_t>(bytes));
     }
-    auto const found = find_action(action_id); // (no structured binding: lambdas use it)
-    action_invoker invoke = found.invoke;
-    char const* name = found.name != nullptr ? found.name : "?";
-    auto fail_reply = [&](std::string const& type, std::string const& what) {
-        send_failure_reply(source, rid, control, name, type, what);
-    };
-    if (invoke == nullptr) {
+    auto const found = find_action(action_id);
+    request_context ctx{source, rid, control, found.name != nullptr ? found.name : "?"};
+    if (found.invoke == nullptr) {
         static logging::rate_limit limit;
         logging::error_limited(limit,
                                "rejected a parcel from locality {}: unknown action id {:#018x}",
                                source, action_id);
         if (rid != 0) { // a posted one is logged once, above, not again as a failed action
-            fail_reply("courier::unknown_action",
-                       fmt::format("no action with id {:#018x} is registered on locality {}",
-                                   action_id, st.rank));
+            send_failure_reply(
+                ctx, "courier::unknown_action",
+                fmt::format("no action with id {:#018x} is registered on locality {}", action_id,
+                            st.rank));
         }
         return;
     }
     // Run the action, writing the result into a fresh reply; on an exception, reply with it.
     serialization::message result;
-    request_context ctx{source, rid, control, name};
     try {
         serialization::output_archive ar(result);
-        ar.save(static_cast<std::uint8_t>(reply));
-        ar.save(rid);
-        ar.save(static_cast<std::uint8_t>(control));
-        ar.save(static_cast<std::uint8_t>(status_ok));
-        t_request = &ctx;
-        invoke(in, ar);
-        t_request = nullptr;
-    } catch (std::exception const& e) {
-        t_request = nullptr;
-        fail_reply(serialization::detail::demangle(typeid(e).name()), e.what());
-        return;
+        write_reply_head(ar, ctx, true);
+        request_scope scope(ctx);
+        found.invoke(in, ar);
     } catch (...) {
-        t_request = nullptr;
-        fail_reply("unknown", "an exception of unknown type");
+        send_failure_reply(ctx, std::current_exception());
         return;
     }
     if (rid == 0 || ctx.deferred) {
         return;
     }
-    if (!control) {
-        st.sent.fetch_add(1, std::memory_order_acq_rel);
-    }
-    send_parcel(source, std::move(result), 0, nullptr);
+    send_reply(ctx, std::move(result));
 }
 
 } // namespace
@@ -184,15 +189,7 @@ void send_deferred_reply(request_context const& r,
                          std::exception_ptr error) noexcept {
     try {
         if (error) {
-            try {
-                std::rethrow_exception(error);
-            } catch (std::exception const& e) {
-                send_failure_reply(r.source, r.rid, r.control, r.name,
-                                   serialization::detail::demangle(typeid(e).name()), e.what());
-            } catch (...) {
-                send_failure_reply(r.source, r.rid, r.control, r.name, "unknown",
-                                   "an exception of unknown type");
-            }
+            send_failure_reply(r, std::move(error));
             return;
         }
         if (r.rid == 0) {
@@ -201,21 +198,13 @@ void send_deferred_reply(request_context const& r,
         serialization::message m;
         try {
             serialization::output_archive ar(m);
-            ar.save(static_cast<std::uint8_t>(reply));
-            ar.save(r.rid);
-            ar.save(static_cast<std::uint8_t>(r.control));
-            ar.save(static_cast<std::uint8_t>(status_ok));
+            write_reply_head(ar, r, true);
             write(ar);
-        } catch (std::exception const& e) {
-            send_failure_reply(r.source, r.rid, r.control, r.name,
-                               serialization::detail::demangle(typeid(e).name()), e.what());
+        } catch (...) {
+            send_failure_reply(r, std::current_exception());
             return;
         }
-        locality_state& st = here();
-        if (!r.control) {
-            st.sent.fetch_add(1, std::memory_order_acq_rel);
-        }
-        send_parcel(r.source, std::move(m), 0, nullptr);
+        send_reply(r, std::move(m));
     } catch (std::exception const& e) {
         // The caller's locality is gone or the runtime is stopping: its future fails there.
         log(log_level::warn, "could not send the reply of action {} to locality {}: {}", r.name,

@@ -87,9 +87,11 @@ public:
     }
     ~idle_period() {
         std::uint64_t end = ns_of(std::chrono::steady_clock::now());
+        // The open period closes before its time is added: a reader may miss it, never see it
+        // twice (both in idle_ns and from idle_since_ns).
+        w_.idle_since_ns.store(0, std::memory_order_release);
         w_.idle_ns.store(w_.idle_ns.load(std::memory_order_relaxed) + (end - begin_),
                          std::memory_order_release);
-        w_.idle_since_ns.store(0, std::memory_order_release);
     }
     idle_period(idle_period const&) = delete;
     idle_period& operator=(idle_period const&) = delete;
@@ -255,12 +257,11 @@ worker::~worker() {
 }
 
 void worker::push_inbox(std::uintptr_t item) {
-    inbox_lock.lock();
+    std::lock_guard lk(inbox_lock); // push_back may throw
     inbox.push_back(item);
     // seq_cst: pairs with the sleeper's seq_cst increment of sleepers_ then load of
     // inbox_size (a lost wake-up needs both loads to miss both stores, which seq_cst forbids).
     inbox_size.store(inbox.size(), std::memory_order_seq_cst);
-    inbox_lock.unlock();
 }
 
 void worker::drain_inbox() {
@@ -570,15 +571,25 @@ void scheduler::stop() {
         }
     }
     stopped_ns_.store(ns_of(std::chrono::steady_clock::now()), std::memory_order_release);
-    // Whatever is still queued can never run now.
-    for (auto& w : workers_) {
-        std::vector<std::uintptr_t> rest = std::move(w->inbox);
-        while (std::uintptr_t i = w->deque.steal()) {
-            rest.push_back(i);
-        }
-        for (auto i : rest) {
-            if (!is_fiber(i)) {
-                as_task(i)->drop(as_task(i));
+    // Whatever is still queued can never run now. Dropping a task may queue another (a
+    // coroutine destroyed unresumed readies the one awaiting it): drain until nothing is left.
+    for (bool found = true; found;) {
+        found = false;
+        for (auto& w : workers_) {
+            std::vector<std::uintptr_t> rest;
+            {
+                std::lock_guard lk(w->inbox_lock);
+                rest.swap(w->inbox);
+                w->inbox_size.store(0, std::memory_order_relaxed);
+            }
+            while (std::uintptr_t i = w->deque.steal()) {
+                rest.push_back(i);
+            }
+            found = found || !rest.empty();
+            for (auto i : rest) {
+                if (!is_fiber(i)) {
+                    as_task(i)->drop(as_task(i));
+                }
             }
         }
     }
@@ -594,15 +605,14 @@ void scheduler::spawn(task* t) {
         }
         return;
     }
-    external_ops_.fetch_add(1, std::memory_order_acq_rel);
-    external_spawned_.fetch_add(1, std::memory_order_acq_rel);
+    external_op op(external_ops_);
     auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
-    target->push_inbox(item_of(t));
+    target->push_inbox(item_of(t)); // may throw (out of memory): the caller still owns t
+    external_spawned_.fetch_add(1, std::memory_order_acq_rel);
     if (has_sleepers()) {
         target->wake();
         notify_one();
     }
-    external_ops_.fetch_sub(1, std::memory_order_release);
 }
 
 namespace {
@@ -628,7 +638,7 @@ void scheduler::make_ready(fiber_ctx* f) noexcept {
         notify_one();
         return;
     }
-    external_ops_.fetch_add(1, std::memory_order_acq_rel); // f is suspended: we are still live
+    external_op op(external_ops_); // f is suspended: we are still live
     auto& target = workers_[next_inbox_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
     try {
         target->push_inbox(item_of(f));
@@ -640,7 +650,6 @@ void scheduler::make_ready(fiber_ctx* f) noexcept {
         target->wake();
         notify_one();
     }
-    external_ops_.fetch_sub(1, std::memory_order_release);
 }
 
 void scheduler::notify_one() noexcept {

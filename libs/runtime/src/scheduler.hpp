@@ -126,6 +126,20 @@ struct progress_hook {
     std::atomic<int> running{0};
 };
 
+/// Counts a call from outside the workers while it runs: ~scheduler waits for none to remain.
+class external_op {
+public:
+    explicit external_op(std::atomic<int>& ops) noexcept : ops_(ops) {
+        ops_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    ~external_op() { ops_.fetch_sub(1, std::memory_order_release); }
+    external_op(external_op const&) = delete;
+    external_op& operator=(external_op const&) = delete;
+
+private:
+    std::atomic<int>& ops_;
+};
+
 class scheduler {
 public:
     explicit scheduler(scheduler_options const& o);

@@ -230,22 +230,21 @@ void recorder::rma_read(std::uint32_t peer, std::uint64_t bytes,
     record(e);
 }
 
-std::uint64_t recorder::events() const {
-    std::uint64_t n = 0;
+/// The sum of `count` over every buffer (counts are atomics: no lock).
+std::uint64_t recorder::total(std::uint64_t (buffer::*count)() const noexcept) const {
+    std::uint64_t n = (others_.*count)();
     for (auto const& b : workers_) {
-        n += b->size();
+        n += ((*b).*count)();
     }
-    std::lock_guard g(others_mutex_);
-    return n + others_.size();
+    return n;
+}
+
+std::uint64_t recorder::events() const {
+    return total(&buffer::size);
 }
 
 std::uint64_t recorder::dropped() const {
-    std::uint64_t n = 0;
-    for (auto const& b : workers_) {
-        n += b->dropped();
-    }
-    std::lock_guard g(others_mutex_);
-    return n + others_.dropped();
+    return total(&buffer::dropped);
 }
 
 // ---- the file -----------------------------------------------------------------------------

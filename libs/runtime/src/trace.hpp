@@ -116,6 +116,7 @@ public:
 
 private:
     void record(event const& e) noexcept;
+    std::uint64_t total(std::uint64_t (buffer::*count)() const noexcept) const;
 
     /// Stamps to CLOCK_MONOTONIC nanoseconds: the stamp and the time at the recorder's start.
     std::uint64_t stamp0_, ns0_;

@@ -28,6 +28,7 @@
 #include <system_error>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -263,18 +264,19 @@ void send_deferred_reply(request_context const& r,
                          function_ref<void(serialization::output_archive&)> write,
                          std::exception_ptr error) noexcept;
 
-template <class R>
-struct is_future : std::false_type {};
-template <class R>
-struct is_future<future<R>> : std::true_type {};
-template <class R>
-struct action_result {
-    using type = R;
-};
-template <class R>
-struct action_result<future<R>> {
-    using type = R;
-};
+/// Answers a deferred request with `value` (kept alive with the reply: a large one travels as
+/// a pointer chunk the caller pulls later).
+template <class T>
+void send_deferred_result(request_context const& r, T value) {
+    auto keep = std::make_shared<T>(std::move(value));
+    send_deferred_reply(
+        r,
+        [&](serialization::output_archive& out) {
+            out.keep_alive(keep);
+            out.save(*keep);
+        },
+        nullptr);
+}
 
 /// The reply of an action whose function returned `f`: written now if `f` is ready, else sent
 /// when it becomes ready (the caller's future waits for it; the worker does not).
@@ -290,27 +292,39 @@ void reply_with(request_context* ctx, serialization::output_archive& out, future
     }
     ctx->deferred = true;
     (void)f.then([r = *ctx](future<R> done) {
-        std::exception_ptr error;
-        std::shared_ptr<R> keep;
         try {
             if constexpr (std::is_void_v<R>) {
                 done.get();
+                send_deferred_reply(
+                    r, [](serialization::output_archive&) {}, nullptr);
             } else {
-                keep = std::make_shared<R>(done.get());
+                send_deferred_result(r, done.get());
             }
         } catch (...) {
-            error = std::current_exception();
+            send_deferred_reply(
+                r, [](serialization::output_archive&) {}, std::current_exception());
         }
-        send_deferred_reply(
-            r,
-            [&](serialization::output_archive& reply) {
-                if constexpr (!std::is_void_v<R>) {
-                    reply.keep_alive(keep);
-                    reply.save(*keep);
-                }
-            },
-            error);
     });
+}
+
+/// Loads an action's arguments into `args` (a tuple); on failure, undoes the deep-copy
+/// pointers already built in them before they are destroyed, and rethrows.
+template <class Tuple>
+void load_arguments(serialization::input_archive& in, Tuple& args) {
+    try {
+        in.set_top_level(&args, sizeof args);
+        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
+        in.finish();
+    } catch (...) {
+        in.rollback(); // before args go: their destructors must not see half-built graphs
+        throw;
+    }
+}
+
+/// The wire id of an action template instantiated for type `type` (hash of both names).
+inline std::uint64_t typed_action_id(std::string_view name, std::type_info const& type) noexcept {
+    return serialization::detail::fnv1a64(name) ^
+           (serialization::detail::fnv1a64(type.name()) * 0x9e3779b97f4a7c15ull);
 }
 
 } // namespace detail
@@ -322,7 +336,7 @@ template <auto F, detail::fixed_string Name>
 struct plain_action {
     using courier_action_tag = void;
     using traits = detail::function_traits<decltype(F)>;
-    using result_type = typename detail::action_result<typename traits::result>::type;
+    using result_type = typename detail::unwrap_future<typename traits::result>::type;
     using arguments = typename traits::args;
     static constexpr std::string_view name = Name.view();
     static constexpr std::uint64_t id = serialization::detail::fnv1a64(Name.view());
@@ -330,15 +344,8 @@ struct plain_action {
 
     static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
         arguments args;
-        try {
-            in.set_top_level(&args, sizeof args); // deep-copy pointers in it are undone on failure
-            std::apply([&](auto&... a) { (in.load(a), ...); }, args);
-            in.finish();
-        } catch (...) {
-            in.rollback(); // before args go: their destructors must not see half-built graphs
-            throw;
-        }
-        if constexpr (detail::is_future<typename traits::result>::value) {
+        detail::load_arguments(in, args);
+        if constexpr (detail::unwrap_future<typename traits::result>::is_future) {
             detail::request_context* ctx = detail::current_request();
             detail::reply_with(ctx, out, std::apply(F, args));
         } else if constexpr (std::is_void_v<result_type>) {

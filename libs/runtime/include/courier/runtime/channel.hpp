@@ -26,6 +26,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace courier::distributed {
@@ -72,15 +73,7 @@ public:
                 waiting_.erase(w);
             }
         }
-        // A large value travels as a pointer chunk the caller pulls later: the reply keeps it.
-        auto keep = std::make_shared<T>(std::move(value));
-        courier::detail::send_deferred_reply(
-            waiter,
-            [&](serialization::output_archive& out) {
-                out.keep_alive(keep);
-                out.save(*keep);
-            },
-            nullptr);
+        courier::detail::send_deferred_result(waiter, std::move(value));
     }
 
     /// Writes the value of `generation` into `out`, or defers the reply until it is set.
@@ -115,20 +108,13 @@ private:
     std::map<std::size_t, std::vector<courier::detail::request_context>> waiting_;
 };
 
-std::uint64_t channel_action_id(char const* what, char const* type) noexcept;
-
-/// The channel component of the call: loads the target, then `args`, checking the type.
-template <class T, class... A>
-std::shared_ptr<channel_server<T>> load_call(serialization::input_archive& in, A&... args) {
-    id_type self; // holds the call's credits until the call has run
+/// The channel component of the call: loads the target, then the arguments into `args` (a
+/// tuple), checking the type.
+template <class T, class Tuple>
+std::shared_ptr<channel_server<T>> load_call(serialization::input_archive& in, Tuple& args) {
+    id_type self;
     in.load(self);
-    try {
-        (in.load(args), ...);
-        in.finish();
-    } catch (...) {
-        in.rollback();
-        throw;
-    }
+    courier::detail::load_arguments(in, args);
     return std::static_pointer_cast<channel_server<T>>(
         courier::detail::find_component(self.lsb, typeid(channel_server<T>)));
 }
@@ -140,14 +126,13 @@ struct channel_set_action {
     using result_type = void;
     static constexpr char const* name = "courier::distributed::channel::set";
     static std::uint64_t wire_id() noexcept {
-        static std::uint64_t const id = channel_action_id(name, typeid(T).name());
+        static std::uint64_t const id = courier::detail::typed_action_id(name, typeid(T));
         (void)registered;
         return id;
     }
     static void invoke(serialization::input_archive& in, serialization::output_archive&) {
-        T value{};
-        std::size_t generation = 0;
-        load_call<T>(in, value, generation)->set(std::move(value), generation);
+        std::tuple<T, std::size_t> args; // value, generation
+        load_call<T>(in, args)->set(std::move(std::get<0>(args)), std::get<1>(args));
     }
     inline static bool const registered =
         courier::detail::register_action(wire_id(), name, &invoke);
@@ -160,14 +145,14 @@ struct channel_get_action {
     using result_type = T;
     static constexpr char const* name = "courier::distributed::channel::get";
     static std::uint64_t wire_id() noexcept {
-        static std::uint64_t const id = channel_action_id(name, typeid(T).name());
+        static std::uint64_t const id = courier::detail::typed_action_id(name, typeid(T));
         (void)registered;
         return id;
     }
     static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
         courier::detail::request_context* ctx = courier::detail::current_request();
-        std::size_t generation = 0;
-        load_call<T>(in, generation)->get(generation, ctx, out);
+        std::tuple<std::size_t> args; // generation
+        load_call<T>(in, args)->get(std::get<0>(args), ctx, out);
     }
     inline static bool const registered =
         courier::detail::register_action(wire_id(), name, &invoke);

@@ -27,11 +27,13 @@
 #include <courier/parcelport/error.hpp>
 #include <courier/runtime/actions.hpp>
 
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -70,10 +72,18 @@ struct slot final : slot_base {
 };
 
 /// Matches a message with its receiver: returns the slot the other side created (taking it
-/// out of the mailbox), or stores `fresh` and returns it. Returns null for a message that is
-/// refused (a duplicate, one for a generation far ahead, or one after a failure: logged). A
-/// receive after a failure gets `fresh`, failed with network_error.
-std::shared_ptr<slot_base> match(key const& k, bool arriving, std::shared_ptr<slot_base> fresh);
+/// out of the mailbox), or stores a new one from `make` (called only then) and returns it.
+/// Returns null for a message that is refused (a duplicate, one beyond the early-message
+/// bound, or one after a failure: logged). A receive after a failure gets a new slot, failed
+/// with network_error.
+std::shared_ptr<slot_base> match(key const& k, bool arriving,
+                                 courier::detail::function_ref<std::shared_ptr<slot_base>()> make);
+template <class T>
+std::shared_ptr<slot_base> make_slot(bool arriving) {
+    auto s = std::make_shared<slot<T>>();
+    s->arrived = arriving;
+    return s;
+}
 
 /// Takes the next generation; throws network_error once a locality has failed.
 std::uint64_t next_generation();
@@ -84,9 +94,7 @@ std::exception_ptr type_mismatch(key const& k, std::type_info const& expected,
 
 template <class T>
 void deliver(key const& k, T&& value) {
-    auto fresh = std::make_shared<slot<T>>();
-    fresh->arrived = true;
-    std::shared_ptr<slot_base> s = match(k, true, fresh);
+    std::shared_ptr<slot_base> s = match(k, true, [] { return make_slot<T>(true); });
     if (!s) {
         return;
     }
@@ -106,31 +114,18 @@ struct message_action {
     static constexpr char const* name = "courier::collectives::message";
 
     static std::uint64_t wire_id() noexcept {
-        static std::uint64_t const id =
-            serialization::detail::fnv1a64(name) ^
-            (serialization::detail::fnv1a64(typeid(T).name()) * 0x9e3779b97f4a7c15ull);
+        static std::uint64_t const id = courier::detail::typed_action_id(name, typeid(T));
         (void)registered;
         return id;
     }
     static void invoke(serialization::input_archive& in, serialization::output_archive&) {
         courier::detail::request_context* ctx = courier::detail::current_request();
-        std::uint64_t generation = 0;
-        std::uint32_t step = 0;
-        T value{};
-        try {
-            in.set_top_level(&value, sizeof value);
-            in.load(generation);
-            in.load(step);
-            in.load(value);
-            in.finish();
-        } catch (...) {
-            in.rollback();
-            throw;
-        }
+        std::tuple<std::uint64_t, std::uint32_t, T> args; // generation, round, value
+        courier::detail::load_arguments(in, args);
         // The source is the sending locality as the transport knows it, not a claim in the
         // message.
         std::uint32_t source = ctx != nullptr ? ctx->source : get_locality_id();
-        deliver(key{generation, step, source}, std::move(value));
+        deliver(key{std::get<0>(args), std::get<1>(args), source}, std::move(std::get<2>(args)));
     }
     inline static bool const registered =
         courier::detail::register_action(wire_id(), name, &invoke);
@@ -151,7 +146,7 @@ public:
     template <class T>
     T receive(std::uint32_t from, std::uint32_t step) const {
         std::shared_ptr<slot_base> s =
-            match(key{generation_, step, from}, false, std::make_shared<slot<T>>());
+            match(key{generation_, step, from}, false, [] { return make_slot<T>(false); });
         if (*s->type != typeid(T)) {
             std::rethrow_exception(
                 type_mismatch(key{generation_, step, from}, typeid(T), *s->type));
@@ -183,18 +178,12 @@ T all_reduce(round_trip const& c, T value, Op& op) {
     if (p == 1) {
         return value;
     }
-    std::uint32_t pof2 = 1;
-    while (pof2 * 2 <= p) {
-        pof2 *= 2;
-    }
+    std::uint32_t const pof2 = std::bit_floor(p);
     std::uint32_t const rem = p - pof2;
-    // Fold: below 2*rem, each even locality gives its value to the odd one above it and waits.
-    std::uint32_t last_step = 1;
-    for (std::uint32_t m = 1; m < pof2; m <<= 1) {
-        ++last_step;
-    }
-    bool folded = r < 2 * rem && r % 2 == 0;
-    if (folded) {
+    // Fold: below 2*rem, each even locality gives its value to the odd one above it and waits
+    // for the result, which comes after the log2(pof2) rounds of recursive doubling.
+    std::uint32_t const last_step = 1 + static_cast<std::uint32_t>(std::countr_zero(pof2));
+    if (r < 2 * rem && r % 2 == 0) {
         c.send(r + 1, 0, std::move(value));
         return c.receive<T>(r + 1, last_step);
     }
@@ -309,11 +298,9 @@ T scatter(round_trip const& c, std::vector<T> values, std::uint32_t root) {
         for (std::uint32_t i = 0; i < p; ++i) {
             block[i] = std::move(values[(i + root) % p]);
         }
-        while (mask < p) {
-            mask <<= 1;
-        }
+        mask = std::bit_ceil(p);
     } else {
-        mask = vr & (~vr + 1);
+        mask = vr & (~vr + 1); // the lowest bit set: vr's parent is vr - mask
         block = c.receive<std::vector<T>>((vr - mask + root) % p, 0);
         if (block.size() != std::min(mask, p - vr)) {
             throw std::runtime_error("courier: scatter: received " + std::to_string(block.size()) +

@@ -76,7 +76,7 @@ struct component_action {
     static constexpr bool targets_component = true;
     using traits = detail::member_traits<decltype(M)>;
     using object = typename traits::object;
-    using result_type = typename detail::action_result<typename traits::result>::type;
+    using result_type = typename detail::unwrap_future<typename traits::result>::type;
     using arguments = typename traits::args;
     static constexpr std::string_view name = Name.view();
 
@@ -89,10 +89,9 @@ struct component_action {
         in.load(self);
         std::uint64_t lsb = self.lsb;
         arguments args;
-        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
-        in.finish();
+        detail::load_arguments(in, args);
         auto obj = std::static_pointer_cast<object>(detail::find_component(lsb, typeid(object)));
-        if constexpr (detail::is_future<typename traits::result>::value) {
+        if constexpr (detail::unwrap_future<typename traits::result>::is_future) {
             detail::request_context* ctx = detail::current_request();
             detail::reply_with(ctx, out,
                                std::apply([&](auto&... a) { return ((*obj).*M)(a...); }, args));
@@ -115,16 +114,13 @@ struct create_component_action {
 
     static std::uint64_t wire_id() noexcept {
         static std::uint64_t const id =
-            serialization::detail::fnv1a64(typeid(T).name()) ^
-            (serialization::detail::fnv1a64(typeid(std::tuple<Args...>).name()) *
-             0x9e3779b97f4a7c15ull);
+            detail::typed_action_id(typeid(T).name(), typeid(std::tuple<Args...>));
         (void)registered;
         return id;
     }
     static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
         std::tuple<Args...> args;
-        std::apply([&](auto&... a) { (in.load(a), ...); }, args);
-        in.finish();
+        detail::load_arguments(in, args);
         auto obj = std::apply([](auto&... a) { return std::make_shared<T>(a...); }, args);
         id_type id = detail::register_component(obj, typeid(T));
         static_cast<component_base<T>&>(*obj).id_ = id_type{id.msb, id.lsb, nullptr}; // no credits

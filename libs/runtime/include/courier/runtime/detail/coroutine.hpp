@@ -10,10 +10,11 @@
 // Awaiting: a ready future does not suspend. Otherwise the coroutine is suspended and, once the
 // future is ready, resumed as a new Courier task (never inline in the thread that made the
 // future ready, e.g. a transport's progress thread; inline only when the runtime is not
-// running). `co_await` on a future<T> (rvalue, or lvalue: moved out) yields T and rethrows a
-// stored exception, as get(); on a shared_future<T> lvalue it yields T const& to the shared
-// value (the awaited object keeps it alive), on an rvalue a copy of the value. Awaiting an
-// invalid future throws std::future_error (no_state) at the co_await.
+// running, or when queueing the task fails for want of memory). `co_await` on a future<T> (rvalue,
+// or lvalue: moved out) yields T and rethrows a stored exception, as get(); on a shared_future<T>
+// lvalue it yields T const& to the shared value (the awaited object keeps it alive), on an rvalue a
+// copy of the value. Awaiting an invalid future throws std::future_error (no_state) at the
+// co_await.
 //
 // A coroutine returning future<T>: its body runs at once, on the caller's thread, until its
 // first suspension; the rest runs on Courier tasks. co_return sets the future's value and an
