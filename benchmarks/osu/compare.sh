@@ -4,7 +4,7 @@
 # shared, noisy machine: each round runs every configuration once, one after the other, and
 # compare.py takes each configuration's ratio to the base within the round, then the median
 # over the rounds (and the geometric mean, and in how many rounds it was ahead).
-# usage: benchmarks/osu/compare.sh [--rounds=N] [--provider=tcp|shm] [--tests=bw]
+# usage: benchmarks/osu/compare.sh [--rounds=N] [--provider=tcp|shm] [--tests=bw] [--pairs=N]
 #            [--min-size=BYTES] [--max-size=BYTES] [--sizes=N,N,...] [--threads=N] [--base=LABEL] [--build=DIR]
 #            [--raw=FILE] CONFIG...
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
@@ -12,6 +12,11 @@
 #   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults);
 #   LABEL@DIR=ARGS: the same with the courier-run and osu_courier binaries in DIR (another
 #   build: old and new code in the same rounds).
+#   --pairs=N (with --tests=mr): N sending and N receiving processes; native runs one pair
+#   only, so it is left out (said on stderr) when N > 1.
+# The message rate in benchmarks/RESULTS.md runs like
+#   benchmarks/osu/compare.sh --provider=shm --tests=mr --max-size=65536 --pairs=1 courier= \
+#       native mpi
 # The tcp read piece and budget comparison in benchmarks/RESULTS.md runs like
 #   benchmarks/osu/compare.sh --rounds=16 new= old="--courier:read_piece=1048576
 #       --courier:read_budget=16777216" mpi
@@ -22,6 +27,7 @@ rounds=8
 provider=tcp
 tests=bw
 threads=1
+pairs=1
 base=
 raw=
 sizes=()
@@ -32,6 +38,7 @@ for a in "$@"; do
         --provider=*) provider=${a#--provider=} ;;
         --tests=*) tests=${a#--tests=} ;;
         --threads=*) threads=${a#--threads=} ;;
+        --pairs=*) pairs=${a#--pairs=} ;;
         --min-size=* | --max-size=* | --sizes=*) sizes+=("$a") ;;
         --base=*) base=${a#--base=} ;;
         --build=*) build=${a#--build=} ;;
@@ -56,6 +63,10 @@ keep_raw=1
 : > "$raw.stderr"
 mpi_root=()
 [ "$(id -u)" = 0 ] && mpi_root=(--allow-run-as-root)
+mpi_bind=(--bind-to core)
+if [ $((2 * pairs)) -gt "$(nproc)" ]; then # more processes than cores: they share them
+    mpi_bind=(--oversubscribe --bind-to none)
+fi
 # One run of one configuration: its RESULT lines, prefixed with the round and the label.
 run_one() {
     local r=$1 spec=$2 label args
@@ -63,10 +74,14 @@ run_one() {
     case "$spec" in
         mpi)
             label=mpi
-            cmd=(mpirun "${mpi_root[@]}" -np 2 --bind-to core --mca pml ob1 --mca btl "$btl"
+            cmd=(mpirun "${mpi_root[@]}" -np $((2 * pairs)) "${mpi_bind[@]}" --mca pml ob1 --mca btl "$btl"
                 --mca btl_tcp_if_include lo "$bin/osu_mpi" --label="$provider") ;;
         native)
             label=native
+            if [ "$pairs" != 1 ]; then
+                [ "$r" != 1 ] || echo "compare.sh: native runs one pair only: left out" >&2
+                return 0
+            fi
             cmd=("$bin/osu_fabric" --provider="$provider") ;;
         *=*)
             label=${spec%%=*}
@@ -77,7 +92,7 @@ run_one() {
                 label=${label%%@*}
             fi
             # shellcheck disable=SC2206 # the options are meant to split at spaces
-            cmd=("$dir/courier-run" -n 2 --courier:provider="$provider"
+            cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
                 --courier:threads="$threads" $args "$dir/osu_courier") ;;
         *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
     esac

@@ -7,6 +7,9 @@
 //   bw       the sender keeps a window of 64 messages in flight, waits for all of them and for a
 //            short acknowledgement; bandwidth = size * window * loops / time (MB/s = 1e6 B/s)
 //   bibw     both sides run the bw window towards each other at once; the sum of both directions
+//   mr       (osu_mbw_mr) every sender of N pairs keeps windows of 64 one-way messages going to
+//            its partner, each window closed by a short acknowledgement; messages per second
+//            over all pairs = N * window * loops / time (loops: 4 * bw's)
 // Every test runs `skip` untimed warm-up iterations first.
 //
 // Output: one line per measurement,

@@ -6,20 +6,24 @@
 // registered pool, received into pool memory and adopted), or with --buffer=std_vector a
 // std::vector<char> (a pointer chunk on send, one copy out of the receive buffer on receive).
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
-//       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,wake]
+//       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,mr,wake]
 //       [--max-size=BYTES] [--peer=K] [--label=PROVIDER_COLUMN]
 //       [--quick]
 // Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
 // (std::vector), or "courier-nocache" (serialize_buffer with --courier:registration_cache=0:
 // one registration per send).
+// mr (osu_mbw_mr) runs on an even number of localities: the first half send to the second,
+// one-way posts (no reply each) in windows of 64, each window closed by one reply.
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 
 #include <courier/courier.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <vector>
 
 namespace {
@@ -99,6 +103,79 @@ void run_window(courier::id_type const& to, std::size_t size, kind k) {
     }
 }
 
+// ---- mr (osu_mbw_mr): windows of one-way posts, each window closed by one reply ----------
+
+/// The receiving side: messages counted; one sender at a time waits for a count.
+struct mr_receiver {
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<bool> waiting{false};
+    std::mutex m;
+    std::uint64_t target = 0;
+    courier::promise<void> waiter;
+};
+mr_receiver& receiver() {
+    static mr_receiver r;
+    return r;
+}
+void release_if_reached(mr_receiver& r) {
+    std::unique_lock lk(r.m);
+    if (r.waiting.load() && r.count.load() >= r.target) {
+        r.waiting.store(false);
+        courier::promise<void> p = std::move(r.waiter);
+        lk.unlock();
+        p.set_value();
+    }
+}
+void mr_message(buffer const&) {
+    mr_receiver& r = receiver();
+    r.count.fetch_add(1); // seq_cst, then `waiting`: pairs with mr_wait's store, then load
+    if (r.waiting.load()) {
+        release_if_reached(r);
+    }
+}
+COURIER_PLAIN_ACTION(mr_message, mr_message_action);
+std::uint64_t mr_count() {
+    return receiver().count.load();
+}
+COURIER_PLAIN_ACTION(mr_count, mr_count_action);
+/// Ready once `target` messages have arrived in all (the reply closes the sender's window).
+courier::future<void> mr_wait(std::uint64_t target) {
+    mr_receiver& r = receiver();
+    courier::future<void> f;
+    {
+        std::lock_guard lk(r.m);
+        r.waiter = courier::promise<void>();
+        f = r.waiter.get_future();
+        r.target = target;
+        r.waiting.store(true);
+    }
+    release_if_reached(r); // messages that came before `waiting` was set
+    return f;
+}
+COURIER_PLAIN_ACTION(mr_wait, mr_wait_action);
+
+/// One sender of `mr`: `skip` + `loops` windows of posts to `dest`; returns the seconds the
+/// timed loops took.
+double mr_send(std::uint32_t dest, std::size_t size, int skip, int loops) {
+    payload().resize(std::max(payload().size(), size));
+    auto to = courier::find_all_localities()[dest];
+    buffer b(payload().data(), size, buffer::reference);
+    std::uint64_t done = courier::async<mr_count_action>(to).get();
+    clock_type::time_point t0;
+    for (int l = 0; l < skip + loops; ++l) {
+        if (l == skip) {
+            t0 = clock_type::now();
+        }
+        for (int w = 0; w < osu::window; ++w) {
+            courier::post<mr_message_action>(to, b);
+        }
+        done += osu::window;
+        courier::async<mr_wait_action>(to, done).get();
+    }
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+COURIER_PLAIN_ACTION(mr_send, mr_send_action);
+
 /// bibw: the peer runs its windows towards us while we run ours towards it.
 void windows_towards(std::uint32_t dest, std::size_t size, int loops, kind k) {
     payload().resize(std::max(payload().size(), size));
@@ -135,6 +212,12 @@ int courier_main(int argc, char** argv) {
                            ? "courier-nocache"
                            : "courier";
     auto all = courier::find_all_localities();
+    bool const mr = std::find(plan.tests.begin(), plan.tests.end(), "mr") != plan.tests.end();
+    if (mr && all.size() % 2 != 0) {
+        std::fprintf(stderr, "osu_courier --tests=mr needs an even number of localities "
+                             "(the first half send to the second)\n");
+        return courier::finalize(), 1;
+    }
     if (all.size() < 2 || peer_id == 0 || peer_id >= all.size()) {
         std::fprintf(stderr, "osu_courier measures locality 0 against --peer=K (default 1) of "
                              "at least 2 localities\n");
@@ -208,6 +291,21 @@ int courier_main(int argc, char** argv) {
                 }
                 double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
                 value = double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
+            } else if (test == "mr") {
+                // The first half of the localities send, each to its partner in the second
+                // half, all at once; messages per second over all pairs.
+                auto pairs = static_cast<std::uint32_t>(all.size() / 2);
+                int skip = plan.bw_skip(size), loops = plan.bw_loops(size) * 4;
+                std::vector<courier::future<double>> senders;
+                for (std::uint32_t i = 0; i < pairs; ++i) {
+                    senders.push_back(
+                        courier::async<mr_send_action>(all[i], i + pairs, size, skip, loops));
+                }
+                double secs = 0;
+                for (auto& f : senders) {
+                    secs = std::max(secs, f.get());
+                }
+                value = double(pairs) * osu::window * loops / secs;
             } else {
                 std::fprintf(stderr, "unknown test '%s'\n", test.c_str());
                 return courier::finalize(), 1;

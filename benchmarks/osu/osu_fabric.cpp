@@ -232,10 +232,10 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                 }
                 value = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() /
                         iters / 2;
-            } else if (test == "bw" || test == "bibw") {
+            } else if (test == "bw" || test == "bibw" || test == "mr") {
                 bool bi = test == "bibw";
                 bool sends = rank == 0 || bi, receives = rank == 1 || bi;
-                int skip = plan.bw_skip(size), loops = plan.bw_loops(size);
+                int skip = plan.bw_skip(size), loops = plan.bw_loops(size) * (test == "mr" ? 4 : 1);
                 clock_type::time_point t0;
                 for (int l = 0; l < skip + loops; ++l) {
                     if (l == skip) {
@@ -271,7 +271,9 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                     }
                 }
                 double secs = std::chrono::duration<double>(clock_type::now() - t0).count();
-                value = double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
+                value = test == "mr"
+                            ? osu::window * loops / secs // one pair: messages per second
+                            : double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
             }
             if (rank == 0) {
                 osu::report(distinct ? "libfabric-distinct" : "libfabric",

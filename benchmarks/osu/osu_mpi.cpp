@@ -28,14 +28,18 @@ int main(int argc, char** argv) {
     int rank = 0, size_world = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size_world);
-    if (size_world != 2) {
+    bool const only_mr = plan.tests == std::vector<std::string>{"mr"};
+    if (only_mr ? size_world % 2 != 0 : size_world != 2) {
         if (rank == 0) {
-            std::fprintf(stderr, "osu_mpi needs exactly 2 ranks\n");
+            std::fprintf(stderr, "osu_mpi needs 2 ranks (--tests=mr alone: an even number)\n");
         }
         MPI_Finalize();
         return 1;
     }
-    int peer = 1 - rank;
+    // The first half of the ranks send (bw, mr), each to its partner in the second half.
+    int const half = size_world / 2;
+    int peer = rank < half ? rank + half : rank - half;
+    bool const sender = rank < half;
     std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
     std::vector<char> sbuf(max, 'a'), rbuf(max, 'b');
     std::vector<MPI_Request> reqs(2 * osu::window);
@@ -63,10 +67,10 @@ int main(int argc, char** argv) {
                     }
                 }
                 value = (MPI_Wtime() - t0) * 1e6 / iters / 2;
-            } else if (test == "bw" || test == "bibw") {
+            } else if (test == "bw" || test == "bibw" || test == "mr") {
                 bool bi = test == "bibw";
-                bool sends = rank == 0 || bi, receives = rank == 1 || bi;
-                int skip = plan.bw_skip(size), loops = plan.bw_loops(size);
+                bool sends = sender || bi, receives = !sender || bi;
+                int skip = plan.bw_skip(size), loops = plan.bw_loops(size) * (test == "mr" ? 4 : 1);
                 double t0 = 0;
                 for (int l = 0; l < skip + loops; ++l) {
                     if (l == skip) {
@@ -89,14 +93,19 @@ int main(int argc, char** argv) {
                     if (bi) {
                         MPI_Sendrecv(ack, 4, MPI_CHAR, peer, 20, ack, 4, MPI_CHAR, peer, 20,
                                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    } else if (rank == 1) {
+                    } else if (!sender) {
                         MPI_Send(ack, 4, MPI_CHAR, peer, 20, MPI_COMM_WORLD);
                     } else {
                         MPI_Recv(ack, 4, MPI_CHAR, peer, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                     }
                 }
-                value =
-                    double(size) * osu::window * loops * (bi ? 2 : 1) / (MPI_Wtime() - t0) / 1e6;
+                if (test == "mr") { // every pair done: messages per second over all of them
+                    MPI_Barrier(MPI_COMM_WORLD);
+                    value = double(half) * osu::window * loops / (MPI_Wtime() - t0);
+                } else {
+                    value = double(size) * osu::window * loops * (bi ? 2 : 1) / (MPI_Wtime() - t0) /
+                            1e6;
+                }
             }
             if (rank == 0) {
                 osu::report(name.c_str(), label, 1, test, size, value);
