@@ -2,6 +2,7 @@
 // Performance counters (courier/runtime/counters.hpp): the parcel counts kept here, the
 // scheduler's, and the statistics structs of the transport, flow control and rma pool, under
 // HPX-style names; read here or through an action on another locality.
+#include "single_writer.hpp"
 #include "traffic.hpp"
 
 #include "gid.hpp"
@@ -9,6 +10,7 @@
 #include "scheduler.hpp"
 #include "trace.hpp"
 
+#include <courier/common/fd_io.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/runtime/counters.hpp>
 
@@ -17,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -25,10 +26,6 @@
 namespace courier::detail {
 
 namespace {
-
-void bump(std::atomic<std::uint64_t>& c, std::uint64_t by) noexcept { // one writer
-    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-}
 
 /// The calling thread's counters for locality `st`: its worker's if it is one of that
 /// locality's workers (one writer), else nullptr (the shared ones, added to atomically).
@@ -56,9 +53,9 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
     std::uint64_t const zero_copy = external_bytes(m);
     std::uint64_t const total = m.index_size() + zero_copy;
     if (traffic_counters* c = own_counters(st)) {
-        bump(c->parcels_sent, 1);
-        bump(c->bytes_sent, total);
-        bump(c->zero_copy_bytes, zero_copy);
+        add_single_writer(c->parcels_sent, 1);
+        add_single_writer(c->bytes_sent, total);
+        add_single_writer(c->zero_copy_bytes, zero_copy);
     } else {
         st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);
         st.traffic.bytes_sent.fetch_add(total, std::memory_order_relaxed);
@@ -77,8 +74,8 @@ void parcel_received(locality_state& st, std::uint32_t source,
     std::uint64_t const zero_copy = external_bytes(m);
     std::uint64_t const total = m.index_size() + zero_copy;
     if (traffic_counters* c = own_counters(st)) {
-        bump(c->parcels_received, 1);
-        bump(c->bytes_received, total);
+        add_single_writer(c->parcels_received, 1);
+        add_single_writer(c->bytes_received, total);
     } else {
         st.traffic.parcels_received.fetch_add(1, std::memory_order_relaxed);
         st.traffic.bytes_received.fetch_add(total, std::memory_order_relaxed);
@@ -214,17 +211,7 @@ void print_counters(scheduler const& s) {
     // interleaves with another locality's writes.
     std::string chunk;
     auto flush = [&] {
-        std::size_t done = 0;
-        while (done < chunk.size()) {
-            ssize_t n = ::write(STDOUT_FILENO, chunk.data() + done, chunk.size() - done);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                break;
-            }
-            done += static_cast<std::size_t>(n);
-        }
+        (void)io::write_all(STDOUT_FILENO, chunk.data(), chunk.size()); // stdout gone: lost
         chunk.clear();
     };
     std::fflush(stdout); // what the program printed comes first

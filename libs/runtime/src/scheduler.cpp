@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "scheduler.hpp"
+#include "single_writer.hpp"
 
 #include "log.hpp"
 #include "sanitizer_fibers.hpp"
@@ -66,10 +67,6 @@ fiber_ctx* as_fiber(std::uintptr_t i) noexcept {
 }
 task* as_task(std::uintptr_t i) noexcept {
     return reinterpret_cast<task*>(i);
-}
-
-void bump(std::atomic<std::uint64_t>& c) noexcept { // single writer
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 std::uint64_t ns_of(std::chrono::steady_clock::time_point t) noexcept {
@@ -152,7 +149,7 @@ worker* run_tasks(fiber_ctx& self, task* t, [[maybe_unused]] trace::recorder* tr
     for (;;) {
         t->run(t);
         worker* w = get_tl_worker(); // the task may have been suspended and resumed elsewhere
-        bump(w->completed);
+        add_single_writer(w->completed);
         if constexpr (traced) {
             std::uint64_t now = trace::stamp();
             tracer->task(*w, self.trace_begin, now, true);
@@ -599,7 +596,7 @@ void scheduler::spawn(task* t) {
     worker* w = get_tl_worker();
     if (w != nullptr && &w->sched == this) {
         w->deque.push(item_of(t));
-        bump(w->spawned);
+        add_single_writer(w->spawned);
         if (has_sleepers()) {
             notify_one();
         }

@@ -12,6 +12,7 @@
 // otherData: locality, workers, events, dropped_events, event_limit, clock, stamps ("tsc" or
 // "steady_clock": what the recorder read; the file holds CLOCK_MONOTONIC either way).
 #include "trace.hpp"
+#include "single_writer.hpp"
 
 #include "locality_state.hpp"
 #include "scheduler.hpp"
@@ -81,12 +82,6 @@ void buffer::unmap::operator()(event* p) const noexcept {
     ::munmap(p, bytes);
 }
 
-namespace {
-void bump(std::atomic<std::uint64_t>& c) noexcept { // one writer
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-} // namespace
-
 bool buffer::push(event const& e, std::atomic<std::int64_t>& budget) {
     if (blocks_.empty() || used_ == blocks_.back().capacity) [[unlikely]] {
         // Reserve the next block's events from the locality's budget (a smaller last one).
@@ -100,7 +95,7 @@ bool buffer::push(event const& e, std::atomic<std::int64_t>& budget) {
                                              max_block_events);
             take = std::min(left, want);
             if (take <= 0) {
-                bump(dropped_);
+                add_single_writer(dropped_);
                 return false;
             }
         } while (!budget.compare_exchange_weak(left, left - take, std::memory_order_relaxed));
@@ -109,7 +104,7 @@ bool buffer::push(event const& e, std::atomic<std::int64_t>& budget) {
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (p == MAP_FAILED) {
             budget.fetch_add(take, std::memory_order_relaxed);
-            bump(dropped_);
+            add_single_writer(dropped_);
             return false;
         }
         block b{std::unique_ptr<event[], unmap>(static_cast<event*>(p), unmap{bytes}),
@@ -118,13 +113,13 @@ bool buffer::push(event const& e, std::atomic<std::int64_t>& budget) {
             blocks_.push_back(std::move(b));
         } catch (std::bad_alloc const&) { // `b` unmaps its memory
             budget.fetch_add(take, std::memory_order_relaxed);
-            bump(dropped_);
+            add_single_writer(dropped_);
             return false;
         }
         used_ = 0;
     }
     blocks_.back().events[used_++] = e;
-    bump(kept_);
+    add_single_writer(kept_);
     return true;
 }
 

@@ -42,6 +42,8 @@
 #include "hosts.hpp"
 #include "output.hpp"
 
+#include <courier/common/fd_io.hpp>
+
 #include <netdb.h>
 
 #include <algorithm>
@@ -56,7 +58,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -137,30 +138,8 @@ std::vector<std::string> split_words(std::string const& s) {
 
 std::vector<std::string> g_host_of; // by rank; empty: every locality on this machine
 
-/// Reads or writes all `n` bytes (retrying partial transfers and EINTR); false on EOF/error.
-template <class Io, class Ptr>
-bool transfer_all(Io io, int fd, Ptr p, std::size_t n) {
-    auto* c = reinterpret_cast<
-        std::conditional_t<std::is_const_v<std::remove_pointer_t<Ptr>>, char const*, char*>>(p);
-    while (n > 0) {
-        ssize_t done = io(fd, c, n);
-        if (done < 0 && errno == EINTR) {
-            continue;
-        }
-        if (done <= 0) {
-            return false;
-        }
-        c += done;
-        n -= static_cast<std::size_t>(done);
-    }
-    return true;
-}
-bool write_all(int fd, void const* p, std::size_t n) {
-    return transfer_all(::write, fd, p, n);
-}
-bool read_all(int fd, void* p, std::size_t n) {
-    return transfer_all(::read, fd, p, n);
-}
+using courier::io::read_all;
+using courier::io::write_all;
 
 // Every locality has exited: what is left in /dev/shm under this job's names was left by a
 // killed one (a clean exit removes its own).

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "output.hpp"
 
+#include <courier/common/fd_io.hpp>
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -14,19 +16,6 @@ long long now_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
-}
-void write_all(int fd, std::string const& s) {
-    std::size_t at = 0;
-    while (at < s.size()) {
-        ssize_t w = ::write(fd, s.data() + at, s.size() - at);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return;
-        }
-        at += static_cast<std::size_t>(w);
-    }
 }
 } // namespace
 
@@ -68,7 +57,7 @@ void output_forwarder::emit(stream& s, bool flush_partial) {
         out += "[" + std::to_string(s.rank) + "] " + s.partial + "\n";
         s.partial.clear();
     }
-    write_all(s.to, out);
+    (void)io::write_all(s.to, out.data(), out.size()); // the launcher's own output gone: lost
 }
 
 void output_forwarder::run() {
