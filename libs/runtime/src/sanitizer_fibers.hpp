@@ -4,21 +4,7 @@
 // wrong OS thread and ASan reports false stack errors when exceptions unwind on fiber stacks.
 #pragma once
 
-#if defined(__SANITIZE_THREAD__)
-#define COURIER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define COURIER_TSAN 1
-#endif
-#endif
-
-#if defined(__SANITIZE_ADDRESS__)
-#define COURIER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define COURIER_ASAN 1
-#endif
-#endif
+#include <courier/common/sanitizers.hpp>
 
 #include <cstddef>
 

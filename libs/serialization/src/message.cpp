@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: BSL-1.0
+#include <courier/common/small_alloc.hpp>
 #include <courier/serialization/error.hpp>
 #include <courier/serialization/message.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -49,6 +53,61 @@ struct thread_cache_drain {
 };
 thread_local thread_cache_drain tl_drain;
 
+/// Where a thread whose cache is full leaves half of it, and a thread whose cache is empty takes
+/// from: a received message is built on the thread that polls the transport and freed on the
+/// worker that ran its parcel, so without the exchange one thread's cache would only fill (and
+/// free) while the other's would only miss (and allocate), a malloc per parcel. Bounded (4 MiB
+/// of buffers); what does not fit is freed. Never destroyed: threads may exit after static
+/// destruction.
+struct central_cache {
+    static constexpr std::size_t max_entries = 4 * thread_cache::slots;
+    std::mutex mutex;
+    std::vector<std::byte*> buffers;
+    std::vector<std::vector<serialization_chunk>> lists;
+    central_cache() {
+        buffers.reserve(max_entries);
+        lists.reserve(max_entries);
+    }
+};
+central_cache& central() {
+    static central_cache* c = new central_cache;
+    return *c;
+}
+
+/// Moves half of a full thread cache `from` (`count` entries) to the central `to`; frees what
+/// does not fit. Returns the new count.
+template <class T, class Free>
+std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, Free free_one) noexcept {
+    std::size_t keep = count / 2;
+    std::lock_guard g(central().mutex);
+    for (std::size_t i = keep; i < count; ++i) {
+        if (to.size() < central_cache::max_entries) {
+            to.push_back(std::move(from[i])); // within the reserved capacity: no allocation
+        } else {
+            free_one(from[i]);
+        }
+    }
+    return keep;
+}
+
+/// Moves up to half a thread cache's worth from the central `from` to `to` (an empty cache).
+std::size_t refill_buffers(std::vector<std::byte*>& from, std::byte** to) noexcept {
+    std::lock_guard g(central().mutex);
+    std::size_t n = std::min(from.size(), thread_cache::slots / 2);
+    std::copy(from.end() - static_cast<std::ptrdiff_t>(n), from.end(), to);
+    from.resize(from.size() - n);
+    return n;
+}
+void refill_lists(std::vector<std::vector<serialization_chunk>>& from,
+                  std::vector<std::vector<serialization_chunk>>& to) noexcept {
+    std::lock_guard g(central().mutex);
+    std::size_t n = std::min(from.size(), thread_cache::slots / 2);
+    for (std::size_t i = 0; i < n; ++i) {
+        to.push_back(std::move(from.back())); // within to's reserved capacity
+        from.pop_back();
+    }
+}
+
 /// The thread's cache, its drain registered (for callers about to store into it).
 thread_cache& armed_cache() noexcept {
     thread_cache& c = tl_cache;
@@ -57,10 +116,28 @@ thread_cache& armed_cache() noexcept {
     }
     return c;
 }
+/// The thread's cache of chunk lists, made on first use with room for all its slots (pushes
+/// never allocate). Throws std::bad_alloc.
+std::vector<std::vector<serialization_chunk>>& list_cache() {
+    thread_cache& c = armed_cache();
+    if (c.lists == nullptr) {
+        auto v = std::make_unique<std::vector<std::vector<serialization_chunk>>>();
+        v->reserve(thread_cache::slots);
+        c.lists = v.release();
+    }
+    return *c.lists;
+}
 } // namespace
 
 std::vector<serialization_chunk> message::chunk_list() {
     thread_cache& c = tl_cache;
+    if ((c.lists == nullptr || c.lists->empty()) && !c.closed) {
+        try {
+            refill_lists(central().lists, list_cache()); // also a thread that frees none
+        } catch (...) { // out of memory for the cache itself: a new list, as without one
+            return {};
+        }
+    }
     if (c.lists != nullptr && !c.lists->empty()) {
         std::vector<serialization_chunk> v = std::move(c.lists->back());
         c.lists->pop_back();
@@ -75,23 +152,27 @@ void message::release_chunks() noexcept {
         return; // freed with the vector
     }
     try {
-        thread_cache& c = armed_cache();
-        if (c.lists == nullptr) {
-            c.lists = new std::vector<std::vector<serialization_chunk>>();
-            c.lists->reserve(thread_cache::slots);
+        auto& lists = list_cache();
+        if (lists.size() == thread_cache::slots) {
+            lists.resize(spill_half(lists.data(), lists.size(), central().lists,
+                                    [](std::vector<serialization_chunk>& v) { v = {}; }));
         }
-        if (c.lists->size() < thread_cache::slots) {
-            chunks_.clear();
-            c.lists->push_back(std::move(chunks_));
-        }
+        chunks_.clear();
+        lists.push_back(std::move(chunks_));
     } catch (...) { // out of memory for the cache itself: the list is simply freed
     }
 }
 
 void message::release_buffer() noexcept {
-    if (buffer_ != nullptr && capacity_ == pooled_capacity && !tl_cache.closed &&
-        tl_cache.buffer_count < thread_cache::slots) {
+    if (small_buffer_) {
+        courier::detail::small_free(buffer_, capacity_);
+        small_buffer_ = false;
+    } else if (buffer_ != nullptr && capacity_ == pooled_capacity && !tl_cache.closed) {
         thread_cache& c = armed_cache();
+        if (c.buffer_count == thread_cache::slots) {
+            c.buffer_count = spill_half(c.buffers, c.buffer_count, central().buffers,
+                                        [](std::byte* b) { std::free(b); });
+        }
         c.buffers[c.buffer_count++] = buffer_;
     } else {
         std::free(buffer_);
@@ -103,7 +184,7 @@ void message::release_buffer() noexcept {
 message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
-      chunks_(std::move(o.chunks_)), owners_(std::move(o.owners_)),
+      small_buffer_(std::exchange(o.small_buffer_, false)), chunks_(std::move(o.chunks_)), owners_(std::move(o.owners_)),
       keep_first_(std::move(o.keep_first_)), keep_alive_(std::move(o.keep_alive_)) {}
 
 message& message::operator=(message&& o) noexcept {
@@ -114,6 +195,7 @@ message& message::operator=(message&& o) noexcept {
         size_ = std::exchange(o.size_, 0);
         capacity_ = std::exchange(o.capacity_, 0);
         growth_copied_ = std::exchange(o.growth_copied_, 0);
+        small_buffer_ = std::exchange(o.small_buffer_, false);
         chunks_ = std::move(o.chunks_);
         owners_ = std::move(o.owners_);
         keep_first_ = std::move(o.keep_first_);
@@ -164,7 +246,9 @@ void message::shrink_to_fit() {
     if (buffer_ == nullptr || size_ == 0 || size_ > capacity_ / 2) {
         return;
     }
-    auto* p = static_cast<std::byte*>(std::malloc(size_));
+    bool small = size_ <= courier::detail::small_alloc_max;
+    auto* p = static_cast<std::byte*>(small ? courier::detail::small_alloc(size_)
+                                            : std::malloc(size_));
     if (p == nullptr) {
         throw std::bad_alloc();
     }
@@ -172,12 +256,35 @@ void message::shrink_to_fit() {
     release_buffer(); // back to the thread's cache when pooled
     buffer_ = p;
     capacity_ = size_;
+    small_buffer_ = small;
 }
 
 void message::grow_to(std::size_t min_capacity) {
-    if (buffer_ == nullptr && min_capacity == pooled_capacity && tl_cache.buffer_count > 0) {
-        buffer_ = tl_cache.buffers[--tl_cache.buffer_count];
-        capacity_ = pooled_capacity;
+    if (buffer_ == nullptr && min_capacity == pooled_capacity) {
+        thread_cache& c = tl_cache;
+        if (c.buffer_count == 0 && !c.closed) {
+            c.buffer_count = refill_buffers(central().buffers, c.buffers);
+            if (c.buffer_count > 0) {
+                armed_cache(); // the drain frees them if the thread exits
+            }
+        }
+        if (c.buffer_count > 0) {
+            buffer_ = c.buffers[--c.buffer_count];
+            capacity_ = pooled_capacity;
+            return;
+        }
+    }
+    if (small_buffer_) { // not realloc's to move: copied out of the pool
+        auto* p = static_cast<std::byte*>(std::malloc(min_capacity));
+        if (p == nullptr) {
+            throw std::bad_alloc();
+        }
+        std::memcpy(p, buffer_, size_);
+        growth_copied_ += size_;
+        courier::detail::small_free(buffer_, capacity_);
+        small_buffer_ = false;
+        buffer_ = p;
+        capacity_ = min_capacity;
         return;
     }
     // realloc: for large buffers glibc moves pages (mremap) instead of copying bytes.

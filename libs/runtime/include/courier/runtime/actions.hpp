@@ -13,6 +13,7 @@
 // by the receiver with an error reply and a log line.
 #pragma once
 
+#include <courier/common/small_alloc.hpp>
 #include <courier/parcelport/error.hpp>
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/async.hpp>
@@ -243,7 +244,8 @@ void complete_call(state_base* base, serialization::input_archive* in, std::exce
 /// results travel as pointer chunks that reference it until the caller has pulled them.
 template <class R>
 void save_result(serialization::output_archive& out, R&& r) {
-    auto keep = std::make_shared<std::decay_t<R>>(std::forward<R>(r));
+    auto keep = std::allocate_shared<std::decay_t<R>>(pool_allocator<std::decay_t<R>>{},
+                                                      std::forward<R>(r));
     out.keep_alive(keep);
     out.save(*keep);
 }
@@ -367,7 +369,9 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
                  bool wants_reply, bool ordered, Args&&... args) {
     using R = typename Action::result_type;
     auto st = make_state<R>();
-    auto payload = std::make_shared<std::tuple<std::decay_t<Args>...>>(std::forward<Args>(args)...);
+    using arguments = std::tuple<std::decay_t<Args>...>;
+    auto payload = std::allocate_shared<arguments>(pool_allocator<arguments>{},
+                                                   std::forward<Args>(args)...);
     std::uint32_t src = get_locality_id(target);
     send_request(
         src, Action::wire_id(),

@@ -55,8 +55,9 @@ public:
     std::size_t growth_copied_bytes() const noexcept { return growth_copied_; }
 
     /// Moves the index into a buffer of exactly its size when it fills at most half of its
-    /// capacity, so that a message waiting in a queue costs what it carries. Offsets (index
-    /// chunks) stay valid; pointers into the old buffer do not. Throws std::bad_alloc.
+    /// capacity, so that a message waiting in a queue costs what it carries (a small index goes
+    /// to a block of the small-object pool: no malloc). Offsets (index chunks) stay valid;
+    /// pointers into the old buffer do not. Throws std::bad_alloc.
     void shrink_to_fit();
     /// Empties the message but keeps the buffer's capacity for reuse.
     void clear() noexcept;
@@ -106,6 +107,7 @@ private:
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
     std::size_t growth_copied_ = 0;
+    bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
     std::vector<serialization_chunk> chunks_;
     std::vector<std::shared_ptr<void const>> owners_;     // empty, or parallel to chunks_
     std::shared_ptr<void const> keep_first_;              // the first keep_alive() reference

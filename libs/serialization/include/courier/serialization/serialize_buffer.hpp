@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSL-1.0
 // serialize_buffer<T>: a reference-counted array of bitwise T, as HPX's (HPX paper, section 3.1).
 //
-// Modes: `copy` allocates and copies; `reference` wraps the caller's memory without owning it
-// (the caller keeps it alive until the send completes: the future or async_cb says when); `take`
-// adopts the memory and frees it with delete[] or a given deleter when the last reference goes.
+// Modes: `copy` allocates and copies (the data and its reference count in one block, a small
+// one from the small-object pool: a small buffer received and loaded costs no malloc);
+// `reference` wraps the caller's memory without owning it (the caller keeps it alive until the
+// send completes: the future or async_cb says when); `take` adopts the memory and frees it with
+// delete[] or a given deleter when the last reference goes.
 // Copies of a serialize_buffer share the data. At or above the zero-copy threshold the data
 // travels as a pointer chunk straight from the buffer's memory; the message holds a reference
 // until it is destroyed. On load from a chunk that has an owner (received network memory or a
@@ -11,6 +13,7 @@
 // Thread safety: like std::shared_ptr (the count is atomic; the data is not synchronized).
 #pragma once
 
+#include <courier/common/small_alloc.hpp>
 #include <courier/serialization/serializer.hpp>
 
 #include <algorithm>
@@ -30,11 +33,11 @@ public:
 
     serialize_buffer() noexcept = default;
     /// `size` uninitialized elements, owned.
-    explicit serialize_buffer(std::size_t size) : data_(new T[size]), size_(size) {}
+    explicit serialize_buffer(std::size_t size) : data_(allocate(size)), size_(size) {}
     serialize_buffer(T* data, std::size_t size, init_mode mode = copy) : size_(size) {
         switch (mode) {
         case copy:
-            data_.reset(new T[size]);
+            data_ = allocate(size);
             std::copy_n(data, size, data_.get());
             break;
         case reference:
@@ -76,6 +79,10 @@ public:
     }
 
 private:
+    static std::shared_ptr<T[]> allocate(std::size_t n) {
+        return std::allocate_shared_for_overwrite<T[]>(courier::detail::pool_allocator<T>{}, n);
+    }
+
     std::shared_ptr<T[]> data_;
     std::size_t size_ = 0;
 };

@@ -29,7 +29,7 @@
 #pragma once
 
 #include <courier/runtime/detail/shared_state.hpp>
-#include <courier/runtime/detail/small_alloc.hpp>
+#include <courier/common/small_alloc.hpp>
 #include <courier/runtime/detail/task.hpp>
 #include <courier/runtime/detail/waiter.hpp>
 #include <courier/runtime/future.hpp>

@@ -3,7 +3,7 @@
 // lock-free stack of waiters (parked threads and callbacks) in one atomic word. No lock.
 #pragma once
 
-#include <courier/runtime/detail/small_alloc.hpp>
+#include <courier/common/small_alloc.hpp>
 #include <courier/runtime/detail/waiter.hpp>
 
 #include <atomic>
@@ -232,7 +232,7 @@ void fulfil(shared_state<R>* st, F&& f) noexcept {
 
 /// A heap-allocated callback notified once, then deleted.
 template <class F>
-class callback_waiter final : public waiter {
+class callback_waiter final : public waiter, public pooled {
 public:
     explicit callback_waiter(F&& f) : f_(std::move(f)) {}
     void notify() noexcept override {

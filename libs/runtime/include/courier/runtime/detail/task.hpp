@@ -3,7 +3,7 @@
 // spawning a task, suspending the current lightweight thread, and making one runnable again.
 #pragma once
 
-#include <courier/runtime/detail/small_alloc.hpp>
+#include <courier/common/small_alloc.hpp>
 
 #include <cstddef>
 #include <new>

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
-#include "sanitizer_fibers.hpp"
-
-#include <courier/runtime/detail/small_alloc.hpp>
+#include <courier/common/sanitizers.hpp>
+#include <courier/common/small_alloc.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -28,7 +27,7 @@ std::size_t small_alloc_slab_bytes() noexcept {
 namespace {
 
 constexpr std::size_t granule = 16;
-constexpr std::size_t max_small = 512;
+constexpr std::size_t max_small = small_alloc_max;
 constexpr std::size_t classes = max_small / granule;
 constexpr std::size_t slab_size = 64 * 1024;
 // A thread keeps at most 2 batches of blocks per class; beyond that a batch goes to the

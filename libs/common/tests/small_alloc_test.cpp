@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // The small-object pool (detail/small_alloc.hpp): blocks allocated on one thread and freed on
 // another are reused, so a steady flow between two threads costs bounded memory.
-#include <courier/runtime/detail/small_alloc.hpp>
+#include <courier/common/small_alloc.hpp>
 
 #include <gtest/gtest.h>
 
