@@ -184,8 +184,9 @@ void message::release_buffer() noexcept {
 message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
-      small_buffer_(std::exchange(o.small_buffer_, false)), chunks_(std::move(o.chunks_)), owners_(std::move(o.owners_)),
-      keep_first_(std::move(o.keep_first_)), keep_alive_(std::move(o.keep_alive_)) {}
+      small_buffer_(std::exchange(o.small_buffer_, false)), chunks_(std::move(o.chunks_)),
+      owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
+      keep_alive_(std::move(o.keep_alive_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -247,8 +248,8 @@ void message::shrink_to_fit() {
         return;
     }
     bool small = size_ <= courier::detail::small_alloc_max;
-    auto* p = static_cast<std::byte*>(small ? courier::detail::small_alloc(size_)
-                                            : std::malloc(size_));
+    auto* p =
+        static_cast<std::byte*>(small ? courier::detail::small_alloc(size_) : std::malloc(size_));
     if (p == nullptr) {
         throw std::bad_alloc();
     }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: BSL-1.0
 // A per-thread size-class allocator for small, short-lived objects (shared states, tasks, the
-// owners of small received buffers and of a call's arguments): blocks of up to 512 bytes are carved from 64 KiB slabs and recycled through per-thread
-// free lists, with no lock and no malloc in steady state. A thread keeps at most two batches of
-// 64 blocks per size class; more go to a central list that every thread refills from first, so
-// objects allocated on one thread and freed on another (a task made by the thread that
-// received its parcel, run by a worker) are reused, not hoarded. Memory is retained at its peak
-// until exit. Sanitizer builds use operator new/delete instead, so use-after-free stays
-// detectable.
+// owners of small received buffers and of a call's arguments): blocks of up to 512 bytes are carved
+// from 64 KiB slabs and recycled through per-thread free lists, with no lock and no malloc in
+// steady state. A thread keeps at most two batches of 64 blocks per size class; more go to a
+// central list that every thread refills from first, so objects allocated on one thread and freed
+// on another (a task made by the thread that received its parcel, run by a worker) are reused, not
+// hoarded. Memory is retained at its peak until exit. Sanitizer builds use operator new/delete
+// instead, so use-after-free stays detectable.
 #pragma once
 
 #include <cstddef>
@@ -41,14 +41,14 @@ struct pool_allocator {
             throw std::bad_array_new_length();
         }
         if constexpr (alignof(T) > 16) {
-            return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignof(T)}));
+            return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{alignof(T)}));
         } else {
             return static_cast<T*>(small_alloc(n * sizeof(T)));
         }
     }
     void deallocate(T* p, std::size_t n) noexcept {
         if constexpr (alignof(T) > 16) {
-            ::operator delete(p, std::align_val_t{alignof(T)});
+            ::operator delete (p, std::align_val_t{alignof(T)});
         } else {
             small_free(p, n * sizeof(T));
         }

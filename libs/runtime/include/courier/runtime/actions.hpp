@@ -370,8 +370,8 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
     using R = typename Action::result_type;
     auto st = make_state<R>();
     using arguments = std::tuple<std::decay_t<Args>...>;
-    auto payload = std::allocate_shared<arguments>(pool_allocator<arguments>{},
-                                                   std::forward<Args>(args)...);
+    auto payload =
+        std::allocate_shared<arguments>(pool_allocator<arguments>{}, std::forward<Args>(args)...);
     std::uint32_t src = get_locality_id(target);
     send_request(
         src, Action::wire_id(),

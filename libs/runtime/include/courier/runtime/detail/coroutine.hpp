@@ -28,8 +28,8 @@
 // it must not keep a thread_local's address across a co_await.
 #pragma once
 
-#include <courier/runtime/detail/shared_state.hpp>
 #include <courier/common/small_alloc.hpp>
+#include <courier/runtime/detail/shared_state.hpp>
 #include <courier/runtime/detail/task.hpp>
 #include <courier/runtime/detail/waiter.hpp>
 #include <courier/runtime/future.hpp>
