@@ -38,7 +38,7 @@ void* g_sites[max_sites][max_depth];
 int g_site_depth[max_sites];
 thread_local bool tl_in_hook = false;
 
-void counted() noexcept {
+[[maybe_unused]] void counted() noexcept {
     g_allocations.fetch_add(1, std::memory_order_relaxed);
     if (!g_recording.load(std::memory_order_relaxed) || tl_in_hook) {
         return;
@@ -64,7 +64,7 @@ void print_sites(char const* side) {
 } // namespace
 
 #if !defined(COURIER_ASAN) && !defined(COURIER_TSAN)
-#define ALLOC_PROGRAM_COUNTS 1
+constexpr bool counts_allocations = true;
 // The program's own definitions win over glibc's (the executable comes first in symbol lookup),
 // also for the calls made inside the Courier and provider libraries.
 extern "C" {
@@ -103,6 +103,8 @@ int posix_memalign(void** out, std::size_t align, std::size_t n) {
     return 0;
 }
 }
+#else
+constexpr bool counts_allocations = false;
 #endif
 
 namespace {
@@ -172,11 +174,12 @@ void windows(courier::id_type const& to, buffer const& b, int count, std::uint64
 }
 
 int courier_main(int argc, char** argv) {
-#ifndef ALLOC_PROGRAM_COUNTS
-    std::printf("alloc_program: skipped: sanitizer builds replace malloc and bypass the pool\n");
-    courier::finalize();
-    return 77;
-#else
+    if (!counts_allocations) {
+        std::printf(
+            "alloc_program: skipped: sanitizer builds replace malloc and bypass the pool\n");
+        courier::finalize();
+        return 77;
+    }
     std::size_t size = argc > 1 ? std::stoul(argv[1]) : 8;
     if (courier::get_num_localities() != 2) {
         std::fprintf(stderr, "alloc_program needs 2 localities\n");
@@ -213,7 +216,6 @@ int courier_main(int argc, char** argv) {
     int status = courier_test::verdict("alloc_program");
     courier::finalize();
     return status;
-#endif
 }
 
 } // namespace
