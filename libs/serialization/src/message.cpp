@@ -4,6 +4,7 @@
 #include <courier/serialization/message.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
@@ -58,12 +59,15 @@ thread_local thread_cache_drain tl_drain;
 /// worker that ran its parcel, so without the exchange one thread's cache would only fill (and
 /// free) while the other's would only miss (and allocate), a malloc per parcel. Bounded (4 MiB
 /// of buffers); what does not fit is freed. Never destroyed: threads may exit after static
-/// destruction.
+/// destruction. A thread whose cache is empty reads the `_stocked` flag first, so that it takes
+/// the lock only when there is something to take, not once per message while this is empty too.
 struct central_cache {
     static constexpr std::size_t max_entries = 4 * thread_cache::slots;
     std::mutex mutex;
     std::vector<std::byte*> buffers;
     std::vector<std::vector<serialization_chunk>> lists;
+    std::atomic<bool> buffers_stocked{false}; // !buffers.empty(), written under the lock
+    std::atomic<bool> lists_stocked{false};   // !lists.empty(), written under the lock
     central_cache() {
         buffers.reserve(max_entries);
         lists.reserve(max_entries);
@@ -77,7 +81,8 @@ central_cache& central() {
 /// Moves half of a full thread cache `from` (`count` entries) to the central `to`; frees what
 /// does not fit. Returns the new count.
 template <class T, class Free>
-std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, Free free_one) noexcept {
+std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, std::atomic<bool>& stocked,
+                       Free free_one) noexcept {
     std::size_t keep = count / 2;
     std::lock_guard g(central().mutex);
     for (std::size_t i = keep; i < count; ++i) {
@@ -87,25 +92,36 @@ std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, Free free
             free_one(from[i]);
         }
     }
+    stocked.store(!to.empty(), std::memory_order_relaxed);
     return keep;
 }
 
-/// Moves up to half a thread cache's worth from the central `from` to `to` (an empty cache).
-std::size_t refill_buffers(std::vector<std::byte*>& from, std::byte** to) noexcept {
-    std::lock_guard g(central().mutex);
-    std::size_t n = std::min(from.size(), thread_cache::slots / 2);
-    std::copy(from.end() - static_cast<std::ptrdiff_t>(n), from.end(), to);
-    from.resize(from.size() - n);
+/// Moves up to half a thread cache's worth of central buffers to `to` (an empty cache).
+std::size_t refill_buffers(std::byte** to) noexcept {
+    central_cache& c = central();
+    if (!c.buffers_stocked.load(std::memory_order_relaxed)) {
+        return 0;
+    }
+    std::lock_guard g(c.mutex);
+    std::size_t n = std::min(c.buffers.size(), thread_cache::slots / 2);
+    std::copy(c.buffers.end() - static_cast<std::ptrdiff_t>(n), c.buffers.end(), to);
+    c.buffers.resize(c.buffers.size() - n);
+    c.buffers_stocked.store(!c.buffers.empty(), std::memory_order_relaxed);
     return n;
 }
-void refill_lists(std::vector<std::vector<serialization_chunk>>& from,
-                  std::vector<std::vector<serialization_chunk>>& to) noexcept {
-    std::lock_guard g(central().mutex);
-    std::size_t n = std::min(from.size(), thread_cache::slots / 2);
-    for (std::size_t i = 0; i < n; ++i) {
-        to.push_back(std::move(from.back())); // within to's reserved capacity
-        from.pop_back();
+/// The same for chunk lists, into `to` (an empty cache with room reserved).
+void refill_lists(std::vector<std::vector<serialization_chunk>>& to) noexcept {
+    central_cache& c = central();
+    if (!c.lists_stocked.load(std::memory_order_relaxed)) {
+        return;
     }
+    std::lock_guard g(c.mutex);
+    std::size_t n = std::min(c.lists.size(), thread_cache::slots / 2);
+    for (std::size_t i = 0; i < n; ++i) {
+        to.push_back(std::move(c.lists.back())); // within to's reserved capacity
+        c.lists.pop_back();
+    }
+    c.lists_stocked.store(!c.lists.empty(), std::memory_order_relaxed);
 }
 
 /// The thread's cache, its drain registered (for callers about to store into it).
@@ -133,7 +149,7 @@ std::vector<serialization_chunk> message::chunk_list() {
     thread_cache& c = tl_cache;
     if ((c.lists == nullptr || c.lists->empty()) && !c.closed) {
         try {
-            refill_lists(central().lists, list_cache()); // also a thread that frees none
+            refill_lists(list_cache()); // also a thread that frees none
         } catch (...) { // out of memory for the cache itself: a new list, as without one
             return {};
         }
@@ -155,6 +171,7 @@ void message::release_chunks() noexcept {
         auto& lists = list_cache();
         if (lists.size() == thread_cache::slots) {
             lists.resize(spill_half(lists.data(), lists.size(), central().lists,
+                                    central().lists_stocked,
                                     [](std::vector<serialization_chunk>& v) { v = {}; }));
         }
         chunks_.clear();
@@ -170,8 +187,9 @@ void message::release_buffer() noexcept {
     } else if (buffer_ != nullptr && capacity_ == pooled_capacity && !tl_cache.closed) {
         thread_cache& c = armed_cache();
         if (c.buffer_count == thread_cache::slots) {
-            c.buffer_count = spill_half(c.buffers, c.buffer_count, central().buffers,
-                                        [](std::byte* b) { std::free(b); });
+            c.buffer_count =
+                spill_half(c.buffers, c.buffer_count, central().buffers, central().buffers_stocked,
+                           [](std::byte* b) { std::free(b); });
         }
         c.buffers[c.buffer_count++] = buffer_;
     } else {
@@ -264,7 +282,7 @@ void message::grow_to(std::size_t min_capacity) {
     if (buffer_ == nullptr && min_capacity == pooled_capacity) {
         thread_cache& c = tl_cache;
         if (c.buffer_count == 0 && !c.closed) {
-            c.buffer_count = refill_buffers(central().buffers, c.buffers);
+            c.buffer_count = refill_buffers(c.buffers);
             if (c.buffer_count > 0) {
                 armed_cache(); // the drain frees them if the thread exits
             }
