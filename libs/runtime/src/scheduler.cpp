@@ -264,12 +264,16 @@ void worker::push_inbox(std::uintptr_t item) {
 void worker::drain_inbox() {
     // Also used by thieves on other workers' inboxes, hence the lock and the owner's deque only
     // being pushed by its owner: callers pass items on to their own deque.
-    std::vector<std::uintptr_t> items;
+    worker* me = get_tl_worker();
+    std::vector<std::uintptr_t>& items = me->inbox_taken; // empty, with the capacity it had
     inbox_lock.lock();
     items.swap(inbox);
     inbox_size.store(0, std::memory_order_relaxed);
     inbox_lock.unlock();
-    worker* me = get_tl_worker();
+    struct clear_after {
+        std::vector<std::uintptr_t>& v;
+        ~clear_after() { v.clear(); } // also if a push throws: as a local vector would be
+    } done{items};
     for (auto i : items) {
         me->deque.push(i);
     }

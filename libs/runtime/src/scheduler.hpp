@@ -73,6 +73,9 @@ public:
     std::vector<std::uintptr_t> inbox;
     std::atomic<std::size_t> inbox_size{0};
     // Owner-only state.
+    // What this worker took from an inbox (its own or a victim's), swapped with it: the two
+    // vectors trade buffers, so pushing and draining allocate nothing once both have grown.
+    std::vector<std::uintptr_t> inbox_taken;
     boost::context::fiber sched_cont; // the worker's own context while a runner runs
     task* handoff = nullptr;          // the task a starting runner picks up
     void* handoff_stack = nullptr;    // the stack a new runner was given (for its guard)
