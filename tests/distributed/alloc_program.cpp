@@ -2,13 +2,15 @@
 // A small parcel in the steady state allocates nothing (courier-run, tcp and shm):
 //   courier-run -n 2 alloc_program [SIZE]
 // Locality 0 sends windows of 64 posts and 8 echo calls (serialize_buffer<char> of SIZE bytes,
-// default 8) to locality 1. After a warm-up, every call to malloc, calloc, realloc and the
-// aligned allocators (operator new goes through malloc) is counted in both processes, all
-// threads included, over 200 more windows: each side must make fewer than one allocation per
-// 50 parcels. Before the pooled path each parcel cost 1 allocation on the sender and 3 on the
-// receiver (benchmarks/RESULTS.md, "Per-parcel cost").
-// A failed check prints where the measured allocations came from (the first 16 stacks per side).
-// Sanitizer builds replace malloc themselves and bypass the pool: the program says so and
+// default 8) to locality 1. After a warm-up, which includes a full flow-control window of posts
+// piled up at a receiver whose workers are held up (the most messages that can wait there at
+// once, so that the message caches reach their high-water mark), every call to malloc, calloc,
+// realloc and the aligned allocators (operator new goes through malloc) is counted in both
+// processes, all threads included, over 200 more windows: each side must make fewer than one
+// allocation per 200 parcels. Before the pooled path each parcel cost 1 allocation on the sender
+// and 3 on the receiver (benchmarks/RESULTS.md, "Per-parcel cost"). A failed check prints where the
+// measured allocations came from (the first 16 stacks per side; with ALLOC_PROGRAM_SITES set,
+// always). Sanitizer builds replace malloc themselves and bypass the pool: the program says so and
 // exits 77 (skipped).
 #include "check.hpp"
 
@@ -21,10 +23,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace {
 std::atomic<std::uint64_t> g_allocations{0};
@@ -119,8 +123,7 @@ constexpr int measured_windows = 200;
 
 std::atomic<std::uint64_t> g_received{0};
 
-void take(buffer b) {
-    CHECK(!b.empty());
+void take(buffer) {
     g_received.fetch_add(1, std::memory_order_relaxed);
 }
 COURIER_PLAIN_ACTION(take, take_action);
@@ -151,10 +154,35 @@ std::uint64_t allocations_after(std::uint64_t posts, bool start) {
 }
 COURIER_PLAIN_ACTION(allocations_after, allocations_after_action);
 
+std::size_t workers() {
+    return courier::get_os_thread_count();
+}
+COURIER_PLAIN_ACTION(workers, workers_action);
+
+/// Holds up the worker that runs it (its OS thread, not only its task).
+void stall() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+COURIER_PLAIN_ACTION(stall, stall_action);
+
 void print_receiver_sites() {
     print_sites("receiver");
 }
 COURIER_PLAIN_ACTION(print_receiver_sites, print_receiver_sites_action);
+
+/// Posts pile up at `to` while its workers are stalled: as many messages as flow control lets
+/// wait there at once (the posts beyond the window wait on this side for credits).
+void burst(courier::id_type const& to, buffer const& b, std::uint64_t& posts) {
+    std::size_t n = courier::async<workers_action>(to).get();
+    for (std::size_t i = 0; i < n; ++i) {
+        courier::post<stall_action>(to);
+    }
+    constexpr int pile = 2048; // twice the default window (--courier:parcels_in_flight)
+    for (int i = 0; i < pile; ++i) {
+        courier::post<take_action>(to, b);
+    }
+    posts += pile;
+}
 
 /// `count` windows to `to`; the posts sent so far in `posts`.
 void windows(courier::id_type const& to, buffer const& b, int count, std::uint64_t& posts) {
@@ -168,7 +196,7 @@ void windows(courier::id_type const& to, buffer const& b, int count, std::uint64
             r = courier::async<echo_action>(to, b);
         }
         for (auto& r : replies) {
-            CHECK(r.get().size() == b.size());
+            CHECK(r.get() == b); // the bytes came back
         }
     }
 }
@@ -190,6 +218,8 @@ int courier_main(int argc, char** argv) {
     buffer b(bytes.data(), size, buffer::reference);
     std::uint64_t posts = 0;
     windows(to, b, warmup_windows, posts);
+    burst(to, b, posts);
+    windows(to, b, warmup_windows, posts);
     std::uint64_t there0 = courier::async<allocations_after_action>(to, posts, true).get();
     start_recording();
     std::uint64_t here0 = g_allocations.load(std::memory_order_relaxed);
@@ -202,15 +232,17 @@ int courier_main(int argc, char** argv) {
                 "the receiver\n",
                 static_cast<unsigned long long>(parcels), size,
                 static_cast<unsigned long long>(here), static_cast<unsigned long long>(there));
-    // Not 0: the caches of message buffers and chunk lists can still grow a little after the
-    // warm-up (seen: up to ~110 of 14,400 under load). Before the pooled path: 1 per parcel on
-    // the sender, 3 on the receiver.
-    CHECK(here * 50 < parcels);
-    CHECK(there * 50 < parcels);
-    if (here * 50 >= parcels) {
+    // Not 0: a few allocations per run are not per parcel (seen: up to 6 on the sender and 17 on
+    // the receiver in 180 runs under load).
+    // Before the pooled path: 1 per parcel on the sender, 3 on the receiver.
+    bool sender_ok = here * 200 < parcels, receiver_ok = there * 200 < parcels;
+    CHECK(sender_ok);
+    CHECK(receiver_ok);
+    bool show = std::getenv("ALLOC_PROGRAM_SITES") != nullptr; // asked for: shown even when ok
+    if (!sender_ok || show) {
         print_sites("sender");
     }
-    if (there * 50 >= parcels) {
+    if (!receiver_ok || show) {
         courier::async<print_receiver_sites_action>(to).get();
     }
     int status = courier_test::verdict("alloc_program");
