@@ -1361,6 +1361,30 @@ void scenario_deep() {
                 n == 100000 && sum == std::int64_t{100000} * 99999 / 2 ? "ok" : "WRONG");
 }
 
+/// What a locality was started with: its worker count and the variable the test names.
+std::string environment_here(std::string const& name) {
+    char const* v = std::getenv(name.c_str());
+    return "threads=" + std::to_string(courier::get_os_thread_count()) + " " + name + "=" +
+           (v != nullptr ? v : "(unset)");
+}
+COURIER_PLAIN_ACTION(environment_here, environment_action);
+
+/// `environment NAME=VALUE`: every locality was started with NAME=VALUE and as many workers as
+/// locality 0. A launcher that starts localities in a clean environment (ssh, an agent) must
+/// carry the caller's settings.
+void scenario_environment() {
+    auto eq = g_scenario_arg.find('=');
+    CHECK(eq != std::string::npos);
+    std::string const name = g_scenario_arg.substr(0, eq);
+    std::string const expected =
+        "threads=" + std::to_string(courier::get_os_thread_count()) + " " + g_scenario_arg;
+    for (auto loc : courier::find_all_localities()) {
+        std::string there = courier::async<environment_action>(loc, name).get();
+        std::printf("environment: locality %u: %s\n", courier::get_locality_id(loc), there.c_str());
+        CHECK(there == expected);
+    }
+}
+
 /// TSan's recv()/send() interceptors update the shadow of the whole buffer the tcp provider
 /// reads into: measured 11 GB of RSS and 37 s for the huge scenario alone.
 bool skip_huge_here() {
@@ -1422,6 +1446,7 @@ int courier_main(int argc, char** argv) {
         {"coroutines", scenario_coroutines},
         {"rma", scenario_rma},
         {"deep", scenario_deep},
+        {"environment", scenario_environment},
     };
     auto it = std::find_if(std::begin(scenarios), std::end(scenarios),
                            [&](auto const& s) { return s.first == scenario; });

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
-// courier-run -n N [--hosts=A,B[:K] | --hostfile=FILE [--agent=CMD]] [--courier:OPTION=VALUE ...]
-//             PROGRAM [ARGS ...]
+// courier-run -n N [--hosts=A,B[:K] | --hostfile=FILE [--agent=CMD]] [-x NAME[=VALUE] ...]
+//             [--courier:OPTION=VALUE ...] PROGRAM [ARGS ...]
 //
 // Starts N localities of PROGRAM and runs their rendezvous: each locality connects to a TCP
 // socket of courier-run, sends {rank, transport address}, and receives the job token and every
@@ -9,20 +9,22 @@
 // rendezvous on loopback). With them, each locality is started on its host by the agent as
 // `CMD HOST sh-command` (default CMD: ssh), whose command line carries everything the
 // locality needs (the environment is not inherited, as with ssh): `cd DIR; exec env
-// COURIER_...=... PROGRAM ARGS`, every word shell-quoted. The rendezvous then listens on every
-// interface and the localities are told the address of this machine that routes to the first
-// host (--courier-run-address=IP to choose). Their output comes back through pipes as whole
-// lines prefixed with the rank ("[3] ...").
-// Exit status: 0 when every locality finished the job (it says so on its rendezvous connection
-// just before it exits) and exits 0; otherwise the first failing locality's status (128 +
-// signal for a signal; 255 from ssh: the host could not be reached), after the others were
-// stopped (SIGTERM and SIGCONT, then SIGKILL after 5 s). A locality that exits with status 0
-// without joining the job (not a Courier program) or before finishing it (std::exit inside the
-// program) fails it with status 1, noticed at once. A locality that declines to join because it
-// has nothing to run (--courier:help: locality 0 prints the help) is no failure; when every
-// locality declines, courier-run exits 0. Interrupted (SIGINT, SIGTERM), courier-run stops the
-// job and exits 128 + the signal, blaming no locality for the stop it made itself. Never waits
-// forever: a locality that does not check in within --courier-run-timeout seconds (default
+// COURIER_...=... PROGRAM ARGS`, every word shell-quoted. That line also carries the caller's
+// own COURIER_* and FI_* variables (the runtime's and libfabric's settings: a locality on
+// another host runs as configured as one here) and every variable named with -x NAME (its
+// value here) or -x NAME=VALUE (that value, on one host too), as mpirun's -x. The rendezvous then
+// listens on every interface and the localities are told the address of this machine that routes to
+// the first host (--courier-run-address=IP to choose). Their output comes back through pipes as
+// whole lines prefixed with the rank ("[3] ..."). Exit status: 0 when every locality finished the
+// job (it says so on its rendezvous connection just before it exits) and exits 0; otherwise the
+// first failing locality's status (128 + signal for a signal; 255 from ssh: the host could not be
+// reached), after the others were stopped (SIGTERM and SIGCONT, then SIGKILL after 5 s). A locality
+// that exits with status 0 without joining the job (not a Courier program) or before finishing it
+// (std::exit inside the program) fails it with status 1, noticed at once. A locality that declines
+// to join because it has nothing to run (--courier:help: locality 0 prints the help) is no failure;
+// when every locality declines, courier-run exits 0. Interrupted (SIGINT, SIGTERM), courier-run
+// stops the job and exits 128 + the signal, blaming no locality for the stop it made itself. Never
+// waits forever: a locality that does not check in within --courier-run-timeout seconds (default
 // 60) fails the job. The rendezvous sockets stay open: when a locality fails, the others are
 // told at once (their futures on it then fail with courier::network_error) and get
 // --courier:peer_timeout seconds (default 5) to finish before the job is stopped.
@@ -65,6 +67,7 @@ namespace {
 int usage() {
     std::fprintf(stderr,
                  "usage: courier-run -n N [--hosts=A,B[:K] | --hostfile=FILE] [--agent=CMD]\n"
+                 "                   [-x NAME[=VALUE] ...]\n"
                  "                   [--courier-run-address=IP] [--courier-run-timeout=S]\n"
                  "                   [--courier-run-job-timeout=S] [--courier:OPTION=VALUE ...]\n"
                  "                   PROGRAM [ARGS ...]\n");
@@ -261,6 +264,7 @@ int main(int argc, char** argv) {
         grace_s = std::atoi(e);
     }
     std::vector<std::string> courier_opts;
+    std::vector<std::string> exported; // -x: NAME=VALUE
     std::string hosts_arg, hostfile, agent = "ssh", address;
     int i = 1;
     for (; i < argc; ++i) {
@@ -270,6 +274,21 @@ int main(int argc, char** argv) {
             n = std::strtol(argv[++i], nullptr, 10);
         } else if (a.rfind("-n", 0) == 0 && a.size() > 2) {
             n = std::strtol(a.c_str() + 2, nullptr, 10);
+        } else if (a == "-x" && i + 1 < argc) {
+            std::string e = argv[++i];
+            if (e.empty() || e[0] == '=') {
+                std::fprintf(stderr, "courier-run: -x needs NAME or NAME=VALUE\n");
+                return usage();
+            }
+            if (e.find('=') == std::string::npos) {
+                char const* v = std::getenv(e.c_str());
+                if (v == nullptr) {
+                    std::fprintf(stderr, "courier-run: -x %s: no such variable here\n", e.c_str());
+                    return 2;
+                }
+                e += "=" + std::string(v);
+            }
+            exported.push_back(std::move(e));
         } else if (value("--courier-run-timeout=")) {
             timeout_s = std::atoi(a.c_str() + 22);
         } else if (value("--courier-run-job-timeout=")) {
@@ -372,6 +391,18 @@ int main(int argc, char** argv) {
     if (across_hosts && program.find('/') != std::string::npos && program[0] != '/') {
         program = std::filesystem::absolute(program).lexically_normal().string();
     }
+    // Across hosts, the caller's COURIER_* and FI_* settings travel on the command line (the
+    // agent starts a clean environment); on one host the localities inherit them anyway.
+    std::vector<std::string> forwarded;
+    if (across_hosts) {
+        for (char** e = environ; *e != nullptr; ++e) {
+            std::string_view v = *e;
+            if (v.find('=') != std::string_view::npos &&
+                (v.rfind("COURIER_", 0) == 0 || v.rfind("FI_", 0) == 0)) {
+                forwarded.emplace_back(v);
+            }
+        }
+    }
     courier::run::output_forwarder output;
     for (long r = 0; r < n; ++r) {
         auto const& host = across_hosts ? g_host_of[static_cast<std::size_t>(r)] : std::string();
@@ -393,6 +424,19 @@ int main(int argc, char** argv) {
             "IPATH_NO_BACKTRACE=1",
             "HFI_NO_BACKTRACE=1",
         };
+        // Whatever the caller's environment and -x add go first: courier-run's own values,
+        // later on the env line and set last here, win (IPATH_/HFI_ are only defaults).
+        std::vector<std::string> passed = forwarded;
+        passed.insert(passed.end(), exported.begin(), exported.end());
+        auto passed_by_caller = [&](std::string const& e) {
+            auto name = e.substr(0, e.find('=') + 1);
+            return std::any_of(passed.begin(), passed.end(),
+                               [&](std::string const& p) { return p.rfind(name, 0) == 0; });
+        };
+        std::erase_if(env, [&](std::string const& e) {
+            return (e.rfind("IPATH_", 0) == 0 || e.rfind("HFI_", 0) == 0) && passed_by_caller(e);
+        });
+        env.insert(env.begin(), passed.begin(), passed.end());
         std::vector<std::string> words{program}; // the locality's command
         for (auto& o : courier_opts) {
             words.push_back(o);
@@ -431,9 +475,11 @@ int main(int argc, char** argv) {
                 argv_words.push_back(host);
                 argv_words.push_back(line);
             } else {
-                for (auto const& e : env) {
+                for (std::size_t k = 0; k < env.size(); ++k) {
+                    auto const& e = env[k];
                     auto eq = e.find('=');
-                    bool keep = e.rfind("IPATH_", 0) == 0 || e.rfind("HFI_", 0) == 0;
+                    bool keep = k >= passed.size() &&
+                                (e.rfind("IPATH_", 0) == 0 || e.rfind("HFI_", 0) == 0);
                     ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), keep ? 0 : 1);
                 }
                 argv_words = words;
