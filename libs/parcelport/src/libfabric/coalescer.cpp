@@ -3,7 +3,6 @@
 #include "coalescer.hpp"
 
 #include "eager_writer.hpp"
-#include "sender.hpp"
 
 #include <courier/common/log.hpp>
 
@@ -11,8 +10,8 @@
 
 namespace courier::parcelport::fabric {
 
-coalescer::coalescer(transport_parts const& parts, sender& s, std::size_t batch_limit)
-    : parts_(parts), sender_(s), batch_limit_(batch_limit) {}
+coalescer::coalescer(transport_parts const& parts, std::size_t batch_limit)
+    : parts_(parts), batch_limit_(batch_limit) {}
 
 coalescer::~coalescer() = default;
 
@@ -20,18 +19,13 @@ void coalescer::set_peers(std::size_t n) {
     out_ = std::make_unique<peer_out[]>(n);
 }
 
-bool coalescer::try_coalesce(send_state* s) {
-    if (s->needs_done) {
-        // A rendezvous parcel leaves at once: held in a batch, its announcement would wait for
-        // the end of a progress pass, and so would the receiver's reads of its chunks, which
-        // are what its transfer waits for.
-        return false;
-    }
-    std::size_t rec = wire::record_size(s->eager.size());
-    if (4 * rec > batch_limit_ - sizeof(wire::header)) {
-        return false; // a quarter of a batch or more: little to gain, a copy to lose
-    }
-    peer_out& po = out_[s->dest];
+bool coalescer::try_coalesce(std::uint32_t dest, std::span<std::byte const> eager,
+                             transport::sent_handler& on_sent) {
+    // A rendezvous parcel never comes here: held in a batch, its announcement would wait for
+    // the end of a progress pass, and so would the receiver's reads of its chunks, which are
+    // what its transfer waits for. Nor one of a quarter of a batch or more: little to gain, a
+    // copy to lose.
+    peer_out& po = out_[dest];
     auto nothing_to_wait_for = [&] {
         return po.open.load(std::memory_order_acquire) == nullptr &&
                po.in_flight.load(std::memory_order_acquire) < coalesce_in_flight;
@@ -39,6 +33,7 @@ bool coalescer::try_coalesce(send_state* s) {
     if (nothing_to_wait_for()) {
         return false; // it leaves at once (the request/reply case: no lock taken)
     }
+    std::size_t const rec = wire::record_size(eager.size());
     batch_op* full = nullptr;
     {
         std::lock_guard g(po.m);
@@ -48,18 +43,29 @@ bool coalescer::try_coalesce(send_state* s) {
         batch_op* b = po.open.load(std::memory_order_relaxed);
         if (b != nullptr && b->buf.size() + rec > batch_limit_) {
             full = b; // posted below; a new batch takes its place (still listed as open)
-            b = take_batch(s->dest);
+            b = take_batch(dest);
             po.open.store(b, std::memory_order_release);
             po.in_flight.fetch_add(1, std::memory_order_acq_rel);
         } else if (b == nullptr) {
-            b = take_batch(s->dest);
+            b = take_batch(dest);
             po.open.store(b, std::memory_order_release);
             open_batches_.fetch_add(1, std::memory_order_acq_rel);
             std::lock_guard lg(batch_mutex_);
-            open_list_.push_back(s->dest);
+            open_list_.push_back(dest);
         }
-        append_record(b->buf, s->eager);
-        b->members.push_back(s);
+        // The handler first: if the record cannot be added, it goes back to the caller.
+        b->handlers.push_back(std::move(on_sent));
+        try {
+            append_record(b->buf, eager);
+        } catch (...) {
+            on_sent = std::move(b->handlers.back());
+            b->handlers.pop_back();
+            if (full != nullptr) {
+                post_batch(full);
+            }
+            throw;
+        }
+        parcels_in_flight_.fetch_add(1, std::memory_order_acq_rel);
     }
     if (full != nullptr) {
         post_batch(full);
@@ -81,7 +87,7 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     }
     b->dest = dest;
     b->buf.assign(sizeof(wire::header), std::byte{0});
-    b->members.clear();
+    b->handlers.clear();
     return b;
 }
 
@@ -116,11 +122,11 @@ bool coalescer::flush() {
 
 void coalescer::post_batch(batch_op* b) {
     wire::header h = parts_.peers.header_of(wire::batch);
-    h.chunk_count = static_cast<std::uint32_t>(b->members.size());
+    h.chunk_count = static_cast<std::uint32_t>(b->handlers.size());
     h.index_size = b->buf.size() - sizeof h;
     std::memcpy(b->buf.data(), &h, sizeof h);
     ++parts_.stats.batches_sent;
-    parts_.stats.parcels_in_batches += b->members.size();
+    parts_.stats.parcels_in_batches += b->handlers.size();
     std::uint32_t dest = b->dest;
     fi_addr_t to = parts_.peers[dest];
     try {
@@ -139,11 +145,14 @@ void coalescer::post_batch(batch_op* b) {
 }
 
 void coalescer::on_completion(batch_op* b, std::error_code ec) {
-    for (send_state* s : b->members) { // eager-only parcels (try_coalesce): no DONE to wait for
-        sender_.complete(s, ec);
+    for (auto& h : b->handlers) { // eager-only parcels (try_coalesce): no DONE to wait for
+        if (h) {
+            h(ec);
+        }
     }
+    parcels_in_flight_.fetch_sub(b->handlers.size(), std::memory_order_acq_rel);
     completed(b->dest);
-    b->members.clear();
+    b->handlers.clear(); // what the handlers captured goes now; the capacity stays
     std::lock_guard g(batch_mutex_);
     free_.push_back(b);
 }

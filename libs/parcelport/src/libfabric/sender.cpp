@@ -48,6 +48,10 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
+    if (coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
+        try_coalesce(dest, m, on_sent)) {
+        return true;
+    }
     send_table::slot* slot = sends_.acquire();
     // Until the message is posted, a failure gives the slot back.
     struct slot_guard {
@@ -85,9 +89,6 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     ++parts_.stats.messages_sent;
     parts_.stats.eager_bytes_sent += raw->eager.size();
     parts_.stats.rendezvous_sends += raw->needs_done;
-    if (coalesce && eager_mr == nullptr && coalescer_->try_coalesce(raw)) {
-        return true;
-    }
     coalescer_->posted(dest);
     fi_addr_t to = parts_.peers[dest];
     try {
@@ -128,6 +129,39 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
         throw;
     }
     return false;
+}
+
+bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
+                          transport::sent_handler& on_sent) {
+    // Eager-only (no chunk to read, the index inline, so no descriptor table either) and a
+    // quarter of a batch at most: its bytes are all the receiver needs, so it takes no slot.
+    std::size_t bytes = sizeof(wire::header) + m.chunks().size() * sizeof(wire::descriptor);
+    for (auto const& c : m.chunks()) {
+        if (c.type != serialization::chunk_type::index && c.size != 0) {
+            return false;
+        }
+    }
+    bytes += m.data().size();
+    if (bytes + sizeof(wire::descriptor) > recv_size_ || !coalescer_->small_enough(bytes)) {
+        return false;
+    }
+    // Written into this thread's scratch buffer (its capacity kept), copied into the batch.
+    thread_local std::vector<std::byte> eager, table;
+    wire::header h = parts_.peers.header_of(wire::parcel);
+    h.send_id = 0; // no DONE, no fragments: the receiver never uses it
+    bool reads = write_eager(
+        m, h, recv_size_,
+        [](void const*, std::size_t) -> std::pair<std::uint64_t, std::uint64_t> {
+            throw std::logic_error("courier: an eager-only parcel exposes no memory");
+        },
+        eager, table);
+    if (reads || !coalescer_->try_coalesce(dest, eager, on_sent)) {
+        return false;
+    }
+    ++parts_.stats.messages_sent;
+    parts_.stats.eager_bytes_sent += eager.size();
+    parts_.stats.bytes_copied_on_send += m.data().size();
+    return true;
 }
 
 void sender::post_split(send_state* s) {
@@ -246,7 +280,7 @@ void sender::send_done(std::uint32_t dest, std::uint64_t id) {
 }
 
 std::size_t sender::in_flight() const {
-    std::size_t n = 0;
+    std::size_t n = coalescer_ != nullptr ? coalescer_->in_flight() : 0;
     sends_.for_each_published([&](send_table::slot&, std::uint64_t) { ++n; });
     return n;
 }

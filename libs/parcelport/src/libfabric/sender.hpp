@@ -86,11 +86,15 @@ public:
     void complete(send_state* s, std::error_code ec);
     /// Tells `dest` that its rendezvous send `id` was read.
     void send_done(std::uint32_t dest, std::uint64_t id);
-    /// Sends not yet completed.
+    /// Sends not yet completed (coalesced parcels included).
     std::size_t in_flight() const;
 
 private:
     void post_split(send_state* s);
+    /// Sends `m` in a batch if it is eager-only and small and its destination is busy (see
+    /// coalescer): true if it went there; false leaves `on_sent` to the caller.
+    bool try_coalesce(std::uint32_t dest, serialization::message const& m,
+                      transport::sent_handler& on_sent);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
     static bool last_part(send_state* s) noexcept {
         return s->split.left.load(std::memory_order_acquire) == 1 ||
