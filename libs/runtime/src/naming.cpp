@@ -81,7 +81,7 @@ struct find_name_action {
     static constexpr char const* name = "courier_find_name_action";
     static std::uint64_t wire_id() noexcept { return serialization::detail::fnv1a64(name); }
 
-    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         request_context* ctx = current_request();
         std::string key;
         in.load(key);
@@ -92,7 +92,9 @@ struct find_name_action {
             id_type id = it->second;
             lk.unlock(); // saving may ask the component's locality for credits: a round trip
             check_alive(st, key, id);
-            out.save(id);
+            if (out != nullptr) {
+                out->save(id);
+            }
             return;
         }
         if (ctx == nullptr || ctx->rid == 0) {

@@ -160,17 +160,27 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         return;
     }
     // Run the action, writing the result into a fresh reply; on an exception, reply with it.
+    // A posted action (rid 0) has nobody to answer: no reply is written.
+    if (rid == 0) {
+        try {
+            request_scope scope(ctx);
+            found.invoke(in, nullptr);
+        } catch (...) {
+            send_failure_reply(ctx, std::current_exception()); // logs it
+        }
+        return;
+    }
     serialization::message result;
     try {
         serialization::output_archive ar(result);
         write_reply_head(ar, ctx, true);
         request_scope scope(ctx);
-        found.invoke(in, ar);
+        found.invoke(in, &ar);
     } catch (...) {
         send_failure_reply(ctx, std::current_exception());
         return;
     }
-    if (rid == 0 || ctx.deferred) {
+    if (ctx.deferred) {
         return;
     }
     send_reply(ctx, std::move(result));

@@ -13,7 +13,7 @@
 namespace {
 
 void invoke_nothing(courier::serialization::input_archive&,
-                    courier::serialization::output_archive&) {}
+                    courier::serialization::output_archive*) {}
 
 TEST(action_registry, registering_the_same_action_again_is_harmless) {
     EXPECT_TRUE(

@@ -159,8 +159,11 @@ struct function_traits<R (*)(A...)> {
 template <class R, class... A>
 struct function_traits<R (*)(A...) noexcept> : function_traits<R (*)(A...)> {};
 
+/// Runs an action: loads its arguments from `args`, calls it, and saves its result into
+/// `result`, or nowhere when `result` is null (a posted action: nobody waits for a reply, so
+/// none is written).
 using action_invoker = void (*)(serialization::input_archive& args,
-                                serialization::output_archive& result);
+                                serialization::output_archive* result);
 bool register_action(std::uint64_t id, char const* name, action_invoker invoke);
 /// The name an action was registered under, or nullptr (lock-free; incoming requests use it).
 char const* registered_action_name(std::uint64_t id) noexcept;
@@ -243,11 +246,14 @@ void complete_call(state_base* base, serialization::input_archive* in, std::exce
 /// Writes an action's result into the reply, keeping it alive as long as the reply: large
 /// results travel as pointer chunks that reference it until the caller has pulled them.
 template <class R>
-void save_result(serialization::output_archive& out, R&& r) {
+void save_result(serialization::output_archive* out, R&& r) {
+    if (out == nullptr) {
+        return; // a posted action's result goes nowhere
+    }
     auto keep = std::allocate_shared<std::decay_t<R>>(pool_allocator<std::decay_t<R>>{},
                                                       std::forward<R>(r));
-    out.keep_alive(keep);
-    out.save(*keep);
+    out->keep_alive(keep);
+    out->save(*keep);
 }
 
 /// The request an action runs for: who asked (rid 0: a posted action, nobody waits).
@@ -283,7 +289,7 @@ void send_deferred_result(request_context const& r, T value) {
 /// The reply of an action whose function returned `f`: written now if `f` is ready, else sent
 /// when it becomes ready (the caller's future waits for it; the worker does not).
 template <class R>
-void reply_with(request_context* ctx, serialization::output_archive& out, future<R> f) {
+void reply_with(request_context* ctx, serialization::output_archive* out, future<R> f) {
     if (f.is_ready() || ctx == nullptr) {
         if constexpr (std::is_void_v<R>) {
             f.get();
@@ -344,7 +350,7 @@ struct plain_action {
     static constexpr std::uint64_t id = serialization::detail::fnv1a64(Name.view());
     static std::uint64_t wire_id() noexcept { return id; }
 
-    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         arguments args;
         detail::load_arguments(in, args);
         if constexpr (detail::unwrap_future<typename traits::result>::is_future) {

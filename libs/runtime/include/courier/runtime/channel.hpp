@@ -76,17 +76,20 @@ public:
         courier::detail::send_deferred_result(waiter, std::move(value));
     }
 
-    /// Writes the value of `generation` into `out`, or defers the reply until it is set.
+    /// Writes the value of `generation` into `out` (taken and dropped when null: a posted
+    /// get), or defers the reply until it is set.
     void get(std::size_t generation, courier::detail::request_context* ctx,
-             serialization::output_archive& out) {
+             serialization::output_archive* out) {
         std::unique_lock lk(mutex_);
         auto v = values_.find(generation);
         if (v != values_.end()) {
             auto value = std::make_shared<T>(std::move(v->second));
             values_.erase(v);
             lk.unlock();
-            out.keep_alive(value);
-            out.save(*value);
+            if (out != nullptr) {
+                out->keep_alive(value);
+                out->save(*value);
+            }
             return;
         }
         if (ctx == nullptr || ctx->rid == 0) {
@@ -130,7 +133,7 @@ struct channel_set_action {
         (void)registered;
         return id;
     }
-    static void invoke(serialization::input_archive& in, serialization::output_archive&) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive*) {
         std::tuple<T, std::size_t> args; // value, generation
         load_call<T>(in, args)->set(std::move(std::get<0>(args)), std::get<1>(args));
     }
@@ -149,7 +152,7 @@ struct channel_get_action {
         (void)registered;
         return id;
     }
-    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         courier::detail::request_context* ctx = courier::detail::current_request();
         std::tuple<std::size_t> args; // generation
         load_call<T>(in, args)->get(std::get<0>(args), ctx, out);

@@ -118,7 +118,7 @@ struct message_action {
         (void)registered;
         return id;
     }
-    static void invoke(serialization::input_archive& in, serialization::output_archive&) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive*) {
         courier::detail::request_context* ctx = courier::detail::current_request();
         std::tuple<std::uint64_t, std::uint32_t, T> args; // generation, round, value
         courier::detail::load_arguments(in, args);

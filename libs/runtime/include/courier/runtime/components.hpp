@@ -84,7 +84,7 @@ struct component_action {
         (void)registered;
         return serialization::detail::fnv1a64(Name.view());
     }
-    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         id_type self; // holds the call's credits until the call has run
         in.load(self);
         std::uint64_t lsb = self.lsb;
@@ -118,13 +118,15 @@ struct create_component_action {
         (void)registered;
         return id;
     }
-    static void invoke(serialization::input_archive& in, serialization::output_archive& out) {
+    static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         std::tuple<Args...> args;
         detail::load_arguments(in, args);
         auto obj = std::apply([](auto&... a) { return std::make_shared<T>(a...); }, args);
         id_type id = detail::register_component(obj, typeid(T));
         static_cast<component_base<T>&>(*obj).id_ = id_type{id.msb, id.lsb, nullptr}; // no credits
-        out.save(id);
+        if (out != nullptr) {
+            out->save(id);
+        }
     }
     inline static bool const registered =
         detail::register_action(wire_id(), typeid(T).name(), &invoke);
