@@ -47,6 +47,21 @@ void note_order(int n) {
 std::size_t components_here() {
     return courier::get_component_count();
 }
+/// A result that counts how often it is written into an archive.
+std::atomic<int> g_result_saves{0};
+struct counted_result {
+    int value = 0;
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        if constexpr (A::is_saving) {
+            ++g_result_saves;
+        }
+        ar& value;
+    }
+};
+counted_result make_result(int v) {
+    return {v};
+}
 
 struct accumulator : courier::component_base<accumulator> {
     accumulator() = default;
@@ -69,6 +84,7 @@ COURIER_PLAIN_ACTION(bump, bump_action);
 COURIER_PLAIN_ACTION(record, record_action);
 COURIER_PLAIN_ACTION(components_here, components_here_action);
 COURIER_PLAIN_ACTION(note_order, note_order_action);
+COURIER_PLAIN_ACTION(make_result, make_result_action);
 COURIER_REGISTER_COMPONENT(accumulator);
 
 namespace {
@@ -96,6 +112,21 @@ TEST(in_process, remote_actions_run_on_their_locality_with_large_arguments) {
         }
     });
     EXPECT_EQ(job.run_on(2, [] { return courier::get_locality_id(); }), 2u);
+}
+
+TEST(in_process, a_posted_action_writes_no_reply) {
+    // Nobody waits for a posted action's result: it is not serialized (no reply archive is
+    // built for a post), while a call's result is, once.
+    in_process_job job({.localities = 2});
+    job.run_on(0, [] {
+        g_result_saves = 0;
+        for (int i = 0; i < 20; ++i) {
+            courier::post<make_result_action>(locality(1), i);
+        }
+        EXPECT_EQ(courier::async<make_result_action>(locality(1), 42).get().value, 42);
+    });
+    EXPECT_TRUE(job.drain(std::chrono::seconds(5)));
+    EXPECT_EQ(g_result_saves.load(), 1);
 }
 
 TEST(in_process, a_remote_exception_names_its_type_message_and_locality) {
