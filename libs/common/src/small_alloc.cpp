@@ -26,15 +26,35 @@ std::size_t small_alloc_slab_bytes() noexcept {
 
 namespace {
 
+// Classes: every 16 bytes up to 512 (objects), then 1, 2 and 4 KiB (buffers: a parcel's
+// payload or index of up to a page).
 constexpr std::size_t granule = 16;
+constexpr std::size_t fine_max = 512;
+constexpr std::size_t fine_classes = fine_max / granule;
 constexpr std::size_t max_small = small_alloc_max;
-constexpr std::size_t classes = max_small / granule;
+constexpr std::size_t classes = fine_classes + 3;
+static_assert(max_small == fine_max << 3);
 constexpr std::size_t slab_size = 64 * 1024;
 // A thread keeps at most 2 batches of blocks per class; beyond that a batch goes to the
 // central list, from which any thread refills before carving a new slab. Without this bound a
 // thread that only frees (a worker running tasks another thread allocated) would hoard blocks
 // while the allocating thread carved slab after slab: unbounded growth under a steady flow.
-constexpr std::size_t batch = 64;
+// A batch is 64 blocks, or 32 KiB of the large classes (at most 64 KiB kept per class).
+constexpr std::size_t batch_blocks = 64;
+
+constexpr std::size_t class_of(std::size_t n) noexcept {
+    if (n <= fine_max) {
+        return (n - 1) / granule;
+    }
+    return n <= 1024 ? fine_classes : n <= 2048 ? fine_classes + 1 : fine_classes + 2;
+}
+constexpr std::size_t block_size(std::size_t cls) noexcept {
+    return cls < fine_classes ? (cls + 1) * granule : fine_max << (cls - fine_classes + 1);
+}
+constexpr std::size_t batch_of(std::size_t cls) noexcept {
+    return cls < fine_classes ? batch_blocks : 32 * 1024 / block_size(cls);
+}
+static_assert(block_size(class_of(4096)) == 4096 && block_size(class_of(513)) == 1024);
 
 struct free_block {
     free_block* next;
@@ -47,7 +67,7 @@ struct thread_cache {
 
 struct central_list {
     std::mutex mutex;
-    std::vector<free_block*> batches; // each a chain of `batch` blocks
+    std::vector<free_block*> batches; // each a chain of batch_of(class) blocks
 };
 
 // Slabs live until exit (and stay reachable for leak checkers).
@@ -72,11 +92,11 @@ free_block* refill(std::size_t cls, std::size_t& n) {
         if (!c.batches.empty()) {
             free_block* head = c.batches.back();
             c.batches.pop_back();
-            n = batch;
+            n = batch_of(cls);
             return head;
         }
     }
-    std::size_t block = (cls + 1) * granule;
+    std::size_t block = block_size(cls);
     auto slab = std::unique_ptr<std::byte[]>(new std::byte[slab_size]);
     std::byte* base = slab.get();
     {
@@ -100,6 +120,7 @@ free_block* refill(std::size_t cls, std::size_t& n) {
 void spill(thread_cache* c, std::size_t cls) {
     free_block* head = c->head[cls];
     free_block* last = head;
+    std::size_t const batch = batch_of(cls);
     for (std::size_t i = 1; i < batch; ++i) {
         last = last->next;
     }
@@ -122,7 +143,7 @@ void* small_alloc(std::size_t n) {
     if (n == 0 || n > max_small) {
         return ::operator new(n);
     }
-    std::size_t cls = (n - 1) / granule;
+    std::size_t cls = class_of(n);
     thread_cache* c = cache();
     free_block* b = c->head[cls];
     if (b == nullptr) {
@@ -143,12 +164,12 @@ void small_free(void* p, std::size_t n) noexcept {
         ::operator delete(p); // unsized: clang needs -fsized-deallocation for the sized one
         return;
     }
-    std::size_t cls = (n - 1) / granule;
+    std::size_t cls = class_of(n);
     thread_cache* c = cache();
     auto* b = static_cast<free_block*>(p);
     b->next = c->head[cls];
     c->head[cls] = b;
-    if (++c->count[cls] > 2 * batch) {
+    if (++c->count[cls] > 2 * batch_of(cls)) {
         try {
             spill(c, cls);
         } catch (...) {
