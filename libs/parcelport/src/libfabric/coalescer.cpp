@@ -121,6 +121,11 @@ bool coalescer::flush() {
 }
 
 void coalescer::post_batch(batch_op* b) {
+    if (b->handlers.empty()) {
+        // Opened for a record that could not be added (out of memory): nothing to send.
+        on_completion(b, {});
+        return;
+    }
     wire::header h = parts_.peers.header_of(wire::batch);
     h.chunk_count = static_cast<std::uint32_t>(b->handlers.size());
     h.index_size = b->buf.size() - sizeof h;
