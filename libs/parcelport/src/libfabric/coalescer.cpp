@@ -19,58 +19,21 @@ void coalescer::set_peers(std::size_t n) {
     out_ = std::make_unique<peer_out[]>(n);
 }
 
-bool coalescer::try_coalesce(std::uint32_t dest, std::span<std::byte const> eager,
-                             transport::sent_handler& on_sent) {
-    // A rendezvous parcel never comes here: held in a batch, its announcement would wait for
-    // the end of a progress pass, and so would the receiver's reads of its chunks, which are
-    // what its transfer waits for. Nor one of a quarter of a batch or more: little to gain, a
-    // copy to lose.
-    peer_out& po = out_[dest];
-    auto nothing_to_wait_for = [&] {
-        return po.open.load(std::memory_order_acquire) == nullptr &&
-               po.in_flight.load(std::memory_order_acquire) < coalesce_in_flight;
-    };
-    if (nothing_to_wait_for()) {
-        return false; // it leaves at once (the request/reply case: no lock taken)
+batch_op* coalescer::batch_with_room(peer_out& po, std::uint32_t dest, std::size_t rec,
+                                     batch_op*& full) {
+    batch_op* b = po.open.load(std::memory_order_relaxed);
+    if (b != nullptr && b->buf.size() + rec > batch_limit_) {
+        b = take_batch(dest);
+        full = po.open.exchange(b, std::memory_order_acq_rel); // still listed as open
+        po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    } else if (b == nullptr) {
+        b = take_batch(dest);
+        po.open.store(b, std::memory_order_release);
+        open_batches_.fetch_add(1, std::memory_order_acq_rel);
+        std::lock_guard lg(batch_mutex_);
+        open_list_.push_back(dest);
     }
-    std::size_t const rec = wire::record_size(eager.size());
-    batch_op* full = nullptr;
-    {
-        std::lock_guard g(po.m);
-        if (nothing_to_wait_for()) {
-            return false;
-        }
-        batch_op* b = po.open.load(std::memory_order_relaxed);
-        if (b != nullptr && b->buf.size() + rec > batch_limit_) {
-            full = b; // posted below; a new batch takes its place (still listed as open)
-            b = take_batch(dest);
-            po.open.store(b, std::memory_order_release);
-            po.in_flight.fetch_add(1, std::memory_order_acq_rel);
-        } else if (b == nullptr) {
-            b = take_batch(dest);
-            po.open.store(b, std::memory_order_release);
-            open_batches_.fetch_add(1, std::memory_order_acq_rel);
-            std::lock_guard lg(batch_mutex_);
-            open_list_.push_back(dest);
-        }
-        // The handler first: if the record cannot be added, it goes back to the caller.
-        b->handlers.push_back(std::move(on_sent));
-        try {
-            append_record(b->buf, eager);
-        } catch (...) {
-            on_sent = std::move(b->handlers.back());
-            b->handlers.pop_back();
-            if (full != nullptr) {
-                post_batch(full);
-            }
-            throw;
-        }
-        parcels_in_flight_.fetch_add(1, std::memory_order_acq_rel);
-    }
-    if (full != nullptr) {
-        post_batch(full);
-    }
-    return true;
+    return b;
 }
 
 batch_op* coalescer::take_batch(std::uint32_t dest) {

@@ -4,11 +4,11 @@
 #pragma once
 
 #include "context.hpp"
+#include "eager_writer.hpp"
 
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <vector>
 
 namespace courier::parcelport::fabric {
@@ -56,11 +56,50 @@ public:
         return po.open.load(std::memory_order_acquire) != nullptr ||
                po.in_flight.load(std::memory_order_acquire) >= coalesce_in_flight;
     }
-    /// Appends the eager message `eager` of an eager-only parcel (small_enough) to its
-    /// destination's batch, with its handler, if a message to that destination is in flight or
-    /// a batch is open; false: the caller posts it itself (`on_sent` is then untouched).
-    bool try_coalesce(std::uint32_t dest, std::span<std::byte const> eager,
-                      transport::sent_handler& on_sent);
+    /// Adds an eager-only parcel of `eager_bytes` (small_enough) to its destination's batch if
+    /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
+    /// writes its eager message in place, and `on_sent` is kept to run when the batch's send
+    /// completes. False: the caller posts it itself (`on_sent` is then untouched). A rendezvous
+    /// parcel never comes here: held in a batch, its announcement would wait for the end of a
+    /// progress pass, and so would the receiver's reads, which are what its transfer waits for.
+    template <class Write>
+    bool try_coalesce(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
+                      transport::sent_handler& on_sent) {
+        if (!would_hold(dest)) {
+            return false; // it leaves at once (the request/reply case: no lock taken)
+        }
+        std::size_t const rec = wire::record_size(eager_bytes);
+        batch_op* full = nullptr; // a batch with no room left: posted once the lock is released
+        struct post_after {
+            coalescer* self;
+            batch_op*& full;
+            ~post_after() {
+                if (full != nullptr) {
+                    self->post_batch(full);
+                }
+            }
+        } post_full{this, full};
+        peer_out& po = out_[dest];
+        std::lock_guard g(po.m);
+        if (!would_hold(dest)) {
+            return false;
+        }
+        batch_op* b = batch_with_room(po, dest, rec, full);
+        std::size_t const at = b->buf.size();
+        b->handlers.push_back(std::move(on_sent)); // a noexcept move: on failure, untouched
+        try {
+            b->buf.resize(at + rec); // zero-filled: the prefix's second half, the padding
+            write_record_prefix(b->buf.data() + at, eager_bytes);
+            write(b->buf.data() + at + wire::record_prefix);
+        } catch (...) {
+            b->buf.resize(at);
+            on_sent = std::move(b->handlers.back());
+            b->handlers.pop_back();
+            throw;
+        }
+        parcels_in_flight_.fetch_add(1, std::memory_order_acq_rel);
+        return true;
+    }
     /// Parcels in batches not completed yet (open or posted).
     std::size_t in_flight() const noexcept {
         return parcels_in_flight_.load(std::memory_order_acquire);
@@ -79,6 +118,10 @@ private:
         std::atomic<std::uint32_t> in_flight{0};
         std::atomic<batch_op*> open{nullptr};
     };
+    /// The open batch of `dest` (po.m held) with room for a record of `rec` bytes: a new one
+    /// when there is none, or when the open one is full (then returned in `full`, for the
+    /// caller to post after the lock).
+    batch_op* batch_with_room(peer_out& po, std::uint32_t dest, std::size_t rec, batch_op*& full);
     batch_op* take_batch(std::uint32_t dest);
     void post_batch(batch_op* b);
 

@@ -17,45 +17,66 @@
 
 namespace courier::parcelport::fabric {
 
-/// Writes message `m`'s eager message into `eager`, for receive buffers of `recv_size` bytes:
-/// `h` (kind parcel, token, source, send id) with its flags, chunk count and index size set
-/// here, one descriptor per chunk, then the index data when it fits (else one more
-/// descriptor for it); with too many chunks to describe inline, the descriptor list goes into
-/// `table` (flag descriptors_remote). `expose(address, size)` returns the {address, key} pair
-/// under which the receiver reads that memory (it may throw; the outputs are then unspecified).
-/// Returns true if the receiver reads anything (it then answers with DONE). Throws
-/// std::length_error for more than wire::max_chunks chunks.
-template <class Expose>
-bool write_eager(serialization::message const& m, wire::header h, std::size_t recv_size,
-                 Expose&& expose, std::vector<std::byte>& eager, std::vector<std::byte>& table) {
-    auto data = m.data();
+/// The shape of message `m`'s eager message for receive buffers of `recv_size` bytes: the
+/// header and descriptors (`fixed` bytes), then the index data when it fits (`inline_index`);
+/// with too many chunks to describe inline, the descriptor list goes into a table the receiver
+/// reads (`remote_table`). Throws std::length_error for more than wire::max_chunks chunks.
+struct eager_layout {
+    std::size_t fixed = 0;
+    bool remote_table = false;
+    bool inline_index = false;
+    std::size_t eager_size = 0; // fixed, plus the index data when inline
+    std::size_t table_size = 0; // bytes of the remote descriptor table (0: none)
+    /// Nothing for the receiver to read: no chunk outside the index, the index inline.
+    bool eager_only = false;
+};
+
+inline eager_layout layout_eager(serialization::message const& m, std::size_t recv_size) {
     auto chunks = m.chunks();
     if (chunks.size() > wire::max_chunks) {
         throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
                                 " chunks is more than the protocol carries (" +
                                 std::to_string(wire::max_chunks) + ")");
     }
-    std::size_t fixed = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor);
-    bool const remote_table = fixed + sizeof(wire::descriptor) > recv_size;
-    if (remote_table) {
-        // Too many chunks to describe inline: the list goes in a table the receiver reads.
-        fixed = sizeof(wire::header) + sizeof(wire::descriptor);
+    eager_layout l;
+    l.fixed = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor);
+    l.remote_table = l.fixed + sizeof(wire::descriptor) > recv_size;
+    if (l.remote_table) {
+        l.fixed = sizeof(wire::header) + sizeof(wire::descriptor);
     }
-    bool const inline_index = fixed + data.size() <= recv_size;
-    if (!inline_index && !remote_table) {
-        fixed += sizeof(wire::descriptor);
+    l.inline_index = l.fixed + m.data().size() <= recv_size;
+    if (!l.inline_index && !l.remote_table) {
+        l.fixed += sizeof(wire::descriptor);
     }
-    eager.resize(fixed + (inline_index ? data.size() : 0));
-    if (remote_table) {
-        table.resize((chunks.size() + (inline_index ? 0 : 1)) * sizeof(wire::descriptor));
+    l.eager_size = l.fixed + (l.inline_index ? m.data().size() : 0);
+    if (l.remote_table) {
+        l.table_size = (chunks.size() + (l.inline_index ? 0 : 1)) * sizeof(wire::descriptor);
     }
-    std::byte* desc_out = remote_table ? table.data() : eager.data() + sizeof(wire::header);
+    l.eager_only = l.inline_index && !l.remote_table;
+    for (auto const& c : chunks) {
+        l.eager_only = l.eager_only && (c.type == serialization::chunk_type::index || c.size == 0);
+    }
+    return l;
+}
+
+/// Writes message `m`'s eager message, laid out as `l`, into `eager` (l.eager_size bytes) and
+/// its remote descriptor table, if any, into `table` (l.table_size bytes): `h` (kind parcel,
+/// token, source, send id) with its flags, chunk count and index size set here, one descriptor
+/// per chunk, then the index data when it fits (else one more descriptor for it).
+/// `expose(address, size)` returns the {address, key} pair under which the receiver reads that
+/// memory (it may throw; the outputs are then unspecified; never called when l.eager_only).
+/// Returns true if the receiver reads anything (it then answers with DONE).
+template <class Expose>
+bool write_eager_into(serialization::message const& m, wire::header h, eager_layout const& l,
+                      Expose&& expose, std::byte* eager, std::byte* table) {
+    auto data = m.data();
+    std::byte* desc_out = l.remote_table ? table : eager + sizeof(wire::header);
     auto put = [&](wire::descriptor const& d) {
         std::memcpy(desc_out, &d, sizeof d);
         desc_out += sizeof d;
     };
     bool reads = false;
-    for (auto const& c : chunks) {
+    for (auto const& c : m.chunks()) {
         wire::descriptor d{};
         d.type = static_cast<std::uint8_t>(c.type);
         d.size = c.size;
@@ -66,7 +87,7 @@ bool write_eager(serialization::message const& m, wire::header h, std::size_t re
         }
         put(d);
     }
-    if (!inline_index) {
+    if (!l.inline_index) {
         wire::descriptor d{};
         d.type = wire::index_buffer_type;
         d.size = data.size();
@@ -74,24 +95,45 @@ bool write_eager(serialization::message const& m, wire::header h, std::size_t re
         put(d);
         reads = true;
     }
-    if (remote_table) {
+    if (l.remote_table) {
         wire::descriptor d{};
         d.type = wire::descriptor_table_type;
-        d.size = table.size();
-        std::tie(d.address, d.key) = expose(table.data(), table.size());
-        std::memcpy(eager.data() + sizeof(wire::header), &d, sizeof d);
+        d.size = l.table_size;
+        std::tie(d.address, d.key) = expose(table, l.table_size);
+        std::memcpy(eager + sizeof(wire::header), &d, sizeof d);
         reads = true;
     }
     h.kind = wire::parcel;
-    h.flags = static_cast<std::uint8_t>((inline_index ? wire::index_inline : 0) |
-                                        (remote_table ? wire::descriptors_remote : 0));
-    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
+    h.flags = static_cast<std::uint8_t>((l.inline_index ? wire::index_inline : 0) |
+                                        (l.remote_table ? wire::descriptors_remote : 0));
+    h.chunk_count = static_cast<std::uint32_t>(m.chunks().size());
     h.index_size = data.size();
-    std::memcpy(eager.data(), &h, sizeof h);
-    if (inline_index && !data.empty()) {
-        std::memcpy(eager.data() + fixed, data.data(), data.size());
+    std::memcpy(eager, &h, sizeof h);
+    if (l.inline_index && !data.empty()) {
+        std::memcpy(eager + l.fixed, data.data(), data.size());
     }
     return reads;
+}
+
+/// Writes message `m`'s eager message into `eager` and, with too many chunks to describe
+/// inline, its descriptor list into `table` (flag descriptors_remote), for receive buffers of
+/// `recv_size` bytes (see layout_eager and write_eager_into). Returns true if the receiver reads
+/// anything. Throws std::length_error for more than wire::max_chunks chunks.
+template <class Expose>
+bool write_eager(serialization::message const& m, wire::header h, std::size_t recv_size,
+                 Expose&& expose, std::vector<std::byte>& eager, std::vector<std::byte>& table) {
+    eager_layout const l = layout_eager(m, recv_size);
+    eager.resize(l.eager_size);
+    table.resize(l.table_size);
+    return write_eager_into(m, h, l, std::forward<Expose>(expose), eager.data(), table.data());
+}
+
+/// Writes the record prefix of a parcel of `eager_bytes` at `at` (its length, 4 zero bytes);
+/// the parcel's eager message follows it, then zero padding to wire::record_size.
+inline void write_record_prefix(std::byte* at, std::size_t eager_bytes) {
+    auto len = static_cast<std::uint32_t>(eager_bytes);
+    std::memcpy(at, &len, sizeof len);
+    std::memset(at + sizeof len, 0, wire::record_prefix - sizeof len);
 }
 
 /// Appends a parcel's eager message to a coalesced message as one record (its length, 4 zero
@@ -99,8 +141,7 @@ bool write_eager(serialization::message const& m, wire::header h, std::size_t re
 inline void append_record(std::vector<std::byte>& batch, std::span<std::byte const> eager) {
     std::size_t at = batch.size();
     batch.resize(at + wire::record_size(eager.size())); // zero-filled: prefix half, padding
-    auto len = static_cast<std::uint32_t>(eager.size());
-    std::memcpy(batch.data() + at, &len, sizeof len);
+    write_record_prefix(batch.data() + at, eager.size());
     std::memcpy(batch.data() + at + wire::record_prefix, eager.data(), eager.size());
 }
 

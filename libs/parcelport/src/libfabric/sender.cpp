@@ -133,33 +133,27 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
 
 bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
                           transport::sent_handler& on_sent) {
-    // Eager-only (no chunk to read, the index inline, so no descriptor table either) and a
-    // quarter of a batch at most: its bytes are all the receiver needs, so it takes no slot.
-    std::size_t bytes = sizeof(wire::header) + m.chunks().size() * sizeof(wire::descriptor);
-    for (auto const& c : m.chunks()) {
-        if (c.type != serialization::chunk_type::index && c.size != 0) {
-            return false;
-        }
-    }
-    bytes += m.data().size();
-    if (bytes + sizeof(wire::descriptor) > recv_size_ || !coalescer_->small_enough(bytes)) {
+    // Eager-only and a quarter of a batch at most: its bytes are all the receiver needs, so it
+    // takes no slot; its eager message is written straight into the batch.
+    eager_layout const l = layout_eager(m, recv_size_);
+    if (!l.eager_only || !coalescer_->small_enough(l.eager_size)) {
         return false;
     }
-    // Written into this thread's scratch buffer (its capacity kept), copied into the batch.
-    thread_local std::vector<std::byte> eager, table;
     wire::header h = parts_.peers.header_of(wire::parcel);
     h.send_id = 0; // no DONE, no fragments: the receiver never uses it
-    bool reads = write_eager(
-        m, h, recv_size_,
-        [](void const*, std::size_t) -> std::pair<std::uint64_t, std::uint64_t> {
-            throw std::logic_error("courier: an eager-only parcel exposes no memory");
-        },
-        eager, table);
-    if (reads || !coalescer_->try_coalesce(dest, eager, on_sent)) {
+    auto write = [&](std::byte* at) {
+        write_eager_into(
+            m, h, l,
+            [](void const*, std::size_t) -> std::pair<std::uint64_t, std::uint64_t> {
+                throw std::logic_error("courier: an eager-only parcel exposes no memory");
+            },
+            at, nullptr);
+    };
+    if (!coalescer_->try_coalesce(dest, l.eager_size, write, on_sent)) {
         return false;
     }
     ++parts_.stats.messages_sent;
-    parts_.stats.eager_bytes_sent += eager.size();
+    parts_.stats.eager_bytes_sent += l.eager_size;
     parts_.stats.bytes_copied_on_send += m.data().size();
     return true;
 }
