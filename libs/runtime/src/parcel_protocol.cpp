@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 
 namespace courier::detail {
 
@@ -159,28 +160,22 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         }
         return;
     }
-    // Run the action, writing the result into a fresh reply; on an exception, reply with it.
-    // A posted action (rid 0) has nobody to answer: no reply is written.
-    if (rid == 0) {
-        try {
-            request_scope scope(ctx);
-            found.invoke(in, nullptr);
-        } catch (...) {
-            send_failure_reply(ctx, std::current_exception()); // logs it
-        }
-        return;
-    }
+    // Run the action, writing the result into a fresh reply; on an exception, reply with it
+    // (a posted action's is logged). A posted action (rid 0) has nobody to answer: no reply is
+    // written.
     serialization::message result;
     try {
-        serialization::output_archive ar(result);
-        write_reply_head(ar, ctx, true);
+        std::optional<serialization::output_archive> ar;
+        if (rid != 0) {
+            write_reply_head(ar.emplace(result), ctx, true);
+        }
         request_scope scope(ctx);
-        found.invoke(in, &ar);
+        found.invoke(in, ar ? &*ar : nullptr);
     } catch (...) {
         send_failure_reply(ctx, std::current_exception());
         return;
     }
-    if (ctx.deferred) {
+    if (rid == 0 || ctx.deferred) {
         return;
     }
     send_reply(ctx, std::move(result));
