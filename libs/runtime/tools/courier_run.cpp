@@ -274,8 +274,8 @@ int main(int argc, char** argv) {
             n = std::strtol(argv[++i], nullptr, 10);
         } else if (a.rfind("-n", 0) == 0 && a.size() > 2) {
             n = std::strtol(a.c_str() + 2, nullptr, 10);
-        } else if (a == "-x" && i + 1 < argc) {
-            std::string e = argv[++i];
+        } else if (a == "-x") {
+            std::string e = i + 1 < argc ? argv[++i] : "";
             if (e.empty() || e[0] == '=') {
                 std::fprintf(stderr, "courier-run: -x needs NAME or NAME=VALUE\n");
                 return usage();
