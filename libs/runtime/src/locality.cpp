@@ -34,7 +34,14 @@ locality_state& here_slow() noexcept {
 } // namespace state_detail
 
 namespace {
-std::unique_ptr<locality_state> g_owned; // the distributed run's (replace_here)
+/// The distributed run's state (replace_here). Never destroyed by a static destructor: a
+/// run ends by replace_here(nullptr), and a process that calls exit() during a run must not
+/// free the state under the workers that still use it (end_at_exit normally ends such a process
+/// before any static destructor; a TSan run was seen freeing it from this holder first).
+std::unique_ptr<locality_state>& owned_state() {
+    static auto* holder = new std::unique_ptr<locality_state>;
+    return *holder;
+}
 } // namespace
 
 bool in_a_locality_state() noexcept {
@@ -43,7 +50,7 @@ bool in_a_locality_state() noexcept {
 
 std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) noexcept {
     state_detail::g_here.store(s ? s.get() : &state_detail::g_default, std::memory_order_release);
-    std::swap(g_owned, s);
+    std::swap(owned_state(), s);
     return s;
 }
 
