@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <optional>
 
 namespace courier::detail {
 
@@ -160,22 +159,30 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         }
         return;
     }
-    // Run the action, writing the result into a fresh reply; on an exception, reply with it
-    // (a posted action's is logged). A posted action (rid 0) has nobody to answer: no reply is
-    // written.
+    // Run the action, writing the result into a fresh reply; on an exception, reply with it.
+    // A posted action (rid 0) has nobody to answer: no reply is written. Its own path: one
+    // shared with calls (an optional reply archive) cost ~120 more instructions per post
+    // (callgrind, 8 B posts on shm).
+    if (rid == 0) {
+        try {
+            request_scope scope(ctx);
+            found.invoke(in, nullptr);
+        } catch (...) {
+            send_failure_reply(ctx, std::current_exception()); // logs it
+        }
+        return;
+    }
     serialization::message result;
     try {
-        std::optional<serialization::output_archive> ar;
-        if (rid != 0) {
-            write_reply_head(ar.emplace(result), ctx, true);
-        }
+        serialization::output_archive ar(result);
+        write_reply_head(ar, ctx, true);
         request_scope scope(ctx);
-        found.invoke(in, ar ? &*ar : nullptr);
+        found.invoke(in, &ar);
     } catch (...) {
         send_failure_reply(ctx, std::current_exception());
         return;
     }
-    if (rid == 0 || ctx.deferred) {
+    if (ctx.deferred) {
         return;
     }
     send_reply(ctx, std::move(result));
