@@ -139,9 +139,12 @@ std::string network_interface_toward(std::string const& address) {
 }
 
 std::unique_ptr<transport> make_transport(transport_options const& o) {
+    if (o.parcelport == "mpi") {
+        return make_mpi_transport(o);
+    }
     if (o.parcelport != "libfabric") {
         throw std::invalid_argument("courier: no parcelport '" + o.parcelport +
-                                    "' (this build has: libfabric)");
+                                    "' (there are: libfabric, mpi)");
     }
     if (o.provider != "auto") {
         if (o.peers_on_other_hosts && o.provider == "shm") {

@@ -21,6 +21,10 @@
 // message (a fragment inside it is dropped).
 #pragma once
 
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -73,5 +77,22 @@ inline constexpr std::size_t record_size(std::size_t parcel_bytes) noexcept {
 inline constexpr std::uint64_t max_chunk_bytes = std::uint64_t{1} << 47;
 /// The most chunks one message may have (a 512 MiB descriptor table).
 inline constexpr std::uint32_t max_chunks = std::uint32_t{1} << 24;
+
+/// Physical memory plus swap: a parcel that announces more cannot be received here, and is
+/// rejected before anything is allocated for it (under ASan an allocation beyond its 1 TiB
+/// limit aborts instead of throwing).
+inline std::uint64_t machine_memory() {
+    static std::uint64_t const bytes = [] {
+        long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        std::uint64_t b =
+            pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : max_chunk_bytes;
+        struct sysinfo si {};
+        if (::sysinfo(&si) == 0) {
+            b += std::uint64_t(si.totalswap) * si.mem_unit;
+        }
+        return std::min<std::uint64_t>(b, max_chunk_bytes);
+    }();
+    return bytes;
+}
 
 } // namespace courier::parcelport::wire

@@ -237,11 +237,19 @@ void decline_to_join() noexcept {
     }
 }
 
-std::unique_ptr<bootstrap> make_bootstrap_from_environment() {
+std::unique_ptr<bootstrap> make_bootstrap_from_environment(std::string const& parcelport,
+                                                           bool mpi_thread_multiple) {
     char const* ep = std::getenv("COURIER_RUN_ENDPOINT");
+    if (ep != nullptr && parcelport == "mpi") {
+        fail("--courier:parcelport=mpi runs under an MPI launcher (mpirun -np N PROGRAM, srun "
+             "--mpi=pmix), not under courier-run");
+    }
     if (ep == nullptr) {
         if (std::getenv("PMIX_NAMESPACE") == nullptr) {
             return nullptr;
+        }
+        if (parcelport == "mpi") {
+            return make_mpi_bootstrap(mpi_thread_multiple);
         }
         std::string why;
         auto b = make_pmix_bootstrap(why);

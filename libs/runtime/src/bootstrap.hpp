@@ -66,8 +66,16 @@ public:
 
 /// The bootstrap of the launcher that started this process: courier-run's when its variables
 /// are set, PMIx's when a PMIx server's are (PMIX_NAMESPACE), else nullptr (one locality).
-/// Throws std::runtime_error when the environment names a launcher that cannot be reached.
-std::unique_ptr<bootstrap> make_bootstrap_from_environment();
+/// With the MPI parcelport (`parcelport` "mpi") a PMIx launcher's job bootstraps from MPI
+/// itself (make_mpi_bootstrap), and courier-run's is refused. Throws std::runtime_error when
+/// the environment names a launcher that cannot be reached.
+std::unique_ptr<bootstrap> make_bootstrap_from_environment(std::string const& parcelport,
+                                                           bool mpi_thread_multiple);
+
+/// MPI's: MPI_Init_thread (parcelport::hold_mpi), rank and size of MPI_COMM_WORLD, hosts
+/// from MPI_Get_processor_name, addresses by MPI_Allgatherv, the token by MPI_Bcast. The MPI
+/// session it holds is released (MPI_Finalize, when the last holder goes) with it.
+std::unique_ptr<bootstrap> make_mpi_bootstrap(bool mpi_thread_multiple);
 
 /// PMIx's, or nullptr when this build has no PMIx support (then `why` says so).
 std::unique_ptr<bootstrap> make_pmix_bootstrap(std::string& why);

@@ -30,7 +30,8 @@
 // mpirun or srun starts. The suppression travels with the library, whatever the environment
 // (an agent or a remote shell does not pass LSAN_OPTIONS on).
 extern "C" char const* __lsan_default_suppressions() {
-    return "leak:libpmix.so\n";
+    return "leak:libpmix.so\nleak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\n"
+           "leak:mca_\n";
 }
 #endif
 

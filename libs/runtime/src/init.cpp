@@ -177,7 +177,10 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         }
         courier::logging::set_level(level);
         try {
-            boot = make_bootstrap_from_environment(); // the launcher's (null: one locality)
+            // The launcher's (null: one locality).
+            boot = make_bootstrap_from_environment(
+                cfg.get_choice("parcelport", {"libfabric", "mpi"}),
+                cfg.get_choice("mpi_threads", {"serialized", "multiple"}) == "multiple");
         } catch (std::exception const& e) {
             log(log_level::error, "cannot join the job: {}", e.what());
             return 1;

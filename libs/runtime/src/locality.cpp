@@ -55,6 +55,9 @@ std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) 
 }
 
 std::string threshold_provider(config const& cfg, placement const* where) {
+    if (cfg.get("parcelport") == "mpi") {
+        return "mpi";
+    }
     std::string const& p = cfg.get("provider");
     if (p != "auto") {
         return p;
@@ -65,6 +68,8 @@ std::string threshold_provider(config const& cfg, placement const* where) {
 parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
                                                      placement const* where) {
     parcelport::transport_options o;
+    o.parcelport = cfg.get_choice("parcelport", {"libfabric", "mpi"});
+    o.mpi_thread_multiple = cfg.get_choice("mpi_threads", {"serialized", "multiple"}) == "multiple";
     o.provider = cfg.get("provider");
     if (o.provider == "tcp") {
         o.provider = "tcp;ofi_rxm"; // the tcp provider needs the rxm utility for FI_EP_RDM

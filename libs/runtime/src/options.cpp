@@ -32,6 +32,14 @@ std::vector<option_spec> const& option_table() {
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
+        {"parcelport", "libfabric",
+         "the transport between localities: 'libfabric' (providers below) or 'mpi' (MPI "
+         "point-to-point calls; the program must run under mpirun or srun, which the MPI "
+         "library then bootstraps from, not under courier-run)"},
+        {"mpi_threads", "serialized",
+         "mpi: 'serialized' = one thread at a time calls MPI (MPI_THREAD_SERIALIZED, the "
+         "transport's lock); 'multiple' = senders call MPI_Isend concurrently "
+         "(MPI_THREAD_MULTIPLE)"},
         {"provider", "auto",
          "libfabric provider between localities: 'auto' = shm between the localities of one "
          "host, the network provider between hosts (verbs, efa or cxi where libfabric offers "

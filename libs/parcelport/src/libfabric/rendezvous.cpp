@@ -8,31 +8,11 @@
 #include <courier/common/log.hpp>
 #include <courier/serialization/error.hpp>
 
-#include <sys/sysinfo.h>
-#include <unistd.h>
-
 #include <cstring>
 
 namespace courier::parcelport::fabric {
 
 namespace {
-/// Physical memory plus swap: a parcel that announces more cannot be received here, and is
-/// rejected before anything is allocated for it (under ASan an allocation beyond its 1 TiB
-/// limit aborts instead of throwing).
-std::uint64_t machine_memory() {
-    static std::uint64_t const bytes = [] {
-        long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-        std::uint64_t b = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page)
-                                                : wire::max_chunk_bytes;
-        struct sysinfo si {};
-        if (::sysinfo(&si) == 0) {
-            b += std::uint64_t(si.totalswap) * si.mem_unit;
-        }
-        return std::min<std::uint64_t>(b, wire::max_chunk_bytes);
-    }();
-    return bytes;
-}
-
 bool is_type(wire::descriptor const& d, serialization::chunk_type t) {
     return d.type == static_cast<std::uint8_t>(t);
 }
@@ -111,11 +91,11 @@ void rendezvous::begin_reads(wire::header const& h, std::vector<wire::descriptor
                                                      " bytes is larger than any address space");
         }
         total += d.size;
-        if (total > machine_memory()) {
+        if (total > wire::machine_memory()) {
             throw serialization::serialization_error(
                 "a parcel of more than " + std::to_string(total) +
-                " bytes is larger than this machine's memory (" + std::to_string(machine_memory()) +
-                " bytes)");
+                " bytes is larger than this machine's memory (" +
+                std::to_string(wire::machine_memory()) + " bytes)");
         }
     }
     if (h.index_size > wire::max_chunk_bytes) {

@@ -96,15 +96,21 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 /// loopback), others 1 MiB (pieces pipeline across a NIC's queues).
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
-/// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default:
-/// tcp 64 KiB (a rendezvous costs a read request's round trip, more than copying 64 KiB; the
-/// transport raises rxm's eager limit to match), shm 8 KiB (eager messages of up to 8 KiB go
-/// as two parts within its 4 KiB inject size, see split_messages), others 4 KiB.
+/// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default
+/// (the MPI parcelport is provider "mpi": 8 KiB, see make_mpi_transport): tcp 64 KiB (a rendezvous
+/// costs a read request's round trip, more than copying 64 KiB; the transport raises rxm's eager
+/// limit to match), shm 8 KiB (eager messages of up to 8 KiB go as two parts within its 4 KiB
+/// inject size, see split_messages), others 4 KiB.
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 struct transport_options {
-    /// Which transport make_transport() opens: "libfabric" (the only network one today).
+    /// Which transport make_transport() opens: "libfabric", or "mpi" (make_mpi_transport;
+    /// every locality then runs under an MPI launcher, and `provider` is not used).
     std::string parcelport = "libfabric";
+    /// mpi: MPI_THREAD_MULTIPLE (send() calls MPI_Isend on the caller's thread) instead of
+    /// MPI_THREAD_SERIALIZED (every MPI call under the transport's lock). Measured in
+    /// benchmarks/RESULTS.md.
+    bool mpi_thread_multiple = false;
     /// The libfabric provider, or "auto": shm between the localities of one host and the
     /// network provider (network_provider()) between hosts, chosen per peer from the hosts the
     /// addresses name (make_transport then opens one endpoint per provider it needs).
@@ -244,6 +250,13 @@ std::string network_interface_toward(std::string const& address);
 /// for pointer and rma chunks (libs/parcelport/README.md). Throws network_error, with the
 /// provider's message, when the fabric cannot be opened; nothing is left open then.
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o);
+
+/// The MPI transport: non-blocking point-to-point calls on a duplicate of MPI_COMM_WORLD, a
+/// header message then each pointer/rma chunk sent from and received into its final memory
+/// (libs/parcelport/README.md). MPI is initialized on first use (hold_mpi, mpi.hpp) unless the
+/// program did; addresses are MPI ranks. Throws network_error when MPI cannot be used or this
+/// build has none.
+std::unique_ptr<transport> make_mpi_transport(transport_options const& o);
 
 /// Removes the files in /dev/shm of every transport this process has open (shm endpoints'
 /// regions, doorbells): for a process about to end without closing them (std::_Exit). Peers

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: BSL-1.0
+// The MPI bootstrap (bootstrap.hpp): with --courier:parcelport=mpi under an MPI launcher, MPI
+// itself says who is where. Placement comes from every rank's processor name (equal names:
+// one host); the token is rank 0's random number, broadcast; addresses are all-gathered.
+#include "bootstrap.hpp"
+
+#include <courier/parcelport/mpi.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+
+namespace courier::detail {
+
+namespace {
+
+class mpi_bootstrap final : public bootstrap {
+public:
+    explicit mpi_bootstrap(bool thread_multiple) try
+        : session_(parcelport::hold_mpi(thread_multiple)) {
+        auto w = parcelport::mpi_world_info();
+        rank_ = w.rank;
+        size_ = w.size;
+        where_.host = w.hosts.at(rank_);
+        std::vector<std::string> distinct;
+        for (std::uint32_t r = 0; r < size_; ++r) {
+            auto const& h = w.hosts[r];
+            if (std::find(distinct.begin(), distinct.end(), h) == distinct.end()) {
+                distinct.push_back(h);
+            }
+            if (h == where_.host) {
+                where_.local_rank += r < rank_ ? 1 : 0;
+                ++local_size_;
+            }
+        }
+        where_.host_count = static_cast<std::uint32_t>(distinct.size());
+        where_.local_size = local_size_;
+    } catch (std::exception const& e) {
+        throw std::runtime_error(std::string("courier bootstrap (MPI): ") + e.what());
+    }
+
+    char const* name() const override { return "MPI"; }
+    std::uint32_t rank() const override { return rank_; }
+    std::uint32_t size() const override { return size_; }
+    placement const& where() const override { return where_; }
+
+    bootstrap_result exchange(std::vector<std::byte> const& my_address) override {
+        try {
+            bootstrap_result r;
+            std::uint64_t token = 0;
+            if (rank_ == 0) {
+                token = std::random_device{}();
+                token = (token << 32) ^ std::random_device{}();
+                token = token == 0 ? 1 : token;
+            }
+            r.token = parcelport::mpi_broadcast(token);
+            r.addresses = parcelport::mpi_allgather(my_address);
+            return r;
+        } catch (std::exception const& e) {
+            throw std::runtime_error(std::string("courier bootstrap (MPI): ") + e.what());
+        }
+    }
+
+    // The MPI launcher ends the job when a process fails; this locality learns of failed
+    // peers from its own liveness checks. Nothing to wait for but close().
+    launcher_notice wait_for_notice() override {
+        std::unique_lock lk(mutex_);
+        cv_.wait(lk, [&] { return closed_; });
+        return {};
+    }
+
+    void close() override {
+        std::lock_guard lk(mutex_);
+        closed_ = true;
+        cv_.notify_all();
+    }
+
+private:
+    std::shared_ptr<void> session_;
+    std::uint32_t rank_ = 0;
+    std::uint32_t size_ = 1;
+    std::uint32_t local_size_ = 0;
+    placement where_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool closed_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<bootstrap> make_mpi_bootstrap(bool mpi_thread_multiple) {
+    return std::make_unique<mpi_bootstrap>(mpi_thread_multiple);
+}
+
+} // namespace courier::detail
