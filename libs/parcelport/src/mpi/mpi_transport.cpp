@@ -820,6 +820,7 @@ private:
             return;
         }
         in->pending = reqs.size();
+        stats_.rma_reads += reqs.size(); // the receives of chunk pieces stand for the reads
         ++receiving_;
         receiving_bytes_ += in->bytes;
         auto* raw = in.release();
