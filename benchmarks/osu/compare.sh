@@ -11,7 +11,9 @@
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS, e.g.
 #   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults);
 #   LABEL@DIR=ARGS: the same with the courier-run and osu_courier binaries in DIR (another
-#   build: old and new code in the same rounds).
+#   build: old and new code in the same rounds). ARGS with --courier:parcelport=mpi run under
+#   mpirun instead (the MPI parcelport over the mpi baseline's BTL), e.g.
+#   mpipp="--courier:parcelport=mpi".
 #   --pairs=N (with --tests=mr): N sending and N receiving processes; native runs one pair
 #   only, so it is left out (said on stderr) when N > 1.
 # The message rate in benchmarks/RESULTS.md runs like
@@ -91,9 +93,18 @@ run_one() {
                 dir=${label#*@}
                 label=${label%%@*}
             fi
-            # shellcheck disable=SC2206 # the options are meant to split at spaces
-            cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
-                --courier:threads="$threads" $args "$dir/osu_courier") ;;
+            if [[ " $args " == *" --courier:parcelport=mpi "* ]]; then
+                # The MPI parcelport runs under mpirun, over the BTL the mpi baseline uses;
+                # Courier places its workers itself, as under courier-run.
+                # shellcheck disable=SC2206 # the options are meant to split at spaces
+                cmd=(mpirun "${mpi_root[@]}" -np $((2 * pairs)) --oversubscribe --bind-to none
+                    --mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include lo
+                    "$dir/osu_courier" --label="$provider" --courier:threads="$threads" $args)
+            else
+                # shellcheck disable=SC2206 # the options are meant to split at spaces
+                cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
+                    --courier:threads="$threads" $args "$dir/osu_courier")
+            fi ;;
         *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
     esac
     if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2>> "$raw.stderr" |

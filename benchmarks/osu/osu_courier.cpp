@@ -9,6 +9,8 @@
 //       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,mr,wake]
 //       [--max-size=BYTES] [--peer=K] [--label=PROVIDER_COLUMN]
 //       [--quick]
+// Under mpirun with --courier:parcelport=mpi (the MPI parcelport) the names are "courier-mpi",
+// "courier-mpi-rma" and so on, with --label=tcp|shm naming the BTL mpirun was given.
 // Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
 // (std::vector), or "courier-nocache" (serialize_buffer with --courier:registration_cache=0:
 // one registration per send).
@@ -206,11 +208,16 @@ int courier_main(int argc, char** argv) {
             return courier::finalize(), 2;
         }
     }
-    char const* impl = k == kind::rma_vector   ? "courier-rma"
+    // Over the MPI parcelport: "courier-mpi", "courier-mpi-rma", ...
+    bool const over_mpi = courier::get_config_entry("parcelport").value_or("") == "mpi";
+    std::string impl = k == kind::rma_vector   ? "courier-rma"
                        : k == kind::std_vector ? "courier-vector"
                        : courier::get_config_entry("registration_cache").value_or("") == "0"
                            ? "courier-nocache"
                            : "courier";
+    if (over_mpi) {
+        impl.insert(7, "-mpi");
+    }
     auto all = courier::find_all_localities();
     bool const mr = std::find(plan.tests.begin(), plan.tests.end(), "mr") != plan.tests.end();
     if (mr && all.size() % 2 != 0) {
@@ -243,7 +250,7 @@ int courier_main(int argc, char** argv) {
                         std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
                 }
                 std::nth_element(rtt.begin(), rtt.begin() + 12, rtt.end());
-                osu::report(impl, provider, threads, "wake", static_cast<std::size_t>(gap_us),
+                osu::report(impl.c_str(), provider, threads, "wake", static_cast<std::size_t>(gap_us),
                             rtt[12]);
             }
             continue;
@@ -310,7 +317,7 @@ int courier_main(int argc, char** argv) {
                 std::fprintf(stderr, "unknown test '%s'\n", test.c_str());
                 return courier::finalize(), 1;
             }
-            osu::report(impl, provider, threads, test, size, value);
+            osu::report(impl.c_str(), provider, threads, test, size, value);
         }
     }
     return courier::finalize();
