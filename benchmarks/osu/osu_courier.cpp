@@ -250,8 +250,8 @@ int courier_main(int argc, char** argv) {
                         std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
                 }
                 std::nth_element(rtt.begin(), rtt.begin() + 12, rtt.end());
-                osu::report(impl.c_str(), provider, threads, "wake", static_cast<std::size_t>(gap_us),
-                            rtt[12]);
+                osu::report(impl.c_str(), provider, threads, "wake",
+                            static_cast<std::size_t>(gap_us), rtt[12]);
             }
             continue;
         }
