@@ -9,7 +9,7 @@
 //  (address and key 0), the index data if inline      chunks: rma pool memory), MPI_Irecv into
 //  each pointer/rma chunk (and a non-inline index)    each, from the sender, with the data tag
 //  MPI_Isend from the caller's memory, data tag, in   all received: deliver
-//  pieces of at most 1 GiB (MPI counts are int)
+//  pieces (64 MiB; MPI counts are int)
 //  on_sent once every MPI_Isend completed
 #include "../receive_buffer_pool.hpp"
 #include "../wire.hpp"
@@ -119,9 +119,13 @@ public:
         if (opts_.read_budget == 0) {
             opts_.read_budget = default_read_budget("mpi");
         }
-        piece_ = std::min<std::size_t>(opts_.read_piece == 0
-                                           ? std::size_t{1} << 30
-                                           : std::max<std::size_t>(opts_.read_piece, 4096),
+        // A piece is one MPI message (count is int): at most 1 GiB. The default, 64 MiB, keeps
+        // one MPI call's copy (vader's single copy of a whole message) short, so that the
+        // progress owner returns to other parcels (heartbeats) often.
+        if (opts_.read_piece == 0) {
+            opts_.read_piece = default_read_piece("mpi");
+        }
+        piece_ = std::min<std::size_t>(std::max<std::size_t>(opts_.read_piece, 4096),
                                        std::size_t{1} << 30);
         int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
         if (rc != MPI_SUCCESS) {
