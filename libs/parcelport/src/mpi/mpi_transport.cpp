@@ -11,6 +11,7 @@
 //  MPI_Isend from the caller's memory, data tag, in   all received: deliver
 //  pieces (64 MiB; MPI counts are int)
 //  on_sent once every MPI_Isend completed
+#include "../doorbell.hpp"
 #include "../receive_buffer_pool.hpp"
 #include "../wire.hpp"
 
@@ -21,6 +22,7 @@
 #include <courier/serialization/error.hpp>
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <climits>
@@ -28,6 +30,7 @@
 #include <deque>
 #include <fmt/format.h>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -137,14 +140,31 @@ public:
         MPI_Comm_size(comm_, &size);
         mpi_size_ = size;
         job_token_ = opts_.job_token;
+        if (opts_.doorbell) {
+            // MPI has no wait fd: peers on this host wake a sleeping worker through the
+            // doorbell (doorbell.hpp), as on shm. Its name travels in the address.
+            std::string name = opts_.endpoint_name;
+            if (name.empty()) {
+                name = fmt::format("courier-{}-mpi{}-{:08x}", ::getpid(), mpi_rank_,
+                                   std::random_device{}());
+            }
+            try {
+                bell_ = std::make_unique<detail::doorbell>(name);
+            } catch (std::exception const& e) {
+                logging::warn("MPI: no doorbell ({}): idle workers poll in a backoff", e.what());
+            }
+        }
     }
 
     ~mpi_transport() override { close(); }
 
+    /// {u32 MPI rank, the doorbell's name (may be empty)}.
     std::vector<std::byte> address() const override {
-        std::vector<std::byte> a(4);
+        std::string bell = bell_ ? bell_->name() : std::string();
+        std::vector<std::byte> a(4 + bell.size());
         std::uint32_t r = static_cast<std::uint32_t>(mpi_rank_);
         std::memcpy(a.data(), &r, 4);
+        std::memcpy(a.data() + 4, bell.data(), bell.size());
         return a;
     }
 
@@ -152,18 +172,27 @@ public:
                    std::uint32_t my_rank) override {
         peers_.assign(addresses.size(), -1);
         rank_of_.assign(static_cast<std::size_t>(mpi_size_), UINT32_MAX);
+        std::vector<std::string> bells(addresses.size());
         for (std::size_t i = 0; i < addresses.size(); ++i) {
             if (addresses[i].empty() && i != my_rank) {
                 continue; // a peer this transport does not serve
             }
             std::uint32_t r = 0;
-            if (addresses[i].size() != 4 || (std::memcpy(&r, addresses[i].data(), 4),
-                                             r >= static_cast<std::uint32_t>(mpi_size_))) {
+            if (addresses[i].size() < 4 || addresses[i].size() > 4 + 255 ||
+                (std::memcpy(&r, addresses[i].data(), 4),
+                 r >= static_cast<std::uint32_t>(mpi_size_))) {
                 throw network_error("MPI: the address of locality " + std::to_string(i) +
                                     " is not a rank of this MPI job");
             }
             peers_[i] = static_cast<int>(r);
             rank_of_[r] = static_cast<std::uint32_t>(i);
+            bells[i].assign(reinterpret_cast<char const*>(addresses[i].data()) + 4,
+                            addresses[i].size() - 4);
+        }
+        if (bell_) {
+            // Peers on other hosts have bells this host cannot open: never rung (a sleeping
+            // worker there wakes by its scheduler's bounded sleep).
+            bell_->connect(bells);
         }
         my_rank_ = my_rank;
         next_tag_.assign(addresses.size(), 0);
@@ -221,6 +250,7 @@ public:
         if (b.size == 0) {
             b.bytes = std::make_unique_for_overwrite<std::byte[]>(batch_bytes);
             b.size = sizeof(wire::header);
+            ++batches_open_;
         }
         std::byte* rec = b.bytes.get() + b.size;
         std::uint32_t len[2] = {static_cast<std::uint32_t>(n), 0};
@@ -247,6 +277,7 @@ public:
             any = true;
         }
         any |= test_requests();
+        any |= admit_deferred();
         any |= probe_headers();
         for (std::uint32_t d = 0; d < batches_.size(); ++d) {
             if (batches_[d].size != 0) {
@@ -295,21 +326,42 @@ public:
     std::string debug_state() const override {
         std::lock_guard g(mutex_);
         return fmt::format("mpi: {} sends in flight, {} in the backlog, {} parcels being "
-                           "received ({} bytes), {} MPI requests",
+                           "received ({} bytes), {} waiting for the receive budget, {} MPI "
+                           "requests",
                            sends_in_flight_, backlog_.size(), receiving_, receiving_bytes_,
-                           reqs_.size());
+                           deferred_.size(), reqs_.size());
     }
 
-    int wait_fd() const override { return -1; }
+    int wait_fd() const override { return bell_ ? bell_->fd() : -1; }
+    /// A peer on another host (or without a bell) never rings.
+    bool wait_fd_may_miss() const override { return true; }
 
     bool can_sleep() override {
-        std::lock_guard g(mutex_);
-        return reqs_.empty() && backlog_.empty();
+        {
+            std::lock_guard g(mutex_);
+            // Requests in flight move only while this side progresses (MPI has no
+            // asynchronous progress here), and an open batch waits for progress().
+            if (!reqs_.empty() || !backlog_.empty() || batches_open_ != 0 || !deferred_.empty()) {
+                return false;
+            }
+        }
+        if (bell_) {
+            // Raise the word, then look: a peer's post after this rings; one before it is
+            // found.
+            bell_->arm();
+            if (progress()) {
+                bell_->disarm();
+                return false;
+            }
+        }
+        return true;
     }
 
     statistics stats() const override {
         std::lock_guard g(mutex_);
-        return stats_;
+        statistics s = stats_;
+        s.doorbell_rings = rings_.load(std::memory_order_relaxed);
+        return s;
     }
 
     std::string provider_name() const override { return "mpi"; }
@@ -382,6 +434,7 @@ private:
         out->eager = std::move(b.bytes);
         out->eager_size = b.size;
         b = open_batch{};
+        --batches_open_;
         ++stats_.batches_sent;
         stats_.parcels_in_batches += out->handlers.size();
         if (sends_in_flight_ >= max_sends_in_flight || !backlog_.empty()) {
@@ -434,6 +487,9 @@ private:
             g.unlock();
         }
         int rc = isend(*o, tag, reqs);
+        if (bell_ && rc == MPI_SUCCESS && bell_->ring(o->dest)) {
+            ++rings_;
+        }
         if (multiple_) {
             g.lock();
         }
@@ -570,6 +626,18 @@ private:
         }
     }
 
+    /// Deferred parcels, in order, while the receive budget has room (one always).
+    bool admit_deferred() {
+        bool any = false;
+        while (!deferred_.empty() && (receiving_ == 0 || receiving_bytes_ < opts_.read_budget)) {
+            header_buffer h = std::move(deferred_.front());
+            deferred_.pop_front();
+            take_header(h, true);
+            any = true;
+        }
+        return any;
+    }
+
     static bool cancelled(MPI_Status const& st) {
         int flag = 0;
         MPI_Test_cancelled(&st, &flag);
@@ -580,9 +648,6 @@ private:
     bool probe_headers() {
         bool any = false;
         for (int k = 0; k < max_probes_per_pass; ++k) {
-            if (receiving_ != 0 && receiving_bytes_ >= opts_.read_budget) {
-                break;
-            }
             int flag = 0;
             MPI_Message msg = MPI_MESSAGE_NULL;
             MPI_Status st;
@@ -640,12 +705,14 @@ private:
 
     /// A received header: checked, then the parcel is ready (everything inline) or its
     /// chunks' receives are posted.
-    void take_header(header_buffer const& hb) {
-        take_header(hb.bytes.get(), hb.size, hb.mpi_source, false);
+    void take_header(header_buffer const& hb, bool admitted = false) {
+        take_header(hb.bytes.get(), hb.size, hb.mpi_source, false, admitted);
     }
 
     /// `in_batch`: a record of a batch, which must be a whole parcel (no data messages).
-    void take_header(std::byte const* bytes, std::size_t size, int mpi_source, bool in_batch) {
+    /// `admitted`: a deferred header whose turn has come (the budget is not checked again).
+    void take_header(std::byte const* bytes, std::size_t size, int mpi_source, bool in_batch,
+                     bool admitted = false) {
         auto drop = [&](std::string const& why) {
             static logging::rate_limit limit;
             logging::error_limited(limit, "dropped a malformed parcel from MPI rank {}: {}",
@@ -725,6 +792,21 @@ private:
             if (in_batch || h.send_id < first_data_tag || h.send_id >= first_data_tag + data_tags) {
                 return drop("a data tag out of range");
             }
+            // Over the receive budget (or behind parcels that are): the header waits as a copy
+            // and the chunks stay with the sender's MPI. Eager parcels (heartbeats) still
+            // arrive meanwhile. In order: a deferred parcel's receives are posted before those
+            // of any later parcel, as tag matching needs.
+            if (!admitted && (!deferred_.empty() ||
+                              (receiving_ != 0 && receiving_bytes_ + total > opts_.read_budget))) {
+                header_buffer d;
+                d.bytes = std::make_unique_for_overwrite<std::byte[]>(size);
+                std::memcpy(d.bytes.get(), bytes, size);
+                d.size = size;
+                d.mpi_source = mpi_source;
+                deferred_.push_back(std::move(d));
+                ++stats_.deferred_rendezvous;
+                return;
+            }
             auto in = std::make_unique<incoming>();
             in->source = from;
             in->msg = serialization::message::with_index_buffer(h.index_size);
@@ -769,7 +851,7 @@ private:
                                        mpi_source);
                 return;
             }
-            take_header(bytes + at + wire::record_prefix, len[0], mpi_source, true);
+            take_header(bytes + at + wire::record_prefix, len[0], mpi_source, true, false);
             at += wire::record_size(len[0]);
         }
     }
@@ -936,11 +1018,18 @@ private:
     std::shared_ptr<receive_buffer_pool> buffers_ =
         std::make_shared<receive_buffer_pool>(std::size_t{256} << 20);
 
+    std::unique_ptr<detail::doorbell> bell_; // null: doorbell off or not available
+    std::atomic<std::uint64_t> rings_{0};
+
     mutable std::mutex mutex_; // everything below; with serialized MPI, every MPI call
     bool closed_ = false;
     std::vector<std::uint32_t> next_tag_;
     std::vector<std::uint32_t> in_flight_to_; // sends in flight by destination
     std::vector<open_batch> batches_;         // by destination; size 0: none open
+    std::size_t batches_open_ = 0;
+    /// Headers of parcels waiting for the receive budget (bounded by the senders' sends in
+    /// flight), in arrival order.
+    std::deque<header_buffer> deferred_;
     std::vector<MPI_Request> reqs_;
     std::vector<req_owner> owners_; // parallel to reqs_
     std::vector<int> indices_;
