@@ -16,6 +16,7 @@
 #include "../wire.hpp"
 
 #include <courier/common/log.hpp>
+#include <courier/common/small_alloc.hpp>
 #include <courier/parcelport/mpi.hpp>
 #include <courier/parcelport/transport.hpp>
 #include <courier/rma/pool.hpp>
@@ -30,6 +31,7 @@
 #include <deque>
 #include <fmt/format.h>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -52,9 +54,9 @@ constexpr std::uint32_t data_tags = 32000;
 constexpr std::size_t max_sends_in_flight = 1024;
 /// Headers taken from MPI per progress() pass at most.
 constexpr int max_probes_per_pass = 64;
-/// A coalesced message's size at most; a parcel joins one only if its header message is at
-/// most a quarter of it.
-constexpr std::size_t batch_bytes = 16384;
+/// A coalesced message's size at most (a block of the small-object pool); a parcel joins one
+/// only if its header message is at most a quarter of it.
+constexpr std::size_t batch_bytes = courier::detail::small_alloc_max;
 
 std::string mpi_error_string(int rc) {
     char text[MPI_MAX_ERROR_STRING] = {};
@@ -69,12 +71,49 @@ std::string mpi_error_string(int rc) {
     throw network_error(std::string("MPI: ") + what + ": " + mpi_error_string(rc));
 }
 
-struct outgoing {
+/// Bytes from the small-object pool up to its largest class (no malloc per parcel in the
+/// steady state), else from operator new.
+class pooled_buffer {
+public:
+    pooled_buffer() noexcept = default;
+    explicit pooled_buffer(std::size_t n)
+        : n_(n == 0 ? 1 : n), p_(static_cast<std::byte*>(n_ <= courier::detail::small_alloc_max
+                                                             ? courier::detail::small_alloc(n_)
+                                                             : ::operator new(n_))) {}
+    pooled_buffer(pooled_buffer&& o) noexcept : n_(o.n_), p_(o.p_) { o.p_ = nullptr; }
+    pooled_buffer& operator=(pooled_buffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            n_ = o.n_;
+            p_ = o.p_;
+            o.p_ = nullptr;
+        }
+        return *this;
+    }
+    ~pooled_buffer() { release(); }
+    std::byte* get() const noexcept { return p_; }
+
+private:
+    void release() noexcept {
+        if (p_ != nullptr) {
+            if (n_ <= courier::detail::small_alloc_max) {
+                courier::detail::small_free(p_, n_);
+            } else {
+                ::operator delete(p_);
+            }
+            p_ = nullptr;
+        }
+    }
+    std::size_t n_ = 0;
+    std::byte* p_ = nullptr;
+};
+
+struct outgoing : courier::detail::pooled {
     std::uint32_t dest = 0;
     int mpi_dest = 0;
     serialization::message msg;
     transport::sent_handler on_sent;
-    std::unique_ptr<std::byte[]> eager;
+    pooled_buffer eager;
     std::size_t eager_size = 0;
     bool index_inline = true;
     std::size_t pending = 0; // requests not yet completed
@@ -85,7 +124,7 @@ struct outgoing {
 
 /// A batch being filled for one destination (send_coalesced).
 struct open_batch {
-    std::unique_ptr<std::byte[]> bytes;
+    pooled_buffer bytes;
     std::size_t size = 0;
     std::vector<transport::sent_handler> handlers;
 };
@@ -100,8 +139,8 @@ struct incoming {
     int error = MPI_SUCCESS;
 };
 
-struct header_buffer {
-    std::unique_ptr<std::byte[]> bytes;
+struct header_buffer : courier::detail::pooled {
+    pooled_buffer bytes;
     std::size_t size = 0;
     int mpi_source = 0;
 };
@@ -248,9 +287,13 @@ public:
             post_batch(dest, g);
         }
         if (b.size == 0) {
-            b.bytes = std::make_unique_for_overwrite<std::byte[]>(batch_bytes);
+            b.bytes = pooled_buffer(batch_bytes);
             b.size = sizeof(wire::header);
             ++batches_open_;
+            if (!spare_handlers_.empty()) { // a list with capacity: no allocation per batch
+                b.handlers = std::move(spare_handlers_.back());
+                spare_handlers_.pop_back();
+            }
         }
         std::byte* rec = b.bytes.get() + b.size;
         std::uint32_t len[2] = {static_cast<std::uint32_t>(n), 0};
@@ -265,6 +308,11 @@ public:
     }
 
     bool progress() override {
+        // A handler that called progress() would reuse this thread's lists below.
+        thread_local bool in_handlers = false;
+        if (in_handlers) {
+            return false;
+        }
         std::unique_lock g(mutex_, std::try_to_lock);
         if (!g.owns_lock() || closed_) {
             return false;
@@ -276,23 +324,35 @@ public:
             post(std::move(out), g);
             any = true;
         }
+        // Headers first, then completions: MPI progresses the sends' completions during the
+        // probes too, in the order they arrived, so a reply found here is delivered in the same
+        // pass as the completion of the send it answers (on_sent before the reply's handler).
+        any |= probe_headers();
         any |= test_requests();
         any |= admit_deferred();
-        any |= probe_headers();
         for (std::uint32_t d = 0; d < batches_.size(); ++d) {
             if (batches_[d].size != 0) {
                 post_batch(d, g);
                 any = true;
             }
         }
-        auto sent = std::move(sent_);
-        sent_.clear();
-        auto ready = std::move(ready_);
-        ready_.clear();
-        auto heard = std::move(heard_);
-        heard_.clear();
+        // Per-thread lists keep their capacity: nothing is allocated per pass.
+        thread_local std::vector<std::unique_ptr<outgoing>> sent;
+        thread_local std::vector<std::pair<std::uint32_t, serialization::message>> ready;
+        thread_local std::vector<std::uint32_t> heard;
+        sent.swap(sent_);
+        ready.swap(ready_);
+        heard.swap(heard_);
         g.unlock();
         // Handlers run without the lock: they may send.
+        struct flag_scope {
+            bool& f;
+            explicit flag_scope(bool& b) : f(b) { f = true; }
+            ~flag_scope() { f = false; }
+            flag_scope(flag_scope const&) = delete;
+            flag_scope& operator=(flag_scope const&) = delete;
+        };
+        std::optional<flag_scope> handling(std::in_place, in_handlers);
         for (auto src : heard) {
             if (on_activity_) {
                 on_activity_(src);
@@ -320,7 +380,25 @@ public:
                 on_receive_(src, std::move(msg));
             }
         }
-        return any || !sent.empty() || !ready.empty();
+        handling.reset();
+        any = any || !sent.empty() || !ready.empty();
+        bool spares = false;
+        for (auto& out : sent) {
+            spares |= out->handlers.capacity() != 0;
+        }
+        if (spares) { // batches' handler lists go back for the next batches
+            std::lock_guard lk(mutex_);
+            for (auto& out : sent) {
+                if (out->handlers.capacity() != 0 && spare_handlers_.size() < 64) {
+                    out->handlers.clear();
+                    spare_handlers_.push_back(std::move(out->handlers));
+                }
+            }
+        }
+        sent.clear();
+        ready.clear();
+        heard.clear();
+        return any;
     }
 
     std::string debug_state() const override {
@@ -410,7 +488,7 @@ private:
         out.index_inline = data.size() <= opts_.eager_threshold;
         std::size_t n = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor) +
                         (out.index_inline ? data.size() : 0);
-        out.eager = std::make_unique_for_overwrite<std::byte[]>(n);
+        out.eager = pooled_buffer(n);
         out.eager_size = n;
         write_eager(out.msg, out.eager.get(), out.index_inline);
     }
@@ -480,8 +558,8 @@ private:
             // registers, if it must, by itself.
             stats_.pool_chunks_sent += c.type == chunk_type::rma && c.size != 0;
         }
-        std::vector<MPI_Request> reqs;
-        reqs.reserve(1 + pieces);
+        thread_local std::vector<MPI_Request> reqs;
+        reqs.clear();
         outgoing* o = out.release();
         if (multiple_) {
             g.unlock();
@@ -673,7 +751,7 @@ private:
                                 opts_.eager_threshold;
             bool absurd = count < 0 || static_cast<std::size_t>(count) > limit;
             h->size = absurd ? 0 : static_cast<std::size_t>(count);
-            h->bytes = std::make_unique_for_overwrite<std::byte[]>(h->size == 0 ? 1 : h->size);
+            h->bytes = pooled_buffer(h->size);
             MPI_Request r = MPI_REQUEST_NULL;
             rc = MPI_Imrecv(h->bytes.get(), static_cast<int>(h->size), MPI_BYTE, &msg, &r);
             if (rc != MPI_SUCCESS) {
@@ -749,6 +827,7 @@ private:
         }
         std::vector<serialization::serialization_chunk> chunks =
             serialization::message::chunk_list();
+        chunks.reserve(h.chunk_count); // one growth at most (none from a reused list)
         std::vector<std::shared_ptr<std::byte[]>> owners;
         std::uint64_t total = index_inline ? 0 : h.index_size;
         std::size_t offset = 0;
@@ -763,7 +842,6 @@ private:
                 }
                 if (d.type == static_cast<std::uint8_t>(chunk_type::index)) {
                     chunks.push_back({chunk_type::index, d.size, offset, nullptr, 0});
-                    owners.emplace_back();
                     offset += d.size;
                 } else if (d.type == static_cast<std::uint8_t>(chunk_type::pointer) ||
                            d.type == static_cast<std::uint8_t>(chunk_type::rma)) {
@@ -773,7 +851,6 @@ private:
                     }
                     external |= d.size != 0;
                     chunks.push_back({static_cast<chunk_type>(d.type), d.size, 0, nullptr, 0});
-                    owners.emplace_back();
                 } else {
                     return drop("unknown chunk type " + std::to_string(d.type));
                 }
@@ -799,7 +876,7 @@ private:
             if (!admitted && (!deferred_.empty() ||
                               (receiving_ != 0 && receiving_bytes_ + total > opts_.read_budget))) {
                 header_buffer d;
-                d.bytes = std::make_unique_for_overwrite<std::byte[]>(size);
+                d.bytes = pooled_buffer(size);
                 std::memcpy(d.bytes.get(), bytes, size);
                 d.size = size;
                 d.mpi_source = mpi_source;
@@ -807,6 +884,7 @@ private:
                 ++stats_.deferred_rendezvous;
                 return;
             }
+            owners.resize(chunks.size());
             auto in = std::make_unique<incoming>();
             in->source = from;
             in->msg = serialization::message::with_index_buffer(h.index_size);
@@ -874,7 +952,8 @@ private:
     }
 
     void post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag, bool index_inline) {
-        std::vector<MPI_Request> reqs;
+        thread_local std::vector<MPI_Request> reqs;
+        reqs.clear();
         int rc = MPI_SUCCESS;
         auto recv_bytes = [&](std::byte* p, std::size_t n) {
             for (std::size_t done = 0; done < n && rc == MPI_SUCCESS; done += piece_) {
@@ -1027,6 +1106,7 @@ private:
     std::vector<std::uint32_t> in_flight_to_; // sends in flight by destination
     std::vector<open_batch> batches_;         // by destination; size 0: none open
     std::size_t batches_open_ = 0;
+    std::vector<std::vector<sent_handler>> spare_handlers_; // emptied, capacity kept
     /// Headers of parcels waiting for the receive budget (bounded by the senders' sends in
     /// flight), in arrival order.
     std::deque<header_buffer> deferred_;
