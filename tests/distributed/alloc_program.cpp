@@ -9,11 +9,11 @@
 // processes, all threads included, over 200 more windows: each side must make fewer than one
 // allocation per PER parcels (default 200; the MPI parcelport's tests give 50: under load its
 // receive path's message buffers peak higher, up to 120 allocations per 14,400 parcels seen,
-// against 14,400 or more if parcels allocated). Before the pooled path each parcel cost 1 allocation on the sender
-// and 3 on the receiver (benchmarks/RESULTS.md, "Per-parcel cost"). A failed check prints where the
-// measured allocations came from (the first 16 stacks per side; with ALLOC_PROGRAM_SITES set,
-// always). Sanitizer builds replace malloc themselves and bypass the pool: the program says so and
-// exits 77 (skipped).
+// against 14,400 or more if parcels allocated). Before the pooled path each parcel cost 1
+// allocation on the sender and 3 on the receiver (benchmarks/RESULTS.md, "Per-parcel cost"). A
+// failed check prints where the measured allocations came from (the first 16 stacks per side; with
+// ALLOC_PROGRAM_SITES set, always). Sanitizer builds replace malloc themselves and bypass the pool:
+// the program says so and exits 77 (skipped).
 #include "check.hpp"
 
 #include <courier/common/sanitizers.hpp>
