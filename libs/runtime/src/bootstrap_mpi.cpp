@@ -6,6 +6,8 @@
 
 #include <courier/parcelport/mpi.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -37,6 +39,14 @@ public:
         }
         where_.host_count = static_cast<std::uint32_t>(distinct.size());
         where_.local_size = local_size_;
+        // A job id names the localities' shared-memory files (the MPI transport's doorbells:
+        // courier-JOB-RANK-bell), so that a peer that ends itself after declaring one failed
+        // removes what it left (liveness.cpp).
+        std::uint64_t id = 0;
+        if (rank_ == 0) {
+            id = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+        }
+        where_.job_id = fmt::format("{:016x}", parcelport::mpi_broadcast(id));
     } catch (std::exception const& e) {
         throw std::runtime_error(std::string("courier bootstrap (MPI): ") + e.what());
     }

@@ -10,6 +10,7 @@
 #include "trace.hpp"
 #include "traffic.hpp"
 
+#include <courier/parcelport/mpi.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/async.hpp>
@@ -326,6 +327,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         distributed_stop();
         if (distributed_failed()) {
             rc = rc == 0 ? 1 : rc;
+            parcelport::mpi_skip_finalize(); // it would wait for the failed peer (MPI only)
         }
     }
     s->stop();

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <mutex>
 #include <stdexcept>
@@ -30,6 +31,7 @@ void check(int rc, char const* what) {
 
 std::mutex g_mutex;
 std::weak_ptr<void> g_session;
+std::atomic<bool> g_skip_finalize{false};
 
 /// Finalizes MPI when the last holder lets go, if Courier initialized it.
 struct session {
@@ -37,7 +39,7 @@ struct session {
     ~session() {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (owned && finalized == 0) {
+        if (owned && finalized == 0 && !g_skip_finalize.load()) {
             MPI_Finalize();
         }
     }
@@ -47,6 +49,10 @@ struct session {
 
 bool mpi_available() noexcept {
     return true;
+}
+
+void mpi_skip_finalize() noexcept {
+    g_skip_finalize.store(true);
 }
 
 std::shared_ptr<void> hold_mpi(bool thread_multiple) {

@@ -24,6 +24,11 @@ bool mpi_available() noexcept;
 /// when MPI cannot be initialized or lacks the thread level asked for.
 std::shared_ptr<void> hold_mpi(bool thread_multiple);
 
+/// The last holder will not call MPI_Finalize: OpenMPI's finalize waits for every process of
+/// the job (a fence), so it would block on a peer that stopped. For a process that declared a
+/// peer failed; its launcher then takes the missing finalize for the failure it is.
+void mpi_skip_finalize() noexcept;
+
 /// MPI_COMM_WORLD as the bootstrap sees it (MPI must be held).
 struct mpi_world {
     std::uint32_t rank = 0;
