@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: BSL-1.0
+// The MPI transport's receive side (mpi_transport.hpp): completions, probing headers, checking
+// them, posting chunk receives, deferral under the receive budget, delivery.
+#include "mpi_transport.hpp"
+
+namespace courier::parcelport::mpi_pp {
+
+bool mpi_transport::test_requests() {
+    if (reqs_.empty()) {
+        return false;
+    }
+    int n = static_cast<int>(reqs_.size());
+    indices_.resize(reqs_.size());
+    statuses_.resize(reqs_.size());
+    int done = 0;
+    int rc = MPI_Testsome(n, reqs_.data(), &done, indices_.data(), statuses_.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "MPI: MPI_Testsome failed: {}", mpi_error_string(rc));
+        return false;
+    }
+    if (done == MPI_UNDEFINED || done == 0) {
+        return false;
+    }
+    for (int k = 0; k < done; ++k) {
+        int i = indices_[static_cast<std::size_t>(k)];
+        int err = rc == MPI_ERR_IN_STATUS ? statuses_[static_cast<std::size_t>(k)].MPI_ERROR
+                                          : MPI_SUCCESS;
+        completed(owners_[static_cast<std::size_t>(i)], err,
+                  statuses_[static_cast<std::size_t>(k)]);
+    }
+    // Completed requests are MPI_REQUEST_NULL now: keep the others, in order.
+    std::size_t w = 0;
+    for (std::size_t r = 0; r < reqs_.size(); ++r) {
+        if (reqs_[r] != MPI_REQUEST_NULL) {
+            reqs_[w] = reqs_[r];
+            owners_[w] = owners_[r];
+            ++w;
+        }
+    }
+    reqs_.resize(w);
+    owners_.resize(w);
+    return true;
+}
+
+void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
+    switch (o.kind) {
+    case req_kind::send: {
+        auto* out = static_cast<outgoing*>(o.p);
+        if (err != MPI_SUCCESS && out->error == MPI_SUCCESS) {
+            out->error = err;
+        }
+        if (--out->pending == 0) {
+            --sends_in_flight_;
+            --in_flight_to_[out->dest];
+            sent_.emplace_back(out);
+        }
+        break;
+    }
+    case req_kind::header: {
+        std::unique_ptr<header_buffer> h(static_cast<header_buffer*>(o.p));
+        if (cancelled(st)) {
+            break;
+        }
+        if (err != MPI_SUCCESS) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "MPI: receiving a header failed: {}",
+                                   mpi_error_string(err));
+            break;
+        }
+        take_header(*h);
+        break;
+    }
+    case req_kind::data: {
+        auto* in = static_cast<incoming*>(o.p);
+        if (err == MPI_SUCCESS && cancelled(st)) {
+            err = MPI_ERR_OTHER;
+        }
+        if (err != MPI_SUCCESS && in->error == MPI_SUCCESS) {
+            in->error = err;
+        }
+        heard_.push_back(in->source);
+        if (--in->pending == 0) {
+            finish(std::unique_ptr<incoming>(in));
+        }
+        break;
+    }
+    }
+}
+
+bool mpi_transport::admit_deferred() {
+    bool any = false;
+    while (!deferred_.empty() && (receiving_ == 0 || receiving_bytes_ < opts_.read_budget)) {
+        header_buffer h = std::move(deferred_.front());
+        deferred_.pop_front();
+        take_header(h, true);
+        any = true;
+    }
+    return any;
+}
+
+bool mpi_transport::probe_headers() {
+    bool any = false;
+    for (int k = 0; k < max_probes_per_pass; ++k) {
+        int flag = 0;
+        MPI_Message msg = MPI_MESSAGE_NULL;
+        MPI_Status st;
+        int rc = MPI_Improbe(MPI_ANY_SOURCE, header_tag, comm_, &flag, &msg, &st);
+        if (rc != MPI_SUCCESS) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "MPI: MPI_Improbe failed: {}", mpi_error_string(rc));
+            break;
+        }
+        if (flag == 0) {
+            break;
+        }
+        any = true;
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        auto h = std::make_unique<header_buffer>();
+        h->mpi_source = st.MPI_SOURCE;
+        // Nothing a header can be is larger than its descriptors at the chunk limit plus
+        // the eager threshold; a larger one is taken out of MPI with no room (MPI reports
+        // truncation) and dropped.
+        std::size_t limit = sizeof(wire::header) +
+                            std::size_t{wire::max_chunks} * sizeof(wire::descriptor) +
+                            opts_.eager_threshold;
+        bool absurd = count < 0 || static_cast<std::size_t>(count) > limit;
+        h->size = absurd ? 0 : static_cast<std::size_t>(count);
+        h->bytes = pooled_buffer(h->size);
+        MPI_Request r = MPI_REQUEST_NULL;
+        rc = MPI_Imrecv(h->bytes.get(), static_cast<int>(h->size), MPI_BYTE, &msg, &r);
+        if (rc != MPI_SUCCESS) {
+            static logging::rate_limit lim;
+            logging::error_limited(lim, "MPI: MPI_Imrecv failed: {}", mpi_error_string(rc));
+            continue;
+        }
+        if (absurd) {
+            MPI_Wait(&r, MPI_STATUS_IGNORE); // truncated: consumes the message
+            static logging::rate_limit lim;
+            logging::error_limited(lim,
+                                   "dropped a malformed parcel from MPI rank {}: a header "
+                                   "of {} bytes",
+                                   st.MPI_SOURCE, count);
+            continue;
+        }
+        int done = 0;
+        MPI_Status rst;
+        MPI_Test(&r, &done, &rst); // a small header is there already: no second pass
+        if (done != 0) {
+            take_header(*h);
+        } else {
+            reqs_.push_back(r);
+            owners_.push_back({req_kind::header, h.release()});
+        }
+    }
+    return any;
+}
+
+void mpi_transport::take_header(header_buffer const& hb, bool admitted) {
+    take_header(hb.bytes.get(), hb.size, hb.mpi_source, false, admitted);
+}
+
+void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mpi_source,
+                                bool in_batch, bool admitted) {
+    auto drop = [&](std::string const& why) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from MPI rank {}: {}", mpi_source,
+                               why);
+    };
+    if (size < sizeof(wire::header)) {
+        return drop("a header of " + std::to_string(size) + " bytes");
+    }
+    wire::header h;
+    std::memcpy(&h, bytes, sizeof h);
+    std::uint32_t from = static_cast<std::size_t>(mpi_source) < rank_of_.size()
+                             ? rank_of_[static_cast<std::size_t>(mpi_source)]
+                             : UINT32_MAX;
+    if (h.magic != wire::magic || h.version != wire::version ||
+        (h.kind != wire::parcel && (in_batch || h.kind != wire::batch))) {
+        return drop("bad magic, version or kind");
+    }
+    if (h.token != job_token_) {
+        return drop("the job token of another job");
+    }
+    if (from == UINT32_MAX || h.source != from) {
+        return drop("it claims to come from locality " + std::to_string(h.source));
+    }
+    if (h.kind == wire::batch) {
+        return take_batch(bytes, size, h, mpi_source);
+    }
+    bool index_inline = (h.flags & wire::index_inline) != 0;
+    if (h.chunk_count > wire::max_chunks || h.index_size > wire::max_chunk_bytes) {
+        return drop("absurd sizes");
+    }
+    std::size_t fixed = sizeof h + std::size_t{h.chunk_count} * sizeof(wire::descriptor);
+    if (size != fixed + (index_inline ? h.index_size : 0)) {
+        return drop("its length does not match its header");
+    }
+    std::vector<serialization::serialization_chunk> chunks = serialization::message::chunk_list();
+    chunks.reserve(h.chunk_count); // one growth at most (none from a reused list)
+    std::vector<std::shared_ptr<std::byte[]>> owners;
+    std::uint64_t total = index_inline ? 0 : h.index_size;
+    std::size_t offset = 0;
+    bool external = false;
+    std::byte const* p = bytes + sizeof h;
+    try {
+        for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+            wire::descriptor d;
+            std::memcpy(&d, p + i * sizeof d, sizeof d);
+            if (d.size > wire::max_chunk_bytes) {
+                return drop("a chunk of " + std::to_string(d.size) + " bytes");
+            }
+            if (d.type == static_cast<std::uint8_t>(chunk_type::index)) {
+                chunks.push_back({chunk_type::index, d.size, offset, nullptr, 0});
+                offset += d.size;
+            } else if (d.type == static_cast<std::uint8_t>(chunk_type::pointer) ||
+                       d.type == static_cast<std::uint8_t>(chunk_type::rma)) {
+                total += d.size;
+                if (total > wire::machine_memory()) {
+                    return drop("more than this machine's memory");
+                }
+                external |= d.size != 0;
+                chunks.push_back({static_cast<chunk_type>(d.type), d.size, 0, nullptr, 0});
+            } else {
+                return drop("unknown chunk type " + std::to_string(d.type));
+            }
+        }
+        if (offset != h.index_size) {
+            return drop("index chunks do not add up to the index size");
+        }
+        if (!external && index_inline) {
+            auto m = serialization::message::from_parts(
+                {p + std::size_t{h.chunk_count} * sizeof(wire::descriptor), h.index_size},
+                std::move(chunks));
+            ++stats_.messages_received;
+            ready_.emplace_back(from, std::move(m));
+            return;
+        }
+        if (in_batch || h.send_id < first_data_tag || h.send_id >= first_data_tag + data_tags) {
+            return drop("a data tag out of range");
+        }
+        // Over the receive budget (or behind parcels that are): the header waits as a copy
+        // and the chunks stay with the sender's MPI. Eager parcels (heartbeats) still
+        // arrive meanwhile. In order: a deferred parcel's receives are posted before those
+        // of any later parcel, as tag matching needs.
+        if (!admitted && (!deferred_.empty() ||
+                          (receiving_ != 0 && receiving_bytes_ + total > opts_.read_budget))) {
+            header_buffer d;
+            d.bytes = pooled_buffer(size);
+            std::memcpy(d.bytes.get(), bytes, size);
+            d.size = size;
+            d.mpi_source = mpi_source;
+            deferred_.push_back(std::move(d));
+            ++stats_.deferred_rendezvous;
+            return;
+        }
+        owners.resize(chunks.size());
+        auto in = std::make_unique<incoming>();
+        in->source = from;
+        in->msg = serialization::message::with_index_buffer(h.index_size);
+        if (index_inline && h.index_size != 0) {
+            std::memcpy(in->msg.index_buffer(),
+                        p + std::size_t{h.chunk_count} * sizeof(wire::descriptor), h.index_size);
+        }
+        for (std::size_t i = 0; i < chunks.size(); ++i) {
+            auto& c = chunks[i];
+            if (c.type != chunk_type::index && c.size != 0) {
+                owners[i] = receive_buffer(c.size, c.type == chunk_type::rma);
+                c.address = owners[i].get();
+            }
+        }
+        in->chunks = std::move(chunks);
+        in->owners = std::move(owners);
+        in->bytes = total;
+        post_receives(std::move(in), mpi_source, static_cast<int>(h.send_id), index_inline);
+    } catch (std::exception const& e) {
+        drop(e.what());
+    }
+}
+
+void mpi_transport::take_batch(std::byte const* bytes, std::size_t size, wire::header const& h,
+                               int mpi_source) {
+    std::size_t at = sizeof h;
+    if (h.index_size != size - sizeof h) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed batch from MPI rank {}", mpi_source);
+        return;
+    }
+    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+        std::uint32_t len[2];
+        if (size - at < wire::record_prefix ||
+            (std::memcpy(len, bytes + at, sizeof len), len[1] != 0) ||
+            wire::record_size(len[0]) > size - at) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "a batch from MPI rank {} ends in a bad record",
+                                   mpi_source);
+            return;
+        }
+        take_header(bytes + at + wire::record_prefix, len[0], mpi_source, true, false);
+        at += wire::record_size(len[0]);
+    }
+}
+
+std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool rma_chunk) {
+    if (rma_chunk) {
+        try {
+            auto b = rma::allocate_shared(n);
+            ++stats_.pool_receive_buffers;
+            return b;
+        } catch (rma::pool_exhausted const&) {
+            // Over the pool's limit: the bytes still arrive; a loader that needs pool
+            // memory then reports the limit itself.
+        }
+    }
+    bool reused = false;
+    auto b = buffers_->get(n, reused);
+    stats_.receive_buffers_reused += reused;
+    return b;
+}
+
+void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag,
+                                  bool index_inline) {
+    thread_local std::vector<MPI_Request> reqs;
+    reqs.clear();
+    int rc = MPI_SUCCESS;
+    auto recv_bytes = [&](std::byte* p, std::size_t n) {
+        for (std::size_t done = 0; done < n && rc == MPI_SUCCESS; done += piece_) {
+            int count = static_cast<int>(std::min(piece_, n - done));
+            MPI_Request q = MPI_REQUEST_NULL;
+            rc = MPI_Irecv(p + done, count, MPI_BYTE, mpi_source, tag, comm_, &q);
+            if (rc == MPI_SUCCESS) {
+                reqs.push_back(q);
+            }
+        }
+    };
+    for (auto& c : in->chunks) {
+        if (c.type != chunk_type::index && c.size != 0) {
+            recv_bytes(const_cast<std::byte*>(c.address), c.size);
+        }
+    }
+    if (!index_inline) {
+        recv_bytes(in->msg.index_buffer(), in->msg.index_size());
+    }
+    if (rc != MPI_SUCCESS) {
+        // The receives posted stay (MPI may write into their buffers): the parcel is
+        // dropped once they complete.
+        in->error = rc;
+    }
+    if (reqs.empty()) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "MPI: posting receives from locality {} failed: {}",
+                               in->source, mpi_error_string(rc));
+        return;
+    }
+    in->pending = reqs.size();
+    stats_.rma_reads += reqs.size(); // the receives of chunk pieces stand for the reads
+    ++receiving_;
+    receiving_bytes_ += in->bytes;
+    auto* raw = in.release();
+    for (auto r : reqs) {
+        reqs_.push_back(r);
+        owners_.push_back({req_kind::data, raw});
+    }
+}
+
+void mpi_transport::finish(std::unique_ptr<incoming> in) {
+    --receiving_;
+    receiving_bytes_ -= in->bytes;
+    stats_.rma_bytes_read += in->bytes;
+    if (in->error != MPI_SUCCESS) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "MPI: receiving a parcel from locality {} failed: {}",
+                               in->source, mpi_error_string(in->error));
+        return;
+    }
+    try {
+        in->msg.complete_parts(std::move(in->chunks));
+    } catch (std::exception const& e) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", in->source,
+                               e.what());
+        return;
+    }
+    for (std::size_t i = 0; i < in->owners.size(); ++i) {
+        if (in->owners[i]) {
+            in->msg.set_chunk_owner(i, std::move(in->owners[i]));
+        }
+    }
+    ++stats_.messages_received;
+    ready_.emplace_back(in->source, std::move(in->msg));
+}
+
+} // namespace courier::parcelport::mpi_pp

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: BSL-1.0
+// The MPI transport's send side (mpi_transport.hpp): header messages, batches, posting a message's
+// MPI_Isends.
+#include "mpi_transport.hpp"
+
+namespace courier::parcelport::mpi_pp {
+
+void mpi_transport::write_eager(serialization::message const& m, std::byte* to,
+                                bool index_inline) const {
+    auto chunks = m.chunks();
+    auto data = m.data();
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = wire::parcel;
+    h.flags = index_inline ? wire::index_inline : 0;
+    h.token = job_token_;
+    h.source = my_rank_;
+    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
+    h.index_size = data.size();
+    std::memcpy(to, &h, sizeof h); // send_id (the data tag) is set when posted
+    std::byte* p = to + sizeof h;
+    for (auto const& c : chunks) {
+        wire::descriptor d{};
+        d.type = static_cast<std::uint8_t>(c.type);
+        d.size = c.size;
+        std::memcpy(p, &d, sizeof d);
+        p += sizeof d;
+    }
+    if (index_inline && !data.empty()) {
+        std::memcpy(p, data.data(), data.size());
+    }
+}
+
+void mpi_transport::build_eager(outgoing& out) {
+    auto chunks = out.msg.chunks();
+    if (chunks.size() > wire::max_chunks) {
+        throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
+                                " chunks (at most " + std::to_string(wire::max_chunks) + ")");
+    }
+    auto data = out.msg.data();
+    out.index_inline = data.size() <= opts_.eager_threshold;
+    std::size_t n = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor) +
+                    (out.index_inline ? data.size() : 0);
+    out.eager = pooled_buffer(n);
+    out.eager_size = n;
+    write_eager(out.msg, out.eager.get(), out.index_inline);
+}
+
+void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>& g) {
+    auto& b = batches_[dest];
+    auto out = std::make_unique<outgoing>();
+    out->dest = dest;
+    out->mpi_dest = peers_[dest];
+    out->handlers = std::move(b.handlers);
+    wire::header h{};
+    h.magic = wire::magic;
+    h.version = wire::version;
+    h.kind = wire::batch;
+    h.token = job_token_;
+    h.source = my_rank_;
+    h.chunk_count = static_cast<std::uint32_t>(out->handlers.size());
+    h.index_size = b.size - sizeof h;
+    std::memcpy(b.bytes.get(), &h, sizeof h);
+    out->eager = std::move(b.bytes);
+    out->eager_size = b.size;
+    b = open_batch{};
+    --batches_open_;
+    ++stats_.batches_sent;
+    stats_.parcels_in_batches += out->handlers.size();
+    if (sends_in_flight_ >= max_sends_in_flight || !backlog_.empty()) {
+        backlog_.push_back(std::move(out));
+        return;
+    }
+    post(std::move(out), g);
+}
+
+std::size_t mpi_transport::data_pieces(outgoing const& out) const {
+    std::size_t n = 0;
+    for (auto const& c : out.msg.chunks()) {
+        if (c.type != chunk_type::index) {
+            n += (c.size + piece_ - 1) / piece_;
+        }
+    }
+    if (!out.index_inline) {
+        n += (out.msg.data().size() + piece_ - 1) / piece_;
+    }
+    return n;
+}
+
+void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g) {
+    std::size_t pieces = data_pieces(*out);
+    int tag = 0;
+    if (pieces != 0) {
+        tag = first_data_tag + static_cast<int>(next_tag_[out->dest]++ % data_tags);
+    }
+    std::uint64_t id = static_cast<std::uint64_t>(tag);
+    std::memcpy(out->eager.get() + offsetof(wire::header, send_id), &id, sizeof id);
+    ++sends_in_flight_;
+    ++in_flight_to_[out->dest];
+    ++stats_.messages_sent;
+    stats_.eager_bytes_sent += out->eager_size;
+    stats_.rendezvous_sends += pieces != 0;
+    if (out->index_inline) {
+        stats_.bytes_copied_on_send += out->msg.data().size();
+    }
+    for (auto const& c : out->msg.chunks()) {
+        // rma chunks (pool memory) travel as they are, like every chunk here: MPI
+        // registers, if it must, by itself.
+        stats_.pool_chunks_sent += c.type == chunk_type::rma && c.size != 0;
+    }
+    thread_local std::vector<MPI_Request> reqs;
+    reqs.clear();
+    outgoing* o = out.release();
+    if (multiple_) {
+        g.unlock();
+    }
+    int rc = isend(*o, tag, reqs);
+    if (bell_ && rc == MPI_SUCCESS && bell_->ring(o->dest)) {
+        ++rings_;
+    }
+    if (multiple_) {
+        g.lock();
+    }
+    o->pending = reqs.size();
+    for (auto r : reqs) {
+        reqs_.push_back(r);
+        owners_.push_back({req_kind::send, o});
+    }
+    if (rc != MPI_SUCCESS) {
+        o->error = rc;
+        if (o->pending == 0) {
+            --sends_in_flight_;
+            --in_flight_to_[o->dest];
+            sent_.emplace_back(o);
+        }
+    }
+}
+
+int mpi_transport::isend(outgoing& out, int tag, std::vector<MPI_Request>& reqs) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = MPI_Isend(out.eager.get(), static_cast<int>(out.eager_size), MPI_BYTE, out.mpi_dest,
+                       header_tag, comm_, &r);
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    reqs.push_back(r);
+    auto send_bytes = [&](std::byte const* p, std::size_t n) {
+        for (std::size_t done = 0; done < n; done += piece_) {
+            int count = static_cast<int>(std::min(piece_, n - done));
+            MPI_Request q = MPI_REQUEST_NULL;
+            int e = MPI_Isend(p + done, count, MPI_BYTE, out.mpi_dest, tag, comm_, &q);
+            if (e != MPI_SUCCESS) {
+                return e;
+            }
+            reqs.push_back(q);
+        }
+        return MPI_SUCCESS;
+    };
+    for (auto const& c : out.msg.chunks()) {
+        if (c.type != chunk_type::index && c.size != 0) {
+            if ((rc = send_bytes(c.address, c.size)) != MPI_SUCCESS) {
+                return rc;
+            }
+        }
+    }
+    if (!out.index_inline) {
+        auto data = out.msg.data();
+        rc = send_bytes(data.data(), data.size());
+    }
+    return rc;
+}
+
+} // namespace courier::parcelport::mpi_pp

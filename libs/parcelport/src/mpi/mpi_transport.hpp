@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: BSL-1.0
+// The MPI parcelport (make_mpi_transport): the transport interface over non-blocking MPI
+// point-to-point calls on a duplicate of MPI_COMM_WORLD. Protocol and threading:
+// libs/parcelport/README.md ("The MPI transport").
+//
+//  sender                                             receiver
+//  header message, tag 1: wire::header (send_id =     MPI_Improbe(any source, tag 1), MPI_Imrecv
+//  the data tag), a wire::descriptor per chunk        checks; a buffer per pointer/rma chunk (rma
+//  (address and key 0), the index data if inline      chunks: rma pool memory), MPI_Irecv into
+//  each pointer/rma chunk (and a non-inline index)    each, from the sender, with the data tag
+//  MPI_Isend from the caller's memory, data tag, in   all received: deliver
+//  pieces (64 MiB; MPI counts are int)
+//  on_sent once every MPI_Isend completed
+#pragma once
+#include "../doorbell.hpp"
+#include "../receive_buffer_pool.hpp"
+#include "../wire.hpp"
+
+#include <courier/common/log.hpp>
+#include <courier/common/small_alloc.hpp>
+#include <courier/parcelport/mpi.hpp>
+#include <courier/parcelport/transport.hpp>
+#include <courier/rma/pool.hpp>
+#include <courier/serialization/error.hpp>
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <fmt/format.h>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+namespace courier::parcelport::mpi_pp {
+
+using serialization::chunk_type;
+
+constexpr int header_tag = 1;
+constexpr int first_data_tag = 2;
+/// Data tags cycle per destination through this many values (MPI guarantees tags up to 32767).
+/// Fewer messages than this are ever in flight to one destination (max_sends_in_flight), so a
+/// tag is never used by two messages in flight; a tag reused after its message completed is
+/// matched in order, because the receiver posts the receives of a message when its header
+/// arrives, and the earlier message's header was sent first.
+constexpr std::uint32_t data_tags = 32000;
+/// Sends in flight at most (each holds its MPI requests); later ones wait in the backlog.
+constexpr std::size_t max_sends_in_flight = 1024;
+/// Headers taken from MPI per progress() pass at most.
+constexpr int max_probes_per_pass = 64;
+/// A coalesced message's size at most (a block of the small-object pool); a parcel joins one
+/// only if its header message is at most a quarter of it.
+constexpr std::size_t batch_bytes = courier::detail::small_alloc_max;
+
+inline std::string mpi_error_string(int rc) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) {
+        return "MPI error " + std::to_string(rc);
+    }
+    return std::string(text, static_cast<std::size_t>(len));
+}
+
+[[noreturn]] inline void fail(char const* what, int rc) {
+    throw network_error(std::string("MPI: ") + what + ": " + mpi_error_string(rc));
+}
+
+/// Bytes from the small-object pool up to its largest class (no malloc per parcel in the
+/// steady state), else from operator new.
+class pooled_buffer {
+public:
+    pooled_buffer() noexcept = default;
+    explicit pooled_buffer(std::size_t n)
+        : n_(n == 0 ? 1 : n), p_(static_cast<std::byte*>(n_ <= courier::detail::small_alloc_max
+                                                             ? courier::detail::small_alloc(n_)
+                                                             : ::operator new(n_))) {}
+    pooled_buffer(pooled_buffer&& o) noexcept : n_(o.n_), p_(o.p_) { o.p_ = nullptr; }
+    pooled_buffer& operator=(pooled_buffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            n_ = o.n_;
+            p_ = o.p_;
+            o.p_ = nullptr;
+        }
+        return *this;
+    }
+    ~pooled_buffer() { release(); }
+    std::byte* get() const noexcept { return p_; }
+
+private:
+    void release() noexcept {
+        if (p_ != nullptr) {
+            if (n_ <= courier::detail::small_alloc_max) {
+                courier::detail::small_free(p_, n_);
+            } else {
+                ::operator delete(p_);
+            }
+            p_ = nullptr;
+        }
+    }
+    std::size_t n_ = 0;
+    std::byte* p_ = nullptr;
+};
+
+struct outgoing : courier::detail::pooled {
+    std::uint32_t dest = 0;
+    int mpi_dest = 0;
+    serialization::message msg;
+    transport::sent_handler on_sent;
+    pooled_buffer eager;
+    std::size_t eager_size = 0;
+    bool index_inline = true;
+    std::size_t pending = 0; // requests not yet completed
+    int error = MPI_SUCCESS;
+    /// A coalesced message (kind batch): each of its parcels' on_sent.
+    std::vector<transport::sent_handler> handlers;
+};
+
+/// A batch being filled for one destination (send_coalesced).
+struct open_batch {
+    pooled_buffer bytes;
+    std::size_t size = 0;
+    std::vector<transport::sent_handler> handlers;
+};
+
+struct incoming {
+    std::uint32_t source = 0;
+    serialization::message msg;
+    std::vector<serialization::serialization_chunk> chunks;
+    std::vector<std::shared_ptr<std::byte[]>> owners;
+    std::size_t bytes = 0;   // received into chunk buffers (counted against the budget)
+    std::size_t pending = 0; // requests not yet completed
+    int error = MPI_SUCCESS;
+};
+
+struct header_buffer : courier::detail::pooled {
+    pooled_buffer bytes;
+    std::size_t size = 0;
+    int mpi_source = 0;
+};
+
+enum class req_kind : std::uint8_t { send, header, data };
+struct req_owner {
+    req_kind kind;
+    void* p;
+};
+
+class mpi_transport final : public transport {
+public:
+    explicit mpi_transport(transport_options const& o);
+
+    ~mpi_transport() override { close(); }
+
+    /// {u32 MPI rank, the doorbell's name (may be empty)}.
+    std::vector<std::byte> address() const override;
+
+    void set_peers(std::vector<std::vector<std::byte>> const& addresses,
+                   std::uint32_t my_rank) override;
+
+    void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+    void set_activity_handler(activity_handler h) override { on_activity_ = std::move(h); }
+    void set_job_token(std::uint64_t token) override { job_token_ = token; }
+
+    void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
+
+    bool send_coalesced(std::uint32_t dest, serialization::message&& m,
+                        sent_handler on_sent) override;
+
+    bool progress() override;
+
+    std::string debug_state() const override;
+
+    int wait_fd() const override { return bell_ ? bell_->fd() : -1; }
+    /// A peer on another host (or without a bell) never rings.
+    bool wait_fd_may_miss() const override { return true; }
+
+    bool can_sleep() override;
+
+    statistics stats() const override;
+
+    std::string provider_name() const override { return "mpi"; }
+
+private:
+    /// The header message of `m` with its index inline: its size.
+    static std::size_t eager_size(serialization::message const& m) {
+        return sizeof(wire::header) + m.chunks().size() * sizeof(wire::descriptor) +
+               m.data().size();
+    }
+
+    /// Writes `m`'s header message to `to` (the index data only if `index_inline`).
+    void write_eager(serialization::message const& m, std::byte* to, bool index_inline) const;
+
+    void build_eager(outgoing& out);
+
+    /// Posts the open batch to `dest` (lock held).
+    void post_batch(std::uint32_t dest, std::unique_lock<std::mutex>& g);
+
+    std::size_t data_pieces(outgoing const& out) const;
+
+    /// Posts `out`'s header and data messages. Called with the lock held; with
+    /// MPI_THREAD_MULTIPLE the MPI calls are made without it.
+    void post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g);
+
+    int isend(outgoing& out, int tag, std::vector<MPI_Request>& reqs);
+
+    /// Completed requests: sends finish, headers are taken apart, parcels become ready.
+    bool test_requests();
+
+    void completed(req_owner o, int err, MPI_Status const& st);
+
+    /// Deferred parcels, in order, while the receive budget has room (one always).
+    bool admit_deferred();
+
+    static bool cancelled(MPI_Status const& st) {
+        int flag = 0;
+        MPI_Test_cancelled(&st, &flag);
+        return flag != 0;
+    }
+
+    /// Takes headers waiting in MPI while the receive budget allows (one parcel always).
+    bool probe_headers();
+
+    /// A received header: checked, then the parcel is ready (everything inline) or its
+    /// chunks' receives are posted.
+    void take_header(header_buffer const& hb, bool admitted = false);
+
+    /// `in_batch`: a record of a batch, which must be a whole parcel (no data messages).
+    /// `admitted`: a deferred header whose turn has come (the budget is not checked again).
+    void take_header(std::byte const* bytes, std::size_t size, int mpi_source, bool in_batch,
+                     bool admitted = false);
+
+    /// A coalesced message: each record is a parcel's header message, taken as if it had come
+    /// alone; a record with a bad length or padding ends the batch.
+    void take_batch(std::byte const* bytes, std::size_t size, wire::header const& h,
+                    int mpi_source);
+
+    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
+
+    void post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag, bool index_inline);
+
+    void finish(std::unique_ptr<incoming> in);
+
+    /// Ends what is still in flight without waiting for peers that may be gone: receives are
+    /// cancelled, sends get a bounded time to complete; a request still active then is freed
+    /// and its buffers are left to it (never freed under MPI). on_sent runs for every send.
+    void close() noexcept;
+
+    transport_options opts_;
+    std::shared_ptr<void> session_; // MPI stays initialized while this transport lives
+    bool multiple_;
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int mpi_rank_ = 0;
+    int mpi_size_ = 1;
+    std::size_t piece_ = std::size_t{1} << 30;
+    std::uint64_t job_token_ = 0;
+    std::uint32_t my_rank_ = 0;
+    std::vector<int> peers_;             // courier rank -> MPI rank (-1: not served)
+    std::vector<std::uint32_t> rank_of_; // MPI rank -> courier rank
+    receive_handler on_receive_;
+    activity_handler on_activity_;
+    std::shared_ptr<receive_buffer_pool> buffers_ =
+        std::make_shared<receive_buffer_pool>(std::size_t{256} << 20);
+
+    std::unique_ptr<detail::doorbell> bell_; // null: doorbell off or not available
+    std::atomic<std::uint64_t> rings_{0};
+
+    mutable std::mutex mutex_; // everything below; with serialized MPI, every MPI call
+    bool closed_ = false;
+    std::vector<std::uint32_t> next_tag_;
+    std::vector<std::uint32_t> in_flight_to_; // sends in flight by destination
+    std::vector<open_batch> batches_;         // by destination; size 0: none open
+    std::size_t batches_open_ = 0;
+    std::vector<std::vector<sent_handler>> spare_handlers_; // emptied, capacity kept
+    /// Headers of parcels waiting for the receive budget (bounded by the senders' sends in
+    /// flight), in arrival order.
+    std::deque<header_buffer> deferred_;
+    std::vector<MPI_Request> reqs_;
+    std::vector<req_owner> owners_; // parallel to reqs_
+    std::vector<int> indices_;
+    std::vector<MPI_Status> statuses_;
+    std::deque<std::unique_ptr<outgoing>> backlog_;
+    std::size_t sends_in_flight_ = 0;
+    std::size_t receiving_ = 0;
+    std::size_t receiving_bytes_ = 0;
+    std::vector<std::unique_ptr<outgoing>> sent_;
+    std::vector<std::pair<std::uint32_t, serialization::message>> ready_;
+    std::vector<std::uint32_t> heard_;
+    statistics stats_;
+};
+
+} // namespace courier::parcelport::mpi_pp
