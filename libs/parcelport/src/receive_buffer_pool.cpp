@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "receive_buffer_pool.hpp"
 
+#include <courier/common/log.hpp>
+#include <courier/rma/pool.hpp>
+
 namespace courier::parcelport {
 
 receive_buffer_pool::~receive_buffer_pool() {
@@ -48,6 +51,42 @@ void receive_buffer_pool::put(std::byte* p, unsigned shift) noexcept {
         }
     }
     delete[] p;
+}
+
+std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::size_t n,
+                                               bool rma_chunk, bool& in_rma_pool, bool& reused) {
+    in_rma_pool = false;
+    reused = false;
+    if (rma_chunk) {
+        try {
+            auto b = rma::allocate_shared(n);
+            in_rma_pool = true;
+            return b;
+        } catch (rma::pool_exhausted const&) {
+            // the receive buffer pool below
+        }
+    }
+    return pool.get(n, reused);
+}
+
+std::optional<serialization::message>
+assemble_received(serialization::message&& m,
+                  std::vector<serialization::serialization_chunk>&& chunks,
+                  std::vector<std::shared_ptr<std::byte[]>>& owners, std::uint32_t source) {
+    try {
+        m.complete_parts(std::move(chunks));
+    } catch (std::exception const& e) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
+                               e.what());
+        return std::nullopt;
+    }
+    for (std::size_t i = 0; i < owners.size(); ++i) {
+        if (owners[i]) {
+            m.set_chunk_owner(i, std::move(owners[i]));
+        }
+    }
+    return std::move(m);
 }
 
 } // namespace courier::parcelport

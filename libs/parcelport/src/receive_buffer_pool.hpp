@@ -3,10 +3,14 @@
 // the MPI transport's receives), reused by power-of-two size class.
 #pragma once
 
+#include <courier/serialization/message.hpp>
+
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace courier::parcelport {
@@ -36,5 +40,20 @@ private:
     std::size_t cached_ = 0;
     std::array<std::vector<std::byte*>, max_shift - min_shift + 1> free_;
 };
+
+/// Where a received pointer or rma chunk of `n` bytes lands: an rma chunk in rma pool memory
+/// (a received rma_vector adopts it; `in_rma_pool` set) while the pool has room, else (and
+/// every pointer chunk) a buffer of `pool` (`reused` set when it came from the pool). Over the
+/// rma pool's limit the bytes still arrive; a loader that needs pool memory reports the limit.
+std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::size_t n,
+                                               bool rma_chunk, bool& in_rma_pool, bool& reused);
+
+/// A received message whose chunks have landed: the chunk list validated and each landing
+/// buffer made the owner of its chunk. nullopt (with one rate-limited log line naming
+/// `source`) when the parts do not make a valid message.
+std::optional<serialization::message>
+assemble_received(serialization::message&& m,
+                  std::vector<serialization::serialization_chunk>&& chunks,
+                  std::vector<std::shared_ptr<std::byte[]>>& owners, std::uint32_t source);
 
 } // namespace courier::parcelport

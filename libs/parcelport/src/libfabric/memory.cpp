@@ -72,18 +72,9 @@ void* memory::pool_desc(void const* p, std::size_t n) const noexcept {
 }
 
 std::shared_ptr<std::byte[]> memory::receive_buffer(std::size_t n, bool rma_chunk) {
-    if (rma_chunk) {
-        try {
-            auto b = rma::allocate_shared(n);
-            ++counters_.pool_receive_buffers;
-            return b;
-        } catch (rma::pool_exhausted const&) {
-            // Over the pool's limit: the bytes still arrive; a loader that needs pool memory
-            // then reports the limit itself.
-        }
-    }
-    bool reused = false;
-    auto b = buffers_->get(n, reused);
+    bool in_rma_pool = false, reused = false;
+    auto b = chunk_destination(*buffers_, n, rma_chunk, in_rma_pool, reused);
+    counters_.pool_receive_buffers += in_rma_pool;
     counters_.receive_buffers_reused += reused;
     return b;
 }

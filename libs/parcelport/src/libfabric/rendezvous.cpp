@@ -292,21 +292,12 @@ void rendezvous::finish(incoming* raw) {
                                in->source);
         return;
     }
-    serialization::message m;
-    try {
-        in->msg.complete_parts(std::move(in->chunks));
-        m = std::move(in->msg);
-    } catch (std::exception const& e) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", in->source,
-                               e.what());
+    auto received =
+        assemble_received(std::move(in->msg), std::move(in->chunks), in->owners, in->source);
+    if (!received) {
         return;
     }
-    for (std::size_t i = 0; i < in->owners.size(); ++i) {
-        if (in->owners[i]) {
-            m.set_chunk_owner(i, in->owners[i]);
-        }
-    }
+    serialization::message m = std::move(*received);
     if (on_receive_) {
         on_receive_(in->source, std::move(m));
     }

@@ -303,18 +303,9 @@ void mpi_transport::take_batch(std::byte const* bytes, std::size_t size, wire::h
 }
 
 std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool rma_chunk) {
-    if (rma_chunk) {
-        try {
-            auto b = rma::allocate_shared(n);
-            ++stats_.pool_receive_buffers;
-            return b;
-        } catch (rma::pool_exhausted const&) {
-            // Over the pool's limit: the bytes still arrive; a loader that needs pool
-            // memory then reports the limit itself.
-        }
-    }
-    bool reused = false;
-    auto b = buffers_->get(n, reused);
+    bool in_rma_pool = false, reused = false;
+    auto b = chunk_destination(*buffers_, n, rma_chunk, in_rma_pool, reused);
+    stats_.pool_receive_buffers += in_rma_pool;
     stats_.receive_buffers_reused += reused;
     return b;
 }
@@ -374,21 +365,13 @@ void mpi_transport::finish(std::unique_ptr<incoming> in) {
                                in->source, mpi_error_string(in->error));
         return;
     }
-    try {
-        in->msg.complete_parts(std::move(in->chunks));
-    } catch (std::exception const& e) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", in->source,
-                               e.what());
+    auto received =
+        assemble_received(std::move(in->msg), std::move(in->chunks), in->owners, in->source);
+    if (!received) {
         return;
     }
-    for (std::size_t i = 0; i < in->owners.size(); ++i) {
-        if (in->owners[i]) {
-            in->msg.set_chunk_owner(i, std::move(in->owners[i]));
-        }
-    }
     ++stats_.messages_received;
-    ready_.emplace_back(in->source, std::move(in->msg));
+    ready_.emplace_back(in->source, std::move(*received));
 }
 
 } // namespace courier::parcelport::mpi_pp
