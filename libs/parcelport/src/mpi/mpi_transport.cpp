@@ -126,7 +126,9 @@ bool mpi_transport::send_coalesced(std::uint32_t dest, serialization::message&& 
         return false;
     }
     std::size_t n = eager_size(m);
-    if (b.size != 0 && b.size + wire::record_size(n) > batch_bytes) {
+    // A loop: with MPI_THREAD_MULTIPLE post_batch() lets the lock go while it posts, and
+    // another sender may have opened (and filled) a new batch meanwhile.
+    while (b.size != 0 && b.size + wire::record_size(n) > batch_bytes) {
         post_batch(dest, g);
     }
     if (b.size == 0) {
