@@ -20,7 +20,9 @@ def size_label(n):
     return f"{n} B"
 
 
-def main(raw_path, csv_path, plot_dir):
+def load_results(raw_path, csv_path):
+    """The RESULT lines of the osu_* programs in RAW_PATH, by (implementation, provider, threads,
+    test, size): every sample, and the medians, which also go to CSV_PATH with min, max, runs."""
     samples = collections.defaultdict(list)
     with open(raw_path) as f:
         for line in f:
@@ -32,7 +34,11 @@ def main(raw_path, csv_path, plot_dir):
             v = samples[key]
             out.write(",".join(map(str, key)) +
                       f",{statistics.median(v):.3f},{min(v):.3f},{max(v):.3f},{len(v)}\n")
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    return samples, {k: statistics.median(v) for k, v in samples.items()}
+
+
+def main(raw_path, csv_path, plot_dir):
+    samples, med = load_results(raw_path, csv_path)
     series = sorted({(k[0], k[1], k[2]) for k in med})
     for prov in ("tcp", "shm"):
         for test in ("latency", "bw", "bibw"):

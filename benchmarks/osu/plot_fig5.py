@@ -4,8 +4,6 @@ ratios as markdown tables, and per provider one PNG with latency and bidirection
 
 usage: plot_fig5.py RAW_RESULTS OUT_CSV PLOT_DIR
 """
-import collections
-import statistics
 import sys
 
 import matplotlib
@@ -13,14 +11,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot import load_results, size_label  # noqa: E402
+
 BUFFERS = (("", "serialize_buffer"), ("-rma", "rma_vector"))
-
-
-def size_label(n):
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
 
 
 def fmt(v):
@@ -28,18 +21,7 @@ def fmt(v):
 
 
 def main(raw_path, csv_path, plot_dir):
-    samples = collections.defaultdict(list)
-    with open(raw_path) as f:
-        for line in f:
-            _, impl, prov, threads, test, size, value = line.split()
-            samples[(impl, prov, int(threads), test, int(size))].append(float(value))
-    with open(csv_path, "w") as out:
-        out.write("implementation,provider,threads,test,size,median,min,max,runs\n")
-        for key in sorted(samples):
-            v = samples[key]
-            out.write(",".join(map(str, key)) +
-                      f",{statistics.median(v):.3f},{min(v):.3f},{max(v):.3f},{len(v)}\n")
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    samples, med = load_results(raw_path, csv_path)
     runs = max(len(v) for v in samples.values())
 
     def best(impl, prov, test, n):

@@ -3,8 +3,6 @@
 
 usage: plot_rma.py RAW_RESULTS OUT_CSV PLOT_DIR
 """
-import collections
-import statistics
 import sys
 
 import matplotlib
@@ -12,25 +10,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot import size_label  # noqa: E402
+from plot import load_results, size_label  # noqa: E402
 
 NAMES = {"courier": "serialize_buffer", "courier-rma": "rma_vector",
          "courier-vector": "std::vector", "courier-nocache": "serialize_buffer, no cache"}
 
 
 def main(raw_path, csv_path, plot_dir):
-    samples = collections.defaultdict(list)
-    with open(raw_path) as f:
-        for line in f:
-            _, impl, prov, threads, test, size, value = line.split()
-            samples[(impl, prov, int(threads), test, int(size))].append(float(value))
-    with open(csv_path, "w") as out:
-        out.write("implementation,provider,threads,test,size,median,min,max,runs\n")
-        for key in sorted(samples):
-            v = samples[key]
-            out.write(",".join(map(str, key)) +
-                      f",{statistics.median(v):.3f},{min(v):.3f},{max(v):.3f},{len(v)}\n")
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    samples, med = load_results(raw_path, csv_path)
     runs = max(len(v) for v in samples.values())
     impls = [i for i in NAMES if any(k[0] == i for k in med)]
     for prov in sorted({k[1] for k in med}, reverse=True):

@@ -8,7 +8,7 @@
 // absurd sizes, parcels of an unknown kind, forged credits (huge and negative), and ordered
 // requests numbered far ahead of their stream. It prints what it sent and exits 0; whether the
 // locality survived is for the job to check (hostile_program.cpp).
-#include "../../libs/parcelport/src/libfabric/eager_writer.hpp"
+#include "../../libs/parcelport/src/eager_writer.hpp"
 #include "../../libs/parcelport/tests/raw_endpoint.hpp"
 
 #include <courier/serialization.hpp>
@@ -80,7 +80,7 @@ struct attacker {
     /// A parcel holding `m` (small: its index travels inline), as the job's sender writes it.
     void parcel(cs::message const& m, std::uint64_t with_token) {
         std::vector<std::byte> eager, table;
-        pp::fabric::write_eager(
+        pp::write_eager(
             m, header(with_token), 4096,
             [](void const*, std::size_t) -> std::pair<std::uint64_t, std::uint64_t> {
                 throw std::logic_error("no RMA chunks in a hostile parcel");

@@ -8,7 +8,7 @@
 // what it holds.
 #include "wire_fuzz.hpp"
 
-#include "../../libs/parcelport/src/libfabric/eager_writer.hpp"
+#include "../../libs/parcelport/src/eager_writer.hpp"
 #include "../../libs/runtime/src/in_process.hpp"
 
 #include <cstdio>
@@ -21,7 +21,6 @@
 
 namespace {
 
-namespace fabric = courier::parcelport::fabric;
 namespace wire = courier::parcelport::wire;
 
 wire::header header_from(std::uint32_t source) {
@@ -73,7 +72,7 @@ int main(int argc, char** argv) {
             std::vector<std::byte> eager, table;
             std::lock_guard g(m);
             h.send_id = id++;
-            fabric::write_eager(
+            courier::parcelport::write_eager(
                 msg, h, courier::fuzz::recv_size,
                 [](void const*, std::size_t) { return std::pair<std::uint64_t, std::uint64_t>{}; },
                 eager, table);
@@ -125,7 +124,7 @@ int main(int argc, char** argv) {
     // A coalesced message of the small parcels from locality 1.
     std::vector<std::byte> batch(sizeof(wire::header));
     for (auto const& e : batchable) {
-        fabric::append_record(batch, e);
+        courier::parcelport::append_record(batch, e);
     }
     wire::header bh = header_from(1);
     bh.kind = wire::batch;
@@ -136,7 +135,7 @@ int main(int argc, char** argv) {
     // The batch split in two parts, in either order.
     std::size_t first = batch.size() / 2 + 1;
     auto part = [&](std::uint32_t i) {
-        auto b = as_bytes(fabric::split_header(header_from(1), 77, i, batch.size()));
+        auto b = as_bytes(courier::parcelport::split_header(header_from(1), 77, i, batch.size()));
         auto from = batch.begin() + (i == 0 ? 0 : static_cast<std::ptrdiff_t>(first));
         auto to = i == 0 ? batch.begin() + static_cast<std::ptrdiff_t>(first) : batch.end();
         b.insert(b.end(), from, to);

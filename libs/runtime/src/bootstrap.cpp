@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -235,6 +236,24 @@ void decline_to_join() noexcept {
         ::close(fd);
     } catch (std::exception const&) {
     }
+}
+
+std::uint64_t random_token() {
+    std::random_device rd;
+    std::uint64_t t = (std::uint64_t{rd()} << 32) ^ rd();
+    return t == 0 ? 1 : t;
+}
+
+launcher_notice quiet_launcher::wait_for_notice() {
+    std::unique_lock lk(mutex_);
+    cv_.wait(lk, [&] { return closed_; });
+    return {};
+}
+
+void quiet_launcher::close() {
+    std::lock_guard lk(mutex_);
+    closed_ = true;
+    cv_.notify_all();
 }
 
 std::unique_ptr<bootstrap> make_bootstrap_from_environment(std::string const& parcelport,

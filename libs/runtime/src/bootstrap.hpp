@@ -7,9 +7,11 @@
 //   and host from the PMIx server; addresses through PMIx_Put/Commit/Fence/Get.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +64,23 @@ public:
     /// Tells the launcher that this locality went through the job's shutdown and exits next
     /// (courier-run takes an exit without it, even with status 0, for a failure of the job).
     virtual void finished() {}
+};
+
+/// A random 64-bit number, never 0 (a job's token, a job id), from std::random_device.
+std::uint64_t random_token();
+
+/// A launcher that reports nothing while the job runs (PMIx's mpirun and srun, MPI's): it ends
+/// the job itself when a process fails, and a locality learns of failed peers from its own
+/// liveness checks. wait_for_notice() returns (closed) once close() is called.
+class quiet_launcher : public bootstrap {
+public:
+    launcher_notice wait_for_notice() override;
+    void close() override;
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool closed_ = false;
 };
 
 /// The bootstrap of the launcher that started this process: courier-run's when its variables

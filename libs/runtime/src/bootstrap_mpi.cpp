@@ -9,16 +9,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <random>
 #include <stdexcept>
 
 namespace courier::detail {
 
 namespace {
 
-class mpi_bootstrap final : public bootstrap {
+class mpi_bootstrap final : public quiet_launcher {
 public:
     explicit mpi_bootstrap(bool thread_multiple) try
         : session_(parcelport::hold_mpi(thread_multiple)) {
@@ -42,11 +39,8 @@ public:
         // A job id names the localities' shared-memory files (the MPI transport's doorbells:
         // courier-JOB-RANK-bell), so that a peer that ends itself after declaring one failed
         // removes what it left (liveness.cpp).
-        std::uint64_t id = 0;
-        if (rank_ == 0) {
-            id = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-        }
-        where_.job_id = fmt::format("{:016x}", parcelport::mpi_broadcast(id));
+        where_.job_id =
+            fmt::format("{:016x}", parcelport::mpi_broadcast(rank_ == 0 ? random_token() : 0));
     } catch (std::exception const& e) {
         throw std::runtime_error(std::string("courier bootstrap (MPI): ") + e.what());
     }
@@ -59,32 +53,12 @@ public:
     bootstrap_result exchange(std::vector<std::byte> const& my_address) override {
         try {
             bootstrap_result r;
-            std::uint64_t token = 0;
-            if (rank_ == 0) {
-                token = std::random_device{}();
-                token = (token << 32) ^ std::random_device{}();
-                token = token == 0 ? 1 : token;
-            }
-            r.token = parcelport::mpi_broadcast(token);
+            r.token = parcelport::mpi_broadcast(rank_ == 0 ? random_token() : 0);
             r.addresses = parcelport::mpi_allgather(my_address);
             return r;
         } catch (std::exception const& e) {
             throw std::runtime_error(std::string("courier bootstrap (MPI): ") + e.what());
         }
-    }
-
-    // The MPI launcher ends the job when a process fails; this locality learns of failed
-    // peers from its own liveness checks. Nothing to wait for but close().
-    launcher_notice wait_for_notice() override {
-        std::unique_lock lk(mutex_);
-        cv_.wait(lk, [&] { return closed_; });
-        return {};
-    }
-
-    void close() override {
-        std::lock_guard lk(mutex_);
-        closed_ = true;
-        cv_.notify_all();
     }
 
 private:
@@ -93,9 +67,6 @@ private:
     std::uint32_t size_ = 1;
     std::uint32_t local_size_ = 0;
     placement where_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool closed_ = false;
 };
 
 } // namespace

@@ -11,11 +11,8 @@
 
 #include <fmt/format.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <functional>
-#include <mutex>
-#include <random>
 #include <stdexcept>
 #endif
 
@@ -92,7 +89,7 @@ std::uint64_t get_number(pmix_proc_t const& proc, char const* key) {
     }
 }
 
-class pmix_bootstrap final : public bootstrap {
+class pmix_bootstrap final : public quiet_launcher {
 public:
     pmix_bootstrap() {
         pmix_status_t rc = PMIx_Init(&me_, nullptr, 0);
@@ -142,12 +139,10 @@ public:
             fail("PMIx_Put of this locality's address", rc);
         }
         if (me_.rank == 0) {
-            std::uint64_t token = std::random_device{}();
-            token = (token << 32) ^ std::random_device{}();
             pmix_value_t t;
             PMIX_VALUE_CONSTRUCT(&t);
             t.type = PMIX_UINT64;
-            t.data.uint64 = token == 0 ? 1 : token;
+            t.data.uint64 = random_token();
             if ((rc = PMIx_Put(PMIX_GLOBAL, token_key, &t)) != PMIX_SUCCESS) {
                 fail("PMIx_Put of the job token", rc);
             }
@@ -183,28 +178,11 @@ public:
         return r;
     }
 
-    // The PMIx launcher ends the job when a process fails; this locality learns of failed
-    // peers from its own liveness checks. Nothing to wait for but close().
-    launcher_notice wait_for_notice() override {
-        std::unique_lock lk(mutex_);
-        cv_.wait(lk, [&] { return closed_; });
-        return {};
-    }
-
-    void close() override {
-        std::lock_guard lk(mutex_);
-        closed_ = true;
-        cv_.notify_all();
-    }
-
 private:
     pmix_proc_t me_{};
     pmix_proc_t all_{};
     std::uint32_t size_ = 1;
     placement where_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool closed_ = false;
 };
 
 } // namespace

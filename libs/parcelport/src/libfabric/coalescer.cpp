@@ -2,7 +2,7 @@
 // Coalescing small parcels per destination into batches (coalescer.hpp).
 #include "coalescer.hpp"
 
-#include "eager_writer.hpp"
+#include "../eager_writer.hpp"
 
 #include <courier/common/log.hpp>
 

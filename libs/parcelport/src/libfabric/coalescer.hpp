@@ -3,8 +3,8 @@
 // busy wait in a batch (wire::batch), which the next progress pass posts as one message.
 #pragma once
 
+#include "../eager_writer.hpp"
 #include "context.hpp"
-#include "eager_writer.hpp"
 
 #include <atomic>
 #include <memory>

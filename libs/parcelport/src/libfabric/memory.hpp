@@ -4,7 +4,7 @@
 // in. Why two pools (the rma pool and receive_buffer_pool): libs/parcelport/README.md.
 #pragma once
 
-#include "../receive_buffer_pool.hpp"
+#include "../received_parts.hpp"
 #include "context.hpp"
 
 #include <courier/rma/pool.hpp>

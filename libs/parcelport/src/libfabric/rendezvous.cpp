@@ -12,12 +12,6 @@
 
 namespace courier::parcelport::fabric {
 
-namespace {
-bool is_type(wire::descriptor const& d, serialization::chunk_type t) {
-    return d.type == static_cast<std::uint8_t>(t);
-}
-} // namespace
-
 rendezvous::rendezvous(transport_parts const& parts, memory& mem, sender& s,
                        transport::receive_handler& on_receive, transport_options const& o,
                        std::size_t max_read, std::size_t recv_size)
@@ -77,54 +71,14 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
 void rendezvous::begin_reads(wire::header const& h, std::vector<wire::descriptor> const& ds,
                              bool index_inline, std::byte const* inline_index,
                              std::size_t rma_bytes) {
-    using serialization::chunk_type;
-    if (ds.size() != std::size_t{h.chunk_count} + (index_inline ? 0 : 1) ||
-        (!index_inline &&
-         (ds.back().type != wire::index_buffer_type || ds.back().size != h.index_size))) {
-        throw serialization::serialization_error("descriptors do not match the header");
-    }
-    // Each size at most 2^47 (the sum below cannot overflow before it is over the memory).
-    std::uint64_t total = 0;
-    for (auto const& d : ds) {
-        if (d.size > wire::max_chunk_bytes) {
-            throw serialization::serialization_error("a chunk of " + std::to_string(d.size) +
-                                                     " bytes is larger than any address space");
-        }
-        total += d.size;
-        if (total > wire::machine_memory()) {
-            throw serialization::serialization_error(
-                "a parcel of more than " + std::to_string(total) +
-                " bytes is larger than this machine's memory (" +
-                std::to_string(wire::machine_memory()) + " bytes)");
-        }
-    }
-    if (h.index_size > wire::max_chunk_bytes) {
-        throw serialization::serialization_error("an index of " + std::to_string(h.index_size) +
-                                                 " bytes is larger than any address space");
-    }
+    check_descriptors(h, ds, index_inline);
     auto in = std::make_unique<incoming>();
     in->source = h.source;
     in->send_id = h.send_id;
     in->rma_bytes = rma_bytes;
-    std::size_t offset = 0;
-    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
-        auto const& d = ds[i];
-        if (is_type(d, chunk_type::index)) {
-            in->chunks.push_back({chunk_type::index, d.size, offset, nullptr, 0});
-            in->owners.emplace_back();
-            offset += d.size;
-        } else if (is_type(d, chunk_type::pointer) || is_type(d, chunk_type::rma)) {
-            auto buf = memory_.receive_buffer(d.size, is_type(d, chunk_type::rma));
-            in->chunks.push_back({static_cast<chunk_type>(d.type), d.size, 0, buf.get(), 0});
-            in->owners.push_back(std::move(buf));
-        } else {
-            throw serialization::serialization_error("unknown chunk type " +
-                                                     std::to_string(d.type));
-        }
-    }
-    if (offset != h.index_size) {
-        throw serialization::serialization_error("index chunks do not add up to the index size");
-    }
+    received_chunks(
+        h, ds, [&](std::size_t n, bool rma) { return memory_.receive_buffer(n, rma); }, in->chunks,
+        in->owners);
     in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
     if (index_inline && h.index_size != 0) {
         std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));

@@ -2,8 +2,8 @@
 // The send path (sender.hpp): eager message, descriptors, split messages, completion, DONE.
 #include "sender.hpp"
 
+#include "../eager_writer.hpp"
 #include "coalescer.hpp"
-#include "eager_writer.hpp"
 
 #include <cstring>
 #include <stdexcept>

@@ -123,7 +123,7 @@ bool mpi_transport::probe_headers() {
         // the eager threshold; a larger one is taken out of MPI with no room (MPI reports
         // truncation) and dropped.
         std::size_t limit = sizeof(wire::header) +
-                            std::size_t{wire::max_chunks} * sizeof(wire::descriptor) +
+                            (std::size_t{wire::max_chunks} + 1) * sizeof(wire::descriptor) +
                             opts_.eager_threshold;
         bool absurd = count < 0 || static_cast<std::size_t>(count) > limit;
         h->size = absurd ? 0 : static_cast<std::size_t>(count);
@@ -190,49 +190,30 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         return take_batch(bytes, size, h, mpi_source);
     }
     bool index_inline = (h.flags & wire::index_inline) != 0;
-    if (h.chunk_count > wire::max_chunks || h.index_size > wire::max_chunk_bytes) {
-        return drop("absurd sizes");
+    if (h.chunk_count > wire::max_chunks) {
+        return drop("a header announcing " + std::to_string(h.chunk_count) + " chunks");
     }
-    std::size_t fixed = sizeof h + std::size_t{h.chunk_count} * sizeof(wire::descriptor);
-    if (size != fixed + (index_inline ? h.index_size : 0)) {
+    std::size_t const n_desc = std::size_t{h.chunk_count} + (index_inline ? 0 : 1);
+    std::size_t const fixed = sizeof h + n_desc * sizeof(wire::descriptor);
+    if (size < fixed || size - fixed != (index_inline ? h.index_size : 0)) {
         return drop("its length does not match its header");
     }
-    std::vector<serialization::serialization_chunk> chunks = serialization::message::chunk_list();
-    chunks.reserve(h.chunk_count); // one growth at most (none from a reused list)
-    std::vector<std::shared_ptr<std::byte[]>> owners;
-    std::uint64_t total = index_inline ? 0 : h.index_size;
-    std::size_t offset = 0;
-    bool external = false;
-    std::byte const* p = bytes + sizeof h;
+    // The descriptors, copied out of the received bytes (aligned, whatever the batch record's
+    // place), into a list that keeps its capacity.
+    thread_local std::vector<wire::descriptor> ds;
+    ds.resize(n_desc);
+    std::memcpy(ds.data(), bytes + sizeof h, n_desc * sizeof(wire::descriptor));
+    std::byte const* inline_index = bytes + fixed;
     try {
-        for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
-            wire::descriptor d;
-            std::memcpy(&d, p + i * sizeof d, sizeof d);
-            if (d.size > wire::max_chunk_bytes) {
-                return drop("a chunk of " + std::to_string(d.size) + " bytes");
-            }
-            if (d.type == static_cast<std::uint8_t>(chunk_type::index)) {
-                chunks.push_back({chunk_type::index, d.size, offset, nullptr, 0});
-                offset += d.size;
-            } else if (d.type == static_cast<std::uint8_t>(chunk_type::pointer) ||
-                       d.type == static_cast<std::uint8_t>(chunk_type::rma)) {
-                total += d.size;
-                if (total > wire::machine_memory()) {
-                    return drop("more than this machine's memory");
-                }
-                external |= d.size != 0;
-                chunks.push_back({static_cast<chunk_type>(d.type), d.size, 0, nullptr, 0});
-            } else {
-                return drop("unknown chunk type " + std::to_string(d.type));
-            }
-        }
-        if (offset != h.index_size) {
-            return drop("index chunks do not add up to the index size");
-        }
-        if (!external && index_inline) {
-            auto m = serialization::message::from_parts(
-                {p + std::size_t{h.chunk_count} * sizeof(wire::descriptor), h.index_size},
-                std::move(chunks));
+        std::uint64_t const to_receive = check_descriptors(h, ds, index_inline);
+        if (to_receive == 0) { // the inline index is the whole parcel
+            auto chunks = serialization::message::chunk_list();
+            std::vector<std::shared_ptr<std::byte[]>> none; // nothing lands: stays empty
+            received_chunks(
+                h, ds, [](std::size_t, bool) { return std::shared_ptr<std::byte[]>(); }, chunks,
+                none);
+            auto m =
+                serialization::message::from_parts({inline_index, h.index_size}, std::move(chunks));
             ++stats_.messages_received;
             ready_.emplace_back(from, std::move(m));
             return;
@@ -245,7 +226,7 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         // arrive meanwhile. In order: a deferred parcel's receives are posted before those
         // of any later parcel, as tag matching needs.
         if (!admitted && (!deferred_.empty() ||
-                          (receiving_ != 0 && receiving_bytes_ + total > opts_.read_budget))) {
+                          (receiving_ != 0 && receiving_bytes_ + to_receive > opts_.read_budget))) {
             header_buffer d;
             d.bytes = pooled_buffer(size);
             std::memcpy(d.bytes.get(), bytes, size);
@@ -255,24 +236,16 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
             ++stats_.deferred_rendezvous;
             return;
         }
-        owners.resize(chunks.size());
         auto in = std::make_unique<incoming>();
         in->source = from;
         in->msg = serialization::message::with_index_buffer(h.index_size);
         if (index_inline && h.index_size != 0) {
-            std::memcpy(in->msg.index_buffer(),
-                        p + std::size_t{h.chunk_count} * sizeof(wire::descriptor), h.index_size);
+            std::memcpy(in->msg.index_buffer(), inline_index, h.index_size);
         }
-        for (std::size_t i = 0; i < chunks.size(); ++i) {
-            auto& c = chunks[i];
-            if (c.type != chunk_type::index && c.size != 0) {
-                owners[i] = receive_buffer(c.size, c.type == chunk_type::rma);
-                c.address = owners[i].get();
-            }
-        }
-        in->chunks = std::move(chunks);
-        in->owners = std::move(owners);
-        in->bytes = total;
+        received_chunks(
+            h, ds, [&](std::size_t n, bool rma) { return receive_buffer(n, rma); }, in->chunks,
+            in->owners);
+        in->bytes = to_receive;
         post_receives(std::move(in), mpi_source, static_cast<int>(h.send_id), index_inline);
     } catch (std::exception const& e) {
         drop(e.what());

@@ -5,46 +5,38 @@
 
 namespace courier::parcelport::mpi_pp {
 
-void mpi_transport::write_eager(serialization::message const& m, std::byte* to,
-                                bool index_inline) const {
-    auto chunks = m.chunks();
-    auto data = m.data();
+wire::header mpi_transport::header_of(std::uint8_t kind) const noexcept {
     wire::header h{};
     h.magic = wire::magic;
     h.version = wire::version;
-    h.kind = wire::parcel;
-    h.flags = index_inline ? wire::index_inline : 0;
+    h.kind = kind;
     h.token = job_token_;
     h.source = my_rank_;
-    h.chunk_count = static_cast<std::uint32_t>(chunks.size());
-    h.index_size = data.size();
-    std::memcpy(to, &h, sizeof h); // send_id (the data tag) is set when posted
-    std::byte* p = to + sizeof h;
-    for (auto const& c : chunks) {
-        wire::descriptor d{};
-        d.type = static_cast<std::uint8_t>(c.type);
-        d.size = c.size;
-        std::memcpy(p, &d, sizeof d);
-        p += sizeof d;
-    }
-    if (index_inline && !data.empty()) {
-        std::memcpy(p, data.data(), data.size());
-    }
+    return h;
+}
+
+eager_layout mpi_transport::layout(serialization::message const& m) const {
+    // Room for every descriptor and an index of up to the eager threshold: never a remote
+    // descriptor table; a larger index is received as data (its own descriptor).
+    return layout_eager(m, sizeof(wire::header) + m.chunks().size() * sizeof(wire::descriptor) +
+                               opts_.eager_threshold);
+}
+
+void mpi_transport::write_header_message(serialization::message const& m, eager_layout const& l,
+                                         std::byte* to) const {
+    // Chunks travel as MPI messages of their own, never read remotely: no address, no key.
+    auto not_exposed = [](void const*, std::size_t) {
+        return std::pair<std::uint64_t, std::uint64_t>{0, 0};
+    };
+    write_eager_into(m, header_of(wire::parcel), l, not_exposed, to, nullptr);
 }
 
 void mpi_transport::build_eager(outgoing& out) {
-    auto chunks = out.msg.chunks();
-    if (chunks.size() > wire::max_chunks) {
-        throw std::length_error("courier: a message of " + std::to_string(chunks.size()) +
-                                " chunks (at most " + std::to_string(wire::max_chunks) + ")");
-    }
-    auto data = out.msg.data();
-    out.index_inline = data.size() <= opts_.eager_threshold;
-    std::size_t n = sizeof(wire::header) + chunks.size() * sizeof(wire::descriptor) +
-                    (out.index_inline ? data.size() : 0);
-    out.eager = pooled_buffer(n);
-    out.eager_size = n;
-    write_eager(out.msg, out.eager.get(), out.index_inline);
+    eager_layout const l = layout(out.msg);
+    out.index_inline = l.inline_index;
+    out.eager = pooled_buffer(l.eager_size);
+    out.eager_size = l.eager_size;
+    write_header_message(out.msg, l, out.eager.get());
 }
 
 void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>& g) {
@@ -53,12 +45,7 @@ void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>&
     out->dest = dest;
     out->mpi_dest = peers_[dest];
     out->handlers = std::move(b.handlers);
-    wire::header h{};
-    h.magic = wire::magic;
-    h.version = wire::version;
-    h.kind = wire::batch;
-    h.token = job_token_;
-    h.source = my_rank_;
+    wire::header h = header_of(wire::batch);
     h.chunk_count = static_cast<std::uint32_t>(out->handlers.size());
     h.index_size = b.size - sizeof h;
     std::memcpy(b.bytes.get(), &h, sizeof h);

@@ -111,8 +111,12 @@ void mpi_transport::send(std::uint32_t dest, serialization::message&& m, sent_ha
 
 bool mpi_transport::send_coalesced(std::uint32_t dest, serialization::message&& m,
                                    sent_handler on_sent) {
-    if (!opts_.coalescing || dest >= peers_.size() || peers_[dest] < 0 ||
-        m.external_chunk_count() != 0 || eager_size(m) + wire::record_prefix > batch_bytes / 4) {
+    if (!opts_.coalescing || dest >= peers_.size() || peers_[dest] < 0) {
+        send(dest, std::move(m), std::move(on_sent));
+        return false;
+    }
+    eager_layout const l = layout(m);
+    if (!l.eager_only || wire::record_size(l.eager_size) > batch_bytes / 4) {
         send(dest, std::move(m), std::move(on_sent));
         return false;
     }
@@ -125,7 +129,7 @@ bool mpi_transport::send_coalesced(std::uint32_t dest, serialization::message&& 
         send(dest, std::move(m), std::move(on_sent));
         return false;
     }
-    std::size_t n = eager_size(m);
+    std::size_t const n = l.eager_size;
     // A loop: with MPI_THREAD_MULTIPLE post_batch() lets the lock go while it posts, and
     // another sender may have opened (and filled) a new batch meanwhile.
     while (b.size != 0 && b.size + wire::record_size(n) > batch_bytes) {
@@ -141,9 +145,8 @@ bool mpi_transport::send_coalesced(std::uint32_t dest, serialization::message&& 
         }
     }
     std::byte* rec = b.bytes.get() + b.size;
-    std::uint32_t len[2] = {static_cast<std::uint32_t>(n), 0};
-    std::memcpy(rec, len, sizeof len);
-    write_eager(m, rec + wire::record_prefix, true);
+    write_record_prefix(rec, n);
+    write_header_message(m, l, rec + wire::record_prefix);
     std::memset(rec + wire::record_prefix + n, 0, wire::record_size(n) - wire::record_prefix - n);
     b.size += wire::record_size(n);
     b.handlers.push_back(std::move(on_sent));
@@ -188,43 +191,33 @@ bool mpi_transport::progress() {
     ready.swap(ready_);
     heard.swap(heard_);
     g.unlock();
-    // Handlers run without the lock: they may send.
-    struct flag_scope {
-        bool& f;
-        explicit flag_scope(bool& b) : f(b) { f = true; }
-        ~flag_scope() { f = false; }
-        flag_scope(flag_scope const&) = delete;
-        flag_scope& operator=(flag_scope const&) = delete;
-    };
-    std::optional<flag_scope> handling(std::in_place, in_handlers);
-    for (auto src : heard) {
-        if (on_activity_) {
-            on_activity_(src);
+    { // Handlers run without the lock: they may send.
+        in_handlers = true;
+        struct reentry_guard {
+            bool& flag;
+            ~reentry_guard() { flag = false; }
+        } guard{in_handlers};
+        for (auto src : heard) {
+            if (on_activity_) {
+                on_activity_(src);
+            }
         }
-    }
-    for (auto& out : sent) {
-        std::error_code ec;
-        if (out->error != MPI_SUCCESS) {
-            ec = std::make_error_code(std::errc::connection_reset);
-            static logging::rate_limit limit;
-            logging::error_limited(limit, "MPI: a send to locality {} failed: {}", out->dest,
-                                   mpi_error_string(out->error));
+        for (auto& out : sent) {
+            std::error_code ec;
+            if (out->error != MPI_SUCCESS) {
+                ec = std::make_error_code(std::errc::connection_reset);
+                static logging::rate_limit limit;
+                logging::error_limited(limit, "MPI: a send to locality {} failed: {}", out->dest,
+                                       mpi_error_string(out->error));
+            }
+            out->complete(ec);
         }
-        if (out->on_sent) {
-            out->on_sent(ec);
-        }
-        for (auto& h : out->handlers) {
-            if (h) {
-                h(ec);
+        for (auto& [src, msg] : ready) {
+            if (on_receive_) {
+                on_receive_(src, std::move(msg));
             }
         }
     }
-    for (auto& [src, msg] : ready) {
-        if (on_receive_) {
-            on_receive_(src, std::move(msg));
-        }
-    }
-    handling.reset();
     any = any || !sent.empty() || !ready.empty();
     bool spares = false;
     for (auto& out : sent) {
@@ -275,6 +268,13 @@ bool mpi_transport::can_sleep() {
     return true;
 }
 
+int mpi_transport::send_raw_for_testing(std::uint32_t dest, int tag,
+                                        std::span<std::byte const> bytes) {
+    std::lock_guard g(mutex_);
+    return MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, peers_.at(dest), tag,
+                    comm_);
+}
+
 statistics mpi_transport::stats() const {
     std::lock_guard g(mutex_);
     statistics s = stats_;
@@ -321,15 +321,7 @@ void mpi_transport::close() noexcept {
                        abandoned);
     }
     for (auto& out : sent) {
-        auto ec = std::make_error_code(std::errc::connection_aborted);
-        if (out->on_sent) {
-            out->on_sent(ec);
-        }
-        for (auto& h : out->handlers) {
-            if (h) {
-                h(ec);
-            }
-        }
+        out->complete(std::make_error_code(std::errc::connection_aborted));
     }
     // Completed sends reported above; anything completed but undelivered is dropped.
     ready_.clear();

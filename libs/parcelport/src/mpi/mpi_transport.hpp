@@ -3,17 +3,17 @@
 // point-to-point calls on a duplicate of MPI_COMM_WORLD. Protocol and threading:
 // libs/parcelport/README.md ("The MPI transport").
 //
-//  sender                                             receiver
-//  header message, tag 1: wire::header (send_id =     MPI_Improbe(any source, tag 1), MPI_Imrecv
-//  the data tag), a wire::descriptor per chunk        checks; a buffer per pointer/rma chunk (rma
-//  (address and key 0), the index data if inline      chunks: rma pool memory), MPI_Irecv into
-//  each pointer/rma chunk (and a non-inline index)    each, from the sender, with the data tag
-//  MPI_Isend from the caller's memory, data tag, in   all received: deliver
-//  pieces (64 MiB; MPI counts are int)
-//  on_sent once every MPI_Isend completed
+// Sender: a header message (tag 1) in the eager message format (eager_writer.hpp; send_id = the
+// data tag; addresses and keys 0), the index inline up to the eager threshold; then an MPI_Isend
+// of each pointer/rma chunk, and of a larger index, from the caller's memory with the data tag,
+// in pieces of read_piece (MPI counts are int); on_sent once every MPI_Isend completed.
+// Receiver: MPI_Improbe(any source, tag 1) + MPI_Imrecv, the checks of received_parts.hpp, a
+// landing buffer per pointer/rma chunk (rma chunks: rma pool memory), an MPI_Irecv into each
+// from the sender with the data tag; all received: deliver.
 #pragma once
 #include "../doorbell.hpp"
-#include "../receive_buffer_pool.hpp"
+#include "../eager_writer.hpp"
+#include "../received_parts.hpp"
 #include "../wire.hpp"
 
 #include <courier/common/log.hpp>
@@ -32,8 +32,8 @@
 #include <deque>
 #include <fmt/format.h>
 #include <mutex>
-#include <optional>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -119,6 +119,18 @@ struct outgoing : courier::detail::pooled {
     int error = MPI_SUCCESS;
     /// A coalesced message (kind batch): each of its parcels' on_sent.
     std::vector<transport::sent_handler> handlers;
+
+    /// Runs on_sent, or each batched parcel's.
+    void complete(std::error_code ec) {
+        if (on_sent) {
+            on_sent(ec);
+        }
+        for (auto& h : handlers) {
+            if (h) {
+                h(ec);
+            }
+        }
+    }
 };
 
 /// A batch being filled for one destination (send_coalesced).
@@ -185,16 +197,20 @@ public:
 
     std::string provider_name() const override { return "mpi"; }
 
+    /// Tests: sends `bytes` as they are to locality `dest` with MPI tag `tag` on this
+    /// transport's communicator (a forged header message: tag 1). Returns MPI's status.
+    int send_raw_for_testing(std::uint32_t dest, int tag, std::span<std::byte const> bytes);
+
 private:
-    /// The header message of `m` with its index inline: its size.
-    static std::size_t eager_size(serialization::message const& m) {
-        return sizeof(wire::header) + m.chunks().size() * sizeof(wire::descriptor) +
-               m.data().size();
-    }
-
-    /// Writes `m`'s header message to `to` (the index data only if `index_inline`).
-    void write_eager(serialization::message const& m, std::byte* to, bool index_inline) const;
-
+    /// A header of this locality (magic, version, token, source) of kind `kind`.
+    wire::header header_of(std::uint8_t kind) const noexcept;
+    /// The shape of `m`'s header message (eager_writer.hpp): every descriptor, the index inline
+    /// up to the eager threshold. Throws std::length_error for too many chunks.
+    eager_layout layout(serialization::message const& m) const;
+    /// Writes `m`'s header message, laid out as `l`, to `to` (l.eager_size bytes).
+    void write_header_message(serialization::message const& m, eager_layout const& l,
+                              std::byte* to) const;
+    /// `out`'s header message, in its own buffer.
     void build_eager(outgoing& out);
 
     /// Posts the open batch to `dest` (lock held).

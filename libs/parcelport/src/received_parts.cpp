@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: BSL-1.0
-#include "receive_buffer_pool.hpp"
+#include "received_parts.hpp"
 
 #include <courier/common/log.hpp>
 #include <courier/rma/pool.hpp>
+#include <courier/serialization/error.hpp>
+
+#include <string>
 
 namespace courier::parcelport {
 
@@ -51,6 +54,51 @@ void receive_buffer_pool::put(std::byte* p, unsigned shift) noexcept {
         }
     }
     delete[] p;
+}
+
+std::uint64_t check_descriptors(wire::header const& h, std::span<wire::descriptor const> ds,
+                                bool index_inline) {
+    using serialization::chunk_type;
+    using serialization::serialization_error;
+    if (ds.size() != std::size_t{h.chunk_count} + (index_inline ? 0 : 1) ||
+        (!index_inline &&
+         (ds.back().type != wire::index_buffer_type || ds.back().size != h.index_size))) {
+        throw serialization_error("descriptors do not match the header");
+    }
+    if (h.index_size > wire::max_chunk_bytes) {
+        throw serialization_error("an index of " + std::to_string(h.index_size) +
+                                  " bytes is larger than any address space");
+    }
+    // Each size at most 2^47 (the sums below cannot overflow before they are over the memory).
+    std::uint64_t total = 0, to_receive = index_inline ? 0 : h.index_size, offset = 0;
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+        auto const& d = ds[i];
+        if (d.size > wire::max_chunk_bytes) {
+            throw serialization_error("a chunk of " + std::to_string(d.size) +
+                                      " bytes is larger than any address space");
+        }
+        total += d.size;
+        if (total > wire::machine_memory()) {
+            throw serialization_error("a parcel of more than " + std::to_string(total) +
+                                      " bytes is larger than this machine's memory (" +
+                                      std::to_string(wire::machine_memory()) + " bytes)");
+        }
+        if (i == h.chunk_count) {
+            break; // the index buffer's own descriptor
+        }
+        if (d.type == static_cast<std::uint8_t>(chunk_type::index)) {
+            offset += d.size;
+        } else if (d.type == static_cast<std::uint8_t>(chunk_type::pointer) ||
+                   d.type == static_cast<std::uint8_t>(chunk_type::rma)) {
+            to_receive += d.size;
+        } else {
+            throw serialization_error("unknown chunk type " + std::to_string(d.type));
+        }
+    }
+    if (offset != h.index_size) {
+        throw serialization_error("index chunks do not add up to the index size");
+    }
+    return to_receive;
 }
 
 std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::size_t n,

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: BSL-1.0
-// receive_buffer_pool: where received pointer chunks land (the libfabric transport's RMA reads,
-// the MPI transport's receives), reused by power-of-two size class.
+// A received parcel's parts, as both transports (libfabric's RMA reads, MPI's receives) take
+// them: its descriptors checked against its header, the chunk list they describe, where each
+// pointer or rma chunk lands (receive_buffer_pool, or the rma pool), and the message assembled
+// once every chunk has landed.
 #pragma once
+
+#include "wire.hpp"
 
 #include <courier/serialization/message.hpp>
 
@@ -11,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace courier::parcelport {
@@ -47,6 +52,46 @@ private:
 /// rma pool's limit the bytes still arrive; a loader that needs pool memory reports the limit.
 std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::size_t n,
                                                bool rma_chunk, bool& in_rma_pool, bool& reused);
+
+/// Checks a parcel's descriptors against its header before anything is allocated for it: `ds`
+/// holds h.chunk_count descriptors in stream order, then the index buffer's when the index is
+/// not inline; sizes of at most wire::max_chunk_bytes, together within this machine's memory;
+/// known chunk types; index chunks that add up to the index. Returns the bytes to receive apart
+/// from the inline index (every pointer and rma chunk, and a non-inline index); 0: the inline
+/// index is the whole parcel. Throws serialization_error naming the problem.
+std::uint64_t check_descriptors(wire::header const& h, std::span<wire::descriptor const> ds,
+                                bool index_inline);
+
+/// The chunk list of a parcel whose descriptors passed check_descriptors: index chunks at their
+/// offsets, every non-empty pointer and rma chunk at a buffer from `land(size, rma_chunk)`
+/// (returning std::shared_ptr<std::byte[]>), kept in `owners` (parallel to `chunks`, null for
+/// the rest; left empty when nothing lands, so that a parcel whose inline index is all of it
+/// allocates no owner list).
+template <class Land>
+void received_chunks(wire::header const& h, std::span<wire::descriptor const> ds, Land&& land,
+                     std::vector<serialization::serialization_chunk>& chunks,
+                     std::vector<std::shared_ptr<std::byte[]>>& owners) {
+    using serialization::chunk_type;
+    chunks.reserve(h.chunk_count);
+    owners.clear();
+    std::size_t offset = 0;
+    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+        auto const& d = ds[i];
+        auto type = static_cast<chunk_type>(d.type);
+        if (type == chunk_type::index) {
+            chunks.push_back({type, d.size, offset, nullptr, 0});
+            offset += d.size;
+            continue;
+        }
+        std::byte const* at = nullptr;
+        if (d.size != 0) {
+            owners.resize(h.chunk_count);
+            owners[i] = land(static_cast<std::size_t>(d.size), type == chunk_type::rma);
+            at = owners[i].get();
+        }
+        chunks.push_back({type, d.size, 0, at, 0});
+    }
+}
 
 /// A received message whose chunks have landed: the chunk list validated and each landing
 /// buffer made the owner of its chunk. nullopt (with one rate-limited log line naming

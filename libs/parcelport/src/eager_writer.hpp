@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSL-1.0
 // Writing eager messages (wire.hpp): a parcel's header, chunk descriptors and inline index
-// data, a coalesced message's records, a split message's part headers. The sender and the
-// coalescer write with these; the wire fuzzer's corpus generator writes its seeds with them.
+// data, a coalesced message's records, a split message's part headers. The libfabric sender and
+// coalescer and the MPI transport's header messages and batches write with these; the wire
+// fuzzer's corpus generator writes its seeds with them.
 #pragma once
 
-#include "../wire.hpp"
+#include "wire.hpp"
 
 #include <courier/serialization/message.hpp>
 
@@ -15,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-namespace courier::parcelport::fabric {
+namespace courier::parcelport {
 
 /// The shape of message `m`'s eager message for receive buffers of `recv_size` bytes: the
 /// header and descriptors (`fixed` bytes), then the index data when it fits (`inline_index`);
@@ -157,4 +158,4 @@ inline wire::header split_header(wire::header h, std::uint64_t id, std::uint32_t
     return h;
 }
 
-} // namespace courier::parcelport::fabric
+} // namespace courier::parcelport
