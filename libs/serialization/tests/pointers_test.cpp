@@ -261,3 +261,68 @@ TEST(shared_ptr, back_reference_beyond_known_objects_is_rejected) {
     std::shared_ptr<int> out;
     EXPECT_THROW(cs::load(cs::message::from_bytes(bytes), out), cs::serialization_error);
 }
+
+namespace tree {
+// A tree whose children own and whose parents are weak: the usual way to build a cycle of
+// shared pointers that still frees itself. An aggregate: no serialization code at all.
+struct node {
+    int value = 0;
+    std::vector<std::shared_ptr<node>> children;
+    std::weak_ptr<node> parent;
+    std::weak_ptr<node> sibling; // a weak edge across the tree
+};
+} // namespace tree
+
+TEST(weak_ptr, parent_pointers_and_cycles_load_as_weak_pointers_to_the_same_objects) {
+    auto root = std::make_shared<tree::node>();
+    root->value = 1;
+    for (int i = 0; i < 3; ++i) {
+        auto c = std::make_shared<tree::node>();
+        c->value = 10 + i;
+        c->parent = root;
+        root->children.push_back(c);
+    }
+    root->children[0]->sibling = root->children[2];
+    root->children[2]->sibling = root->children[0];
+    root->parent = root; // a weak self loop
+
+    std::shared_ptr<tree::node> out;
+    cs::load(cs::save(root), out);
+    ASSERT_EQ(out->children.size(), 3U);
+    EXPECT_EQ(out->parent.lock(), out);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(out->children[i]->value, 10 + i);
+        EXPECT_EQ(out->children[i]->parent.lock(), out);
+    }
+    EXPECT_EQ(out->children[0]->sibling.lock(), out->children[2]);
+    EXPECT_EQ(out->children[2]->sibling.lock(), out->children[0]);
+    // Weak edges own nothing: the loaded tree is freed when its root goes.
+    std::weak_ptr<tree::node> watch = out->children[1];
+    out.reset();
+    EXPECT_TRUE(watch.expired());
+}
+
+TEST(weak_ptr, a_weak_pointer_seen_before_its_owner_loads_and_keeps_identity) {
+    auto shared = std::make_shared<int>(42);
+    std::weak_ptr<int> w = shared;
+    std::weak_ptr<int> w2;
+    std::shared_ptr<int> s2;
+    cs::load(cs::save(w, shared), w2, s2);
+    EXPECT_EQ(*s2, 42);
+    EXPECT_EQ(w2.lock(), s2);
+}
+
+TEST(weak_ptr, expired_or_unowned_in_the_message_loads_expired) {
+    std::weak_ptr<int> expired;
+    {
+        auto gone = std::make_shared<int>(1);
+        expired = gone;
+    }
+    auto outside = std::make_shared<int>(7); // owned outside the message only
+    std::weak_ptr<int> only_weak = outside;
+    std::weak_ptr<int> a, b;
+    auto m = cs::save(expired, only_weak);
+    cs::load(m, a, b);
+    EXPECT_TRUE(a.expired());
+    EXPECT_TRUE(b.expired()); // nothing in the message owns it
+}

@@ -83,3 +83,47 @@ TEST(profile, absurd_count_is_rejected_before_resizing) {
                  cs::serialization_error);
     EXPECT_LE(out.capacity(), 2u);
 }
+
+TEST(profiled, owning_form_round_trips_and_assigns_into_existing_objects) {
+    std::vector<sim::particle> mine(4);
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+        mine[i].pos = {double(i), 0, 0};
+        mine[i].vel = {7, 7, 7};
+        mine[i].mass = 2;
+        mine[i].name = "kept";
+    }
+    cs::profiled<sim::to_worker, std::vector<sim::particle>> out(mine);
+    auto m = cs::save(out);
+    EXPECT_EQ(m.total_size(), 8u + 1 + 4 * 32); // only positions and masses
+    cs::profiled<sim::to_worker, std::vector<sim::particle>> in;
+    cs::load(m, in);
+    ASSERT_EQ(in.value().size(), 4u);
+    EXPECT_EQ(in.value()[3].pos[0], 3.0);
+    EXPECT_EQ(in.value()[3].vel[0], 0.0);
+
+    cs::profiled<sim::to_master, std::vector<sim::particle>> forces(in.value());
+    for (auto& p : forces.value()) {
+        p.force = {-p.pos[0], 1, 2};
+    }
+    cs::profiled<sim::to_master, std::vector<sim::particle>> back;
+    cs::load(cs::save(forces), back);
+    back.assign_to(mine);
+    EXPECT_EQ(mine[3].force[0], -3.0);
+    EXPECT_EQ(mine[3].vel[1], 7.0);
+    EXPECT_EQ(mine[3].name, "kept");
+    std::vector<sim::particle> wrong(3);
+    EXPECT_THROW(back.assign_to(wrong), std::length_error);
+}
+
+TEST(profiled, single_object) {
+    sim::particle p;
+    p.force = {4, 5, 6};
+    p.mass = 9;
+    cs::profiled<sim::to_master, sim::particle> in;
+    cs::load(cs::save(cs::profiled<sim::to_master, sim::particle>(p)), in);
+    sim::particle dest;
+    dest.mass = 1;
+    in.assign_to(dest);
+    EXPECT_EQ(dest.force[1], 5.0);
+    EXPECT_EQ(dest.mass, 1.0);
+}

@@ -9,7 +9,8 @@
 //   auto m = save(with_profile<to_worker>(particles));      // master -> worker
 //   load(m, with_profile<to_worker>(worker_copy));
 //
-// with_profile works on one object, a std::vector, a std::array or a C array of them. Loading
+// with_profile works on one object, a std::vector, a std::array or a C array of them.
+// profiled<Tag, T> (below) is the owning form, for actions' arguments and results. Loading
 // writes only the profile's fields and leaves the others untouched; a vector is resized to the
 // sent count (new elements are default-constructed) so results land in existing objects.
 #pragma once
@@ -18,7 +19,10 @@
 
 #include <array>
 #include <iterator>
+#include <stdexcept>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace courier::serialization {
@@ -107,6 +111,62 @@ struct serializer<profile_ref<Tag, T>> {
                 detail::load_profiled<Tag>(ar, e);
             }
         }
+    }
+};
+
+/// The owning form of with_profile: a T that travels under profile Tag, so that it can be an
+/// action's argument or result (a profile_ref holds a reference and cannot). Sending writes only
+/// the profile's fields of value(); receiving fills them into a default-constructed T (the
+/// others keep their defaults). assign_to() then copies the profile's fields into the caller's
+/// existing objects:
+///   profiled<to_master, std::vector<particle>> compute(profiled<to_worker, ...> in);
+///   auto forces = courier::async<compute_action>(worker, profiled<to_worker, ...>(mine)).get();
+///   forces.assign_to(mine);   // mine[i].force set; pos, vel, mass untouched
+template <class Tag, class T>
+class profiled {
+public:
+    profiled() = default;
+    explicit profiled(T value) : value_(std::move(value)) {}
+
+    T& value() noexcept { return value_; }
+    T const& value() const noexcept { return value_; }
+
+    /// Copies the profile's fields of value() into `dest` (element by element for a container
+    /// or array, which must then have as many elements; throws std::length_error otherwise).
+    void assign_to(T& dest) const {
+        if constexpr (detail::has_profile<Tag, T>) {
+            copy_fields(value_, dest);
+        } else {
+            if (std::size(dest) != std::size(value_)) {
+                throw std::length_error(
+                    "profiled::assign_to: " + std::to_string(std::size(value_)) +
+                    " elements into " + std::to_string(std::size(dest)));
+            }
+            auto out = std::begin(dest);
+            for (auto const& e : value_) {
+                copy_fields(e, *out);
+                ++out;
+            }
+        }
+    }
+
+private:
+    T value_{};
+
+    template <class E>
+    static void copy_fields(E const& from, E& to) {
+        std::apply([&](auto... member) { ((to.*member = from.*member), ...); },
+                   profile_fields<Tag, E>::fields);
+    }
+};
+
+template <class Tag, class T>
+struct serializer<profiled<Tag, T>> {
+    static void save(output_archive& ar, profiled<Tag, T> const& p) {
+        serializer<profile_ref<Tag, T const>>::save(ar, {p.value()});
+    }
+    static void load(input_archive& ar, profiled<Tag, T>& p) {
+        serializer<profile_ref<Tag, T>>::load(ar, {p.value()});
     }
 };
 

@@ -3,11 +3,13 @@
 // base_object<Base> for inheritance.
 //
 // A user type T is handled, in this order, by:
-//   1. COURIER_IS_BITWISE_SERIALIZABLE / member alias: memcpy of the object;
+//   1. COURIER_IS_BITWISE_SERIALIZABLE / member alias, or an aggregate of bitwise members
+//      without padding: memcpy of the object;
 //   2. split members  template <class A> void save(A&, unsigned) const; void load(A&, unsigned);
 //   3. a member       template <class A> void serialize(A&, unsigned version)  (or (A&));
 //   4. a free         template <class A> void serialize(A&, T&, unsigned version) (or (A&, T&))
-//      found by argument-dependent lookup.
+//      found by argument-dependent lookup;
+//   5. an aggregate (traits.hpp): member by member, in declaration order.
 // Types whose class_version is not 0 write it before their fields and receive the written
 // version on load (loading data newer than the code is an error).
 #pragma once
@@ -17,28 +19,13 @@
 #include <courier/serialization/traits.hpp>
 
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <typeinfo>
 
 namespace courier::serialization {
 
 namespace detail {
-
-template <class Ar, class T>
-concept has_free_versioned_serialize = requires(Ar& ar, T& t) {
-    serialize(ar, t, 0u);
-};
-template <class Ar, class T>
-concept has_free_plain_serialize = requires(Ar& ar, T& t) {
-    serialize(ar, t);
-};
-
-template <class T>
-inline constexpr bool is_user_serializable =
-    access::has_versioned_serialize<output_archive, T> ||
-    access::has_plain_serialize<output_archive, T> ||
-    access::has_split<output_archive, input_archive, T> ||
-    has_free_versioned_serialize<output_archive, T> || has_free_plain_serialize<output_archive, T>;
 
 std::string version_error(unsigned found, unsigned known, char const* type);
 
@@ -77,24 +64,35 @@ requires(std::is_arithmetic_v<T> || std::is_enum_v<T> ||
 /// User types.
 template <class T>
 struct serializer {
-    static_assert(!std::is_pointer_v<T>,
-                  "raw pointers are not serialized implicitly: use std::unique_ptr, "
-                  "std::shared_ptr, or the deep-copy wrappers array(p, n) / shared(p)");
-    static_assert(is_bitwise_serializable_v<T> || detail::is_user_serializable<T>,
-                  "type is not serializable: give it a serialize(Archive&, unsigned) member, a "
-                  "free serialize(Archive&, T&, unsigned), split save/load members, or declare "
-                  "it COURIER_IS_BITWISE_SERIALIZABLE");
-
+    static constexpr bool courier_user_type = true; // detail::uses_primary_serializer
     static constexpr unsigned version = class_version_v<T>;
 
+    static constexpr bool check() {
+        static_assert(!std::is_pointer_v<T>,
+                      "raw pointers are not serialized implicitly: use std::unique_ptr, "
+                      "std::shared_ptr, or the deep-copy wrappers array(p, n) / shared(p)");
+        static_assert(is_bitwise_serializable_v<T> || detail::is_user_serializable<T> ||
+                          detail::is_plain_aggregate<T>,
+                      "type is not serializable: give it a serialize(Archive&, unsigned) member, "
+                      "a free serialize(Archive&, T&, unsigned), split save/load members, declare "
+                      "it COURIER_IS_BITWISE_SERIALIZABLE, or make it an aggregate");
+        if constexpr (detail::is_plain_aggregate<T> && !is_bitwise_serializable_v<T>) {
+            return detail::aggregate_members_serializable<T>();
+        }
+        return true;
+    }
+
     static void save(output_archive& ar, T const& v) {
+        static_assert(check());
         if constexpr (is_bitwise_serializable_v<T>) {
             ar.save_value(v);
         } else {
             if constexpr (version != 0) {
                 ar.save_size(version);
             }
-            if constexpr (access::has_split<output_archive, input_archive, T>) {
+            if constexpr (detail::is_plain_aggregate<T>) {
+                std::apply([&](auto const&... m) { (ar.save(m), ...); }, detail::tie_fields(v));
+            } else if constexpr (access::has_split<output_archive, input_archive, T>) {
                 access::save(ar, v, version);
             } else {
                 detail::call_serialize(ar, const_cast<T&>(v), version);
@@ -102,6 +100,7 @@ struct serializer {
         }
     }
     static void load(input_archive& ar, T& v) {
+        static_assert(check());
         if constexpr (is_bitwise_serializable_v<T>) {
             ar.load_bytes(&v, sizeof(T));
         } else {
@@ -114,7 +113,10 @@ struct serializer {
                 }
                 written = static_cast<unsigned>(w);
             }
-            if constexpr (access::has_split<output_archive, input_archive, T>) {
+            if constexpr (detail::is_plain_aggregate<T>) {
+                (void)written;
+                std::apply([&](auto&... m) { (ar.load(m), ...); }, detail::tie_fields(v));
+            } else if constexpr (access::has_split<output_archive, input_archive, T>) {
                 access::load(ar, v, written);
             } else {
                 detail::call_serialize(ar, v, written);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
-// std::unique_ptr (owning, one tag byte) and std::shared_ptr (tracked: every distinct object
-// travels once per message; aliasing and cycles among shared_ptrs survive the round trip).
+// std::unique_ptr (owning, one tag byte), std::shared_ptr (tracked: every distinct object
+// travels once per message; aliasing and cycles among shared_ptrs survive the round trip) and
+// std::weak_ptr (tracked with them).
 // Polymorphic pointees go through the class registry (polymorphic.hpp).
 //
 // shared_ptr wire format: varint tag 0 = null, 1 = new object (then, if polymorphic, its u64 id,
@@ -120,9 +121,28 @@ struct serializer<std::shared_ptr<T>> {
     }
 };
 
+/// weak_ptr: written as the shared_ptr it locks to (null once expired), tracked with the
+/// shared_ptrs of the message, so a weak back edge (a parent pointer, a cycle) loads as a weak
+/// pointer to the same object. An object that only weak_ptrs in the message reach is kept alive
+/// until the load ends and then expires, as it would have on the writer's side without the
+/// owners outside the message.
+template <class T>
+struct serializer<std::weak_ptr<T>> {
+    static void save(output_archive& ar, std::weak_ptr<T> const& w) {
+        serializer<std::shared_ptr<T>>::save(ar, w.lock());
+    }
+    static void load(input_archive& ar, std::weak_ptr<T>& w) {
+        std::shared_ptr<T> p;
+        serializer<std::shared_ptr<T>>::load(ar, p);
+        w = p;
+    }
+};
+
 template <class T, class D>
 struct min_wire_size<std::unique_ptr<T, D>> : std::integral_constant<std::size_t, 1> {};
 template <class T>
 struct min_wire_size<std::shared_ptr<T>> : std::integral_constant<std::size_t, 1> {};
+template <class T>
+struct min_wire_size<std::weak_ptr<T>> : std::integral_constant<std::size_t, 1> {};
 
 } // namespace courier::serialization
