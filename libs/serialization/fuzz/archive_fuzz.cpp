@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: BSL-1.0
-// libFuzzer target: arbitrary bytes as (a) an archive's index buffer loaded as several types,
-// (b) a checkpoint file image. Anything but serialization_error (a crash, a sanitizer report,
-// an out-of-memory, a timeout) is a bug.
+// libFuzzer target: arbitrary bytes as (a) an archive's index buffer loaded as several types
+// (standard containers, polymorphic pointers, aggregates, weak_ptr graphs, deep-copy graphs of
+// raw pointers), (b) a checkpoint file image (segments, type table) loaded the same ways.
+// Anything but serialization_error (a crash, a sanitizer report, a leak, an out-of-memory, a
+// timeout) is a bug.
 #include <courier/serialization.hpp>
 
 #include <cstring>
+#include <set>
 
 namespace cs = courier::serialization;
 
@@ -49,12 +52,101 @@ struct everything {
     }
 };
 
+// Aggregates (no code) holding weak and shared pointers: a forest whose nodes own their
+// children (unique_ptr) and point weakly at shared roots. Ownership cycles of shared_ptrs
+// reachable only through weak pointers would leak by construction (serializer<weak_ptr> in
+// pointers.hpp), so the roots own nothing shared.
+struct tree {
+    int value = 0;
+    std::vector<std::unique_ptr<tree>> children;
+    std::weak_ptr<tree> root;
+};
+struct forest {
+    std::vector<std::shared_ptr<tree>> roots;
+    std::array<std::uint16_t, 3> dims;
+    std::optional<std::string> label;
+};
+
+// Deep copy: a graph of raw pointers (cycles allowed) with owned arrays.
+struct gnode {
+    int id = 0;
+    gnode* next = nullptr;
+    gnode* other = nullptr;
+    double* data = nullptr;
+    std::uint32_t n = 0;
+    ~gnode() { delete[] data; } // owns its array, not its neighbours
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        ar& id& cs::shared(next) & cs::shared(other) & cs::array(data, n);
+    }
+};
+
+void free_graph(gnode* root) {
+    std::set<gnode*> seen;
+    std::vector<gnode*> todo{root};
+    while (!todo.empty()) {
+        gnode* g = todo.back();
+        todo.pop_back();
+        if (g == nullptr || !seen.insert(g).second) {
+            continue;
+        }
+        todo.push_back(g->next);
+        todo.push_back(g->other);
+    }
+    for (gnode* g : seen) {
+        delete g;
+    }
+}
+
 template <class T>
 void try_load(cs::message const& m) {
     try {
         T v{};
         cs::load(m, v);
     } catch (cs::serialization_error const&) {
+    }
+}
+
+void try_load_graph(cs::message const& m) {
+    gnode* root = nullptr;
+    try {
+        cs::load(m, cs::shared(root)); // on failure the load frees what it built
+    } catch (cs::serialization_error const&) {
+    }
+    free_graph(root);
+}
+
+void try_load_forest(cs::message const& m) {
+    try {
+        forest f;
+        cs::load(m, f);
+    } catch (cs::serialization_error const&) {
+    }
+}
+
+void load_each_way(cs::message const& m, unsigned way) {
+    switch (way % 7) {
+    case 0:
+        try_load<everything>(m);
+        break;
+    case 1:
+        try_load<std::vector<std::shared_ptr<shape>>>(m);
+        break;
+    case 2:
+        try_load<std::map<std::string, std::vector<std::optional<std::int64_t>>>>(m);
+        break;
+    case 3:
+        try_load<std::vector<std::unique_ptr<std::forward_list<std::multiset<int>>>>>(m);
+        break;
+    case 4:
+        try_load_graph(m);
+        break;
+    case 5:
+        try_load_forest(m);
+        break;
+    default:
+        try_load<std::vector<std::weak_ptr<std::string>>>(m);
+        break;
     }
 }
 
@@ -72,7 +164,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
         }
         try {
             auto m = cs::checkpoint_from_bytes(copy, bytes.size());
-            try_load<everything>(m);
+            load_each_way(m, data[0] >> 1);
         } catch (cs::serialization_error const&) {
         }
         return 0;
@@ -83,19 +175,6 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     } catch (cs::serialization_error const&) {
         return 0;
     }
-    switch ((data[0] >> 1) % 4) {
-    case 0:
-        try_load<everything>(m);
-        break;
-    case 1:
-        try_load<std::vector<std::shared_ptr<shape>>>(m);
-        break;
-    case 2:
-        try_load<std::map<std::string, std::vector<std::optional<std::int64_t>>>>(m);
-        break;
-    default:
-        try_load<std::vector<std::unique_ptr<std::forward_list<std::multiset<int>>>>>(m);
-        break;
-    }
+    load_each_way(m, data[0] >> 1);
     return 0;
 }

@@ -2,6 +2,7 @@
 // Checkpoint files: see file.hpp for the layout.
 #include "crc32c.hpp"
 
+#include <courier/serialization/detail/type_table.hpp>
 #include <courier/serialization/error.hpp>
 #include <courier/serialization/file.hpp>
 
@@ -26,6 +27,7 @@ namespace {
 constexpr char file_magic[8] = {'C', 'O', 'U', 'R', 'C', 'K', 'P', 'T'};
 constexpr std::size_t segment_header_size = 16;
 constexpr std::size_t segment_alignment = 16; // payloads start 16-byte aligned in the body
+constexpr std::uint8_t type_table_segment = 3;
 
 constexpr std::size_t padding(std::uint64_t n) {
     return static_cast<std::size_t>((segment_alignment - n % segment_alignment) %
@@ -68,9 +70,9 @@ public:
 
     segment_writer(int fd, std::filesystem::path const& path)
         : fd_(fd), path_(path), staging_(new std::byte[staging_size]) {}
-    void segment(chunk_type t, void const* data, std::size_t n) {
+    void segment(std::uint8_t type, void const* data, std::size_t n) {
         std::byte h[segment_header_size] = {};
-        h[0] = static_cast<std::byte>(t);
+        h[0] = static_cast<std::byte>(type);
         put_le(h + 8, n, 8);
         static constexpr std::byte zeros[segment_alignment] = {};
         put(h, sizeof h);
@@ -194,11 +196,15 @@ checkpoint_writer::~checkpoint_writer() {
 }
 
 void checkpoint_writer::index_segment(std::byte const* p, std::size_t n) {
-    impl_->w->segment(chunk_type::index, p, n);
+    impl_->w->segment(static_cast<std::uint8_t>(chunk_type::index), p, n);
 }
 
 void checkpoint_writer::external_segment(chunk_type t, void const* p, std::size_t n) {
-    impl_->w->segment(t, p, n);
+    impl_->w->segment(static_cast<std::uint8_t>(t), p, n);
+}
+
+void checkpoint_writer::type_table(std::span<std::byte const> encoded) {
+    impl_->w->segment(type_table_segment, encoded.data(), encoded.size());
 }
 
 std::uint64_t checkpoint_writer::bytes_written() const noexcept {
@@ -323,8 +329,8 @@ message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t fi
         fail("not a Courier checkpoint (bad magic)");
     }
     auto version = get_le(header + 8, 4);
-    if (version != file_format_version) {
-        fail("unsupported format version " + std::to_string(version) + " (this build reads " +
+    if (version != 1 && version != file_format_version) {
+        fail("unsupported format version " + std::to_string(version) + " (this build reads 1 to " +
              std::to_string(file_format_version) + ")");
     }
     auto order = static_cast<std::uint8_t>(header[12]);
@@ -363,6 +369,7 @@ message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t fi
     std::vector<serialization_chunk> chunks;
     std::vector<std::uint64_t> index_at; // body offset of each index chunk's bytes
     std::size_t index_size = 0;
+    std::shared_ptr<detail::type_table const> types;
     std::uint64_t at = 0;
     for (std::uint64_t i = 0; i < segments; ++i) {
         if (body_size - at < segment_header_size) {
@@ -393,6 +400,15 @@ message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t fi
                    type == static_cast<std::uint8_t>(chunk_type::rma)) {
             // An rma key means nothing in a file: the bytes come back as a pointer chunk.
             chunks.push_back({chunk_type::pointer, n, 0, body + at, 0});
+        } else if (type == type_table_segment && version >= 2 && !types) {
+            try {
+                types = std::make_shared<detail::type_table const>(
+                    detail::type_table::decode({body + at, static_cast<std::size_t>(n)}));
+            } catch (serialization_error const& e) {
+                fail("segment " + std::to_string(i) + ": " + e.what());
+            }
+        } else if (type == type_table_segment && version >= 2) {
+            fail("segment " + std::to_string(i) + ": a second type table");
         } else {
             fail("segment " + std::to_string(i) + ": unknown type " + std::to_string(type));
         }
@@ -409,6 +425,7 @@ message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t fi
         }
     }
     m.complete_parts(std::move(chunks));
+    m.set_type_table(std::move(types));
     std::shared_ptr<void const> owner(std::move(bytes), body);
     for (std::size_t i = 0; i < m.chunks().size(); ++i) {
         if (m.chunks()[i].type != chunk_type::index) {

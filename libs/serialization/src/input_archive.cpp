@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 #include <courier/serialization/detail/tracking.hpp>
 #include <courier/serialization/input_archive.hpp>
+#include <courier/serialization/polymorphic.hpp>
 
 #include <algorithm>
 #include <exception>
@@ -98,6 +99,9 @@ void input_archive::defer_node(void* node, std::size_t bytes, node_loader loader
 }
 
 void input_archive::rollback() noexcept {
+    if (tracking_) {
+        tracking_->clear_owned();
+    }
     if (!deep_) {
         return;
     }
@@ -123,10 +127,18 @@ input_archive::input_archive(message const& m, load_limits const& limits)
     begin_ = m.data().data();
     cur_ = begin_ + message_header_size;
     end_ = begin_ + m.index_size();
+    if (m.type_table()) {
+        types_ = std::make_unique<detail::type_resolver>(*m.type_table());
+    }
+}
+
+void input_archive::fail_not_in_table(char const* name) const {
+    fail("the checkpoint's type table does not list " + detail::demangle(name) +
+         " (was the type renamed or moved to another namespace?)");
 }
 
 input_archive::~input_archive() {
-    if (deep_ && std::uncaught_exceptions() > uncaught_) {
+    if ((deep_ || tracking_) && std::uncaught_exceptions() > uncaught_) {
         rollback();
     }
 }

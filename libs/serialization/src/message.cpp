@@ -204,7 +204,7 @@ message::message(message&& o) noexcept
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
       small_buffer_(std::exchange(o.small_buffer_, false)), chunks_(std::move(o.chunks_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
-      keep_alive_(std::move(o.keep_alive_)) {}
+      keep_alive_(std::move(o.keep_alive_)), types_(std::move(o.types_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -219,6 +219,7 @@ message& message::operator=(message&& o) noexcept {
         owners_ = std::move(o.owners_);
         keep_first_ = std::move(o.keep_first_);
         keep_alive_ = std::move(o.keep_alive_);
+        types_ = std::move(o.types_);
     }
     return *this;
 }
@@ -253,6 +254,7 @@ void message::clear() noexcept {
     owners_.clear();
     keep_first_.reset();
     keep_alive_.clear();
+    types_.reset();
 }
 
 void message::reserve(std::size_t bytes) {

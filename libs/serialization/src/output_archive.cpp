@@ -25,6 +25,9 @@ output_archive::output_archive(message& m, options const& o, chunk_sink* sink)
     if (sink_ != nullptr && msg_.capacity_ < streaming_buffer_size) {
         msg_.grow_to(streaming_buffer_size);
     }
+    if (sink_ != nullptr && sink_->records_types()) {
+        types_ = std::make_unique<detail::type_recorder>();
+    }
     start(o);
 }
 
@@ -122,6 +125,10 @@ void output_archive::finish() {
     if (sink_ != nullptr) {
         if (!finished_) {
             flush_to_sink();
+            if (types_) {
+                auto table = types_->table().encode();
+                sink_->type_table(table);
+            }
         }
         msg_.size_ = 0;
         finished_ = true;

@@ -87,7 +87,7 @@ TEST_F(checkpoint, header_fields) {
     auto b = read_all();
     ASSERT_GE(b.size(), cs::file_header_size);
     EXPECT_EQ(std::string(b.data(), 8), "COURCKPT");
-    EXPECT_EQ(b[8], 1);  // format version
+    EXPECT_EQ(b[8], 2);  // format version
     EXPECT_EQ(b[12], 1); // little-endian writer
     std::uint64_t body = 0;
     std::memcpy(&body, b.data() + 16, 8);

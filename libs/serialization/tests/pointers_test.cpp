@@ -326,3 +326,40 @@ TEST(weak_ptr, expired_or_unowned_in_the_message_loads_expired) {
     EXPECT_TRUE(a.expired());
     EXPECT_TRUE(b.expired()); // nothing in the message owns it
 }
+
+namespace ring {
+struct cnode {
+    static inline int live = 0;
+    std::shared_ptr<cnode> next;
+    int value = 0;
+    cnode() { ++live; }
+    cnode(cnode const&) = delete;
+    cnode& operator=(cnode&& o) noexcept { // what a failed load uses to empty the node
+        next = std::move(o.next);
+        value = o.value;
+        return *this;
+    }
+    ~cnode() { --live; }
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        ar& next& value;
+    }
+};
+} // namespace ring
+
+TEST(shared_ptr, a_load_that_fails_after_forming_an_ownership_cycle_frees_it) {
+    // A ring of two: a.next = b, b.next = a. On the wire: a's tag, b's tag, the back reference
+    // to a, b.value, a.value. Cut a.value off: the cycle exists when the load fails.
+    std::shared_ptr<ring::cnode> a = std::make_shared<ring::cnode>();
+    a->next = std::make_shared<ring::cnode>();
+    a->next->next = a;
+    auto m = cs::save(a);
+    a->next->next.reset();
+    a.reset();
+    ASSERT_EQ(ring::cnode::live, 0);
+    auto bytes = m.data();
+    auto cut = cs::message::from_bytes(bytes.first(bytes.size() - sizeof(int)));
+    std::shared_ptr<ring::cnode> out;
+    EXPECT_THROW(cs::load(cut, out), cs::serialization_error);
+    EXPECT_EQ(ring::cnode::live, 0); // 2 before the fix: the ring owned itself
+}

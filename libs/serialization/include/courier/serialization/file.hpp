@@ -3,16 +3,19 @@
 //
 // File layout (all header fields little-endian):
 //   0   8  magic "COURCKPT"
-//   8   4  format version (1)
+//   8   4  format version (2; version 1 files, which have no type table, are read too)
 //   12  1  byte order of the writer: 1 little, 2 big
 //   13  3  zero
 //   16  8  body size: bytes after this 48-byte header
 //   24  8  segment count
 //   32  8  CRC-32C of the body (upper 32 bits zero)
 //   40  8  zero
-//   body: segments in stream order, each {u8 type (0 index, 1 pointer, 2 rma), 7 zero bytes,
-//         u64 size} followed by its bytes and zero padding to a multiple of 16, so that every
-//         payload starts 16-byte aligned (loaders can then adopt it in place).
+//   body: segments in stream order, each {u8 type (0 index, 1 pointer, 2 rma, 3 type table),
+//         7 zero bytes, u64 size} followed by its bytes and zero padding to a multiple of 16, so
+//         that every payload starts 16-byte aligned (loaders can then adopt it in place).
+//         save_to_file() ends the body with one type table segment (detail/type_table.hpp): the
+//         class version of every user type in the file, written once per file instead of before
+//         every object. A file without one (write_message_file) has versions inline.
 // The layout streams: save_to_file() emits segments as the archive produces them (index data
 // every streaming_buffer_size bytes, large blocks straight from where they lie) and patches the
 // header at the end, so a checkpoint never needs the whole archive in memory (MEL's point: a
@@ -28,11 +31,12 @@
 #include <cstddef>
 #include <filesystem>
 #include <memory>
+#include <span>
 
 namespace courier::serialization {
 
 inline constexpr std::size_t file_header_size = 48;
-inline constexpr std::uint32_t file_format_version = 1;
+inline constexpr std::uint32_t file_format_version = 2;
 
 /// Writes `m` to `path` (replacing it). Throws serialization_error on I/O failure.
 void write_message_file(std::filesystem::path const& path, message const& m);
@@ -72,6 +76,8 @@ public:
     checkpoint_writer& operator=(checkpoint_writer const&) = delete;
     void index_segment(std::byte const* p, std::size_t n) override;
     void external_segment(chunk_type t, void const* p, std::size_t n) override;
+    bool records_types() const override { return true; }
+    void type_table(std::span<std::byte const> encoded) override;
     /// Writes the header and puts PATH.tmp in PATH's place. Throws serialization_error.
     void commit();
     /// Bytes written so far (header included).

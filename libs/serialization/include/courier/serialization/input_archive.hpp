@@ -10,6 +10,7 @@
 
 #include <courier/serialization/chunk.hpp>
 #include <courier/serialization/detail/node_queue.hpp>
+#include <courier/serialization/detail/type_table.hpp>
 #include <courier/serialization/error.hpp>
 #include <courier/serialization/message.hpp>
 #include <courier/serialization/traits.hpp>
@@ -122,6 +123,18 @@ public:
     /// Throws unless every index byte and every chunk was consumed (trailing garbage).
     void finish() const;
 
+    /// Class information (detail/type_table.hpp): whether the stream came with a type table
+    /// (a checkpoint file), and the version type `name` was written at. Throws
+    /// serialization_error if the table does not hold the type.
+    bool has_type_table() const noexcept { return types_ != nullptr; }
+    unsigned written_version(std::size_t slot, char const* name) {
+        long long v = types_->version(slot, name);
+        if (v < 0) [[unlikely]] {
+            fail_not_in_table(name);
+        }
+        return static_cast<unsigned>(v);
+    }
+
     [[noreturn]] void fail(std::string const& what) const;
 
     detail::load_tracking& tracking();
@@ -146,7 +159,8 @@ public:
     /// recorded: `reset(slot)` runs on failure before anything is freed. Returns whether it
     /// was recorded.
     bool record_slot(void* slot, bool top_level, void (*reset)(void*));
-    /// Undoes the load so far (resets recorded pointers, then frees the allocations). Runs by
+    /// Undoes the load so far (empties the shared_ptr-owned objects it built, resets recorded
+    /// pointers, then frees the allocations). Runs by
     /// itself if the archive is destroyed by an exception; idempotent.
     void rollback() noexcept;
     /// Deep copy: the reader's side of output_archive::defer_node (same order, same rule).
@@ -185,8 +199,10 @@ private:
     std::size_t external_remaining_ = 0;
     load_limits limits_;
     std::unique_ptr<detail::load_tracking> tracking_;
+    std::unique_ptr<detail::type_resolver> types_;
 
     std::uint64_t load_size_slow();
+    [[noreturn]] void fail_not_in_table(char const* name) const;
     [[noreturn]] void throw_truncated(std::size_t n) const;
     std::size_t next_external_chunk(std::size_t n);
 };

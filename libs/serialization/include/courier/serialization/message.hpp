@@ -22,12 +22,16 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace courier::serialization {
 
 class output_archive;
 class input_archive;
+namespace detail {
+class type_table;
+}
 
 inline constexpr std::size_t message_header_size = 8;
 inline constexpr std::uint8_t message_format_version = 1;
@@ -79,6 +83,14 @@ public:
     static message with_index_buffer(std::size_t index_size);
     std::byte* index_buffer() noexcept { return buffer_; }
     void complete_parts(std::vector<serialization_chunk> chunks);
+    /// Checkpoints: the class information of the file this message was read from (the written
+    /// version of each type; detail/type_table.hpp). Null for messages, which carry versions
+    /// inline, and for files written without one.
+    std::shared_ptr<detail::type_table const> const& type_table() const noexcept { return types_; }
+    void set_type_table(std::shared_ptr<detail::type_table const> t) noexcept {
+        types_ = std::move(t);
+    }
+
     /// A message whose whole stream is `data` (a single index chunk). Validates like from_parts.
     static message from_bytes(std::span<std::byte const> data);
 
@@ -112,6 +124,7 @@ private:
     std::vector<std::shared_ptr<void const>> owners_;     // empty, or parallel to chunks_
     std::shared_ptr<void const> keep_first_;              // the first keep_alive() reference
     std::vector<std::shared_ptr<void const>> keep_alive_; // any further ones
+    std::shared_ptr<detail::type_table const> types_;
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_

@@ -13,6 +13,7 @@
 
 #include <courier/serialization/chunk.hpp>
 #include <courier/serialization/detail/node_queue.hpp>
+#include <courier/serialization/detail/type_table.hpp>
 #include <courier/serialization/detail/varint.hpp>
 #include <courier/serialization/message.hpp>
 #include <courier/serialization/traits.hpp>
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -40,6 +42,10 @@ public:
     virtual void index_segment(std::byte const* p, std::size_t n) = 0;
     /// A pointer or rma block, written from where it lies.
     virtual void external_segment(chunk_type t, void const* p, std::size_t n) = 0;
+    /// Whether the stream records class information in a type table (checkpoint files) instead
+    /// of writing versions inline; the table then arrives through type_table() at the end.
+    virtual bool records_types() const { return false; }
+    virtual void type_table(std::span<std::byte const> /*encoded*/) {}
 };
 
 /// A streaming archive's index buffer: flushed to the sink whenever it is full.
@@ -133,6 +139,14 @@ public:
     /// Closes the last index chunk and publishes the size to the message. Idempotent.
     void finish();
 
+    /// Class information (detail/type_table.hpp): whether this archive records the version of
+    /// each user type once in a table instead of before every object (checkpoint files), and
+    /// recording one. Messages write versions inline and pay one predictable branch.
+    bool records_types() const noexcept { return types_ != nullptr; }
+    void record_type(std::size_t slot, char const* name, unsigned version) {
+        types_->record(slot, name, version);
+    }
+
     detail::save_tracking& tracking();
 
     /// Deep copy: shared() nodes are written breadth first from a queue, not by recursion, so
@@ -157,6 +171,7 @@ private:
     std::size_t deep_threshold_ = std::numeric_limits<std::size_t>::max();
     pointer_tracking tracking_kind_ = pointer_tracking::pointer_map;
     std::unique_ptr<detail::save_tracking> tracking_;
+    std::unique_ptr<detail::type_recorder> types_;
     chunk_sink* sink_ = nullptr;
     bool finished_ = false;
 

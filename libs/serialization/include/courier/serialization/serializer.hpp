@@ -11,7 +11,9 @@
 //      found by argument-dependent lookup;
 //   5. an aggregate (traits.hpp): member by member, in declaration order.
 // Types whose class_version is not 0 write it before their fields and receive the written
-// version on load (loading data newer than the code is an error).
+// version on load (loading data newer than the code is an error). Checkpoint files record the
+// version of every such type once, in a type table (detail/type_table.hpp), unversioned types
+// included, so that a type can gain a version and still read files written before.
 #pragma once
 
 #include <courier/serialization/input_archive.hpp>
@@ -87,7 +89,9 @@ struct serializer {
         if constexpr (is_bitwise_serializable_v<T>) {
             ar.save_value(v);
         } else {
-            if constexpr (version != 0) {
+            if (ar.records_types()) [[unlikely]] { // a checkpoint file: its type table
+                ar.record_type(detail::type_slot<T>(), typeid(T).name(), version);
+            } else if constexpr (version != 0) {
                 ar.save_size(version);
             }
             if constexpr (detail::is_plain_aggregate<T>) {
@@ -105,7 +109,12 @@ struct serializer {
             ar.load_bytes(&v, sizeof(T));
         } else {
             unsigned written = 0;
-            if constexpr (version != 0) {
+            if (ar.has_type_table()) [[unlikely]] { // a checkpoint file: its type table
+                written = ar.written_version(detail::type_slot<T>(), typeid(T).name());
+                if (written > version) {
+                    ar.fail(detail::version_error(written, version, typeid(T).name()));
+                }
+            } else if constexpr (version != 0) {
                 auto w = ar.load_size();
                 if (w > version) {
                     ar.fail(

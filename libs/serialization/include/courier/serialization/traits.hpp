@@ -44,7 +44,9 @@ struct is_bitwise_serializable<T[N]> : is_bitwise_serializable<T> {};
 /// its serialize(ar, version) on load, so old data stays readable after the type grows.
 /// Declare with COURIER_CLASS_VERSION(T, N) at global scope or a member
 /// `static constexpr unsigned courier_serialization_version = N;`.
-/// A type must be versioned from its first saved version on (version 0 writes nothing).
+/// In messages version 0 writes nothing, so a type sent between different builds must be
+/// versioned from its first version on; checkpoint files record every type's version in their
+/// type table, so there a type can gain a version and still read the files written before.
 template <class T>
 struct class_version : std::integral_constant<unsigned, 0> {};
 template <class T>

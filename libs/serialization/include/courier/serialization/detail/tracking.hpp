@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
@@ -35,6 +36,17 @@ private:
     std::unordered_map<void const*, std::uint64_t> std_;
 };
 
+/// The clear function of load_tracking::object for T, or null if T cannot be reset by
+/// assignment from a default-constructed T.
+template <class T>
+constexpr void (*clear_function())(void*) {
+    if constexpr (std::is_default_constructible_v<T> && std::is_move_assignable_v<T>) {
+        return [](void* p) { *static_cast<T*>(p) = T(); };
+    } else {
+        return nullptr;
+    }
+}
+
 class load_tracking {
 public:
     struct object {
@@ -42,12 +54,26 @@ public:
         std::type_info const* type;     // its dynamic type
         polymorphic_entry const* entry; // its registry entry (polymorphic types only)
         std::shared_ptr<void> owner;    // set for objects owned by shared_ptr
+        void (*clear)(void*) = nullptr; // resets the object to a default-constructed one
     };
     std::uint64_t add(object o) {
         objects_.push_back(std::move(o));
         return objects_.size() - 1;
     }
     std::size_t size() const noexcept { return objects_.size(); }
+    /// A failed load: empties every shared_ptr-owned object it built, so that ownership cycles
+    /// among them (which a hostile or truncated message can form before it fails) are broken and
+    /// the objects are freed with the tracking list instead of leaking.
+    void clear_owned() noexcept {
+        for (auto& o : objects_) {
+            if (o.owner && o.clear != nullptr) {
+                try {
+                    o.clear(o.address);
+                } catch (...) { // a default constructor that throws: that object may leak
+                }
+            }
+        }
+    }
     object const& operator[](std::size_t i) const { return objects_[i]; }
 
 private:

@@ -88,7 +88,7 @@ struct serializer<std::shared_ptr<T>> {
                 p = std::shared_ptr<T>(owner, typed);
             } else {
                 std::shared_ptr<U> owner(access::create<U>());
-                objects.add({owner.get(), &typeid(U), nullptr, owner});
+                objects.add({owner.get(), &typeid(U), nullptr, owner, detail::clear_function<U>()});
                 ar.load(*owner);
                 p = std::move(owner);
             }
@@ -125,7 +125,10 @@ struct serializer<std::shared_ptr<T>> {
 /// shared_ptrs of the message, so a weak back edge (a parent pointer, a cycle) loads as a weak
 /// pointer to the same object. An object that only weak_ptrs in the message reach is kept alive
 /// until the load ends and then expires, as it would have on the writer's side without the
-/// owners outside the message.
+/// owners outside the message. Limit: objects that own each other in a cycle of shared_ptrs and
+/// that only weak pointers reach stay alive after the load (as on the writer's side, where such
+/// an island is already leaked); a message can describe one, so a receiver of untrusted data
+/// should not give types with such cycles weak_ptr members.
 template <class T>
 struct serializer<std::weak_ptr<T>> {
     static void save(output_archive& ar, std::weak_ptr<T> const& w) {

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: BSL-1.0
+// Class information for checkpoint files: which user types a file holds and the class version
+// each was written at, recorded once per file (Boost-style) instead of before every object.
+// A type that was written unversioned (version 0) can then gain a version and still read its
+// old files: the reader takes the written version from the table. Messages between identical
+// binaries do not carry a table; they keep the inline version of versioned types.
+//
+// Encoding (little-endian): u32 entry count, then per entry u32 version, u32 name length and the
+// name's bytes. Names are the types' typeid names (Itanium mangled names: the same in every
+// build of one program and across GCC and Clang).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <unordered_map>
+#include <vector>
+
+namespace courier::serialization::detail {
+
+/// A small number per type, handed out on first use: archives index per-type state by it.
+std::size_t next_type_slot() noexcept;
+template <class T>
+std::size_t type_slot() noexcept {
+    static std::size_t const slot = next_type_slot();
+    return slot;
+}
+
+class type_table {
+public:
+    type_table() = default;
+    type_table(type_table&&) noexcept = default; // moving a deque keeps its elements in place
+    type_table& operator=(type_table&&) noexcept = default;
+    type_table(type_table const&) = delete;
+    type_table& operator=(type_table const&) = delete;
+
+    /// Adds a type; false if a type of that name is already in the table.
+    bool add(std::string_view name, unsigned version);
+    /// The version recorded for `name`, or -1 if the table does not hold it.
+    long long find(std::string_view name) const;
+    std::size_t size() const noexcept { return names_.size(); }
+
+    std::vector<std::byte> encode() const;
+    /// Throws serialization_error naming the problem (truncated, duplicate or empty names,
+    /// absurd counts, trailing bytes).
+    static type_table decode(std::span<std::byte const> bytes);
+
+private:
+    std::deque<std::string> names_;
+    std::vector<unsigned> versions_;
+    std::unordered_map<std::string_view, std::size_t> index_; // views into names_' strings
+};
+
+/// The writer's side: records each type the first time an object of it is written.
+class type_recorder {
+public:
+    void record(std::size_t slot, char const* name, unsigned version) {
+        if (slot < seen_.size() && seen_[slot]) [[likely]] {
+            return;
+        }
+        record_slow(slot, name, version);
+    }
+    type_table const& table() const noexcept { return table_; }
+
+private:
+    std::vector<bool> seen_;
+    type_table table_;
+    void record_slow(std::size_t slot, char const* name, unsigned version);
+};
+
+/// The reader's side: the written version of each type, looked up by name once per type.
+class type_resolver {
+public:
+    explicit type_resolver(type_table const& t) : table_(t) {}
+    /// -1 when the file holds no type of that name.
+    long long version(std::size_t slot, char const* name) {
+        if (slot < cache_.size() && cache_[slot] != 0) [[likely]] {
+            return cache_[slot] - 1;
+        }
+        return resolve(slot, name);
+    }
+
+private:
+    type_table const& table_;
+    std::vector<long long> cache_; // version + 1; 0 = not looked up yet
+    long long resolve(std::size_t slot, char const* name);
+};
+
+} // namespace courier::serialization::detail
