@@ -400,15 +400,16 @@ message checkpoint_from_bytes(std::shared_ptr<std::byte[]> bytes, std::size_t fi
                    type == static_cast<std::uint8_t>(chunk_type::rma)) {
             // An rma key means nothing in a file: the bytes come back as a pointer chunk.
             chunks.push_back({chunk_type::pointer, n, 0, body + at, 0});
-        } else if (type == type_table_segment && version >= 2 && !types) {
+        } else if (type == type_table_segment && version >= 2) {
+            if (types) {
+                fail("segment " + std::to_string(i) + ": a second type table");
+            }
             try {
                 types = std::make_shared<detail::type_table const>(
                     detail::type_table::decode({body + at, static_cast<std::size_t>(n)}));
             } catch (serialization_error const& e) {
                 fail("segment " + std::to_string(i) + ": " + e.what());
             }
-        } else if (type == type_table_segment && version >= 2) {
-            fail("segment " + std::to_string(i) + ": a second type table");
         } else {
             fail("segment " + std::to_string(i) + ": unknown type " + std::to_string(type));
         }

@@ -31,29 +31,14 @@ std::size_t next_type_slot() noexcept {
     return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool type_table::add(std::string_view name, unsigned version) {
-    if (index_.contains(name)) {
-        return false;
-    }
-    names_.emplace_back(name); // a deque: the strings never move, so index_'s views stay valid
-    versions_.push_back(version);
-    index_.emplace(names_.back(), names_.size() - 1);
-    return true;
-}
-
-long long type_table::find(std::string_view name) const {
-    auto it = index_.find(name);
-    return it == index_.end() ? -1 : static_cast<long long>(versions_[it->second]);
-}
-
 std::vector<std::byte> type_table::encode() const {
     std::vector<std::byte> out;
-    put_u32(out, static_cast<std::uint32_t>(names_.size()));
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-        put_u32(out, versions_[i]);
-        put_u32(out, static_cast<std::uint32_t>(names_[i].size()));
-        auto const* p = reinterpret_cast<std::byte const*>(names_[i].data());
-        out.insert(out.end(), p, p + names_[i].size());
+    put_u32(out, static_cast<std::uint32_t>(versions_.size()));
+    for (auto const& [name, version] : versions_) {
+        put_u32(out, version);
+        put_u32(out, static_cast<std::uint32_t>(name.size()));
+        auto const* p = reinterpret_cast<std::byte const*>(name.data());
+        out.insert(out.end(), p, p + name.size());
     }
     return out;
 }
@@ -100,13 +85,13 @@ void type_recorder::record_slow(std::size_t slot, char const* name, unsigned ver
     table_.add(name, version);
 }
 
-long long type_resolver::resolve(std::size_t slot, char const* name) {
-    long long v = table_.find(name);
-    if (v >= 0) {
+std::optional<unsigned> type_resolver::resolve(std::size_t slot, char const* name) {
+    auto v = table_.find(name);
+    if (v) {
         if (slot >= cache_.size()) {
             cache_.resize(slot + 1);
         }
-        cache_[slot] = v + 1;
+        cache_[slot] = v;
     }
     return v;
 }

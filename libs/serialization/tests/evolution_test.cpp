@@ -167,6 +167,21 @@ TEST(evolution, damaged_type_tables_are_rejected) {
     EXPECT_NE(with([&](auto& b) { b[table + 8] = char(name_len - 1); }).find("after the last"),
               std::string::npos);
     EXPECT_NE(with([&](auto& b) { b[cs::file_header_size] = 3; }), "no error"); // index as table
+    // Format 1 had no type tables.
+    EXPECT_NE(with([](auto& b) { b[8] = 1; }).find("unknown type 3"), std::string::npos);
+    // A second copy of the table (segment count and body size updated to match).
+    EXPECT_NE(with([&](auto& b) {
+                  std::vector<char> seg(b.end() - static_cast<std::ptrdiff_t>(padded + 16),
+                                        b.end());
+                  b.insert(b.end(), seg.begin(), seg.end());
+                  for (std::size_t field : {std::size_t{16}, std::size_t{24}}) {
+                      std::uint64_t v = 0;
+                      std::memcpy(&v, b.data() + field, 8);
+                      v += field == 16 ? seg.size() : 1;
+                      std::memcpy(b.data() + field, &v, 8);
+                  }
+              }).find("a second type table"),
+              std::string::npos);
 }
 
 TEST(evolution, a_version_1_file_without_a_table_still_reads) {

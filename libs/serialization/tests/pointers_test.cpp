@@ -347,19 +347,58 @@ struct cnode {
 };
 } // namespace ring
 
-TEST(shared_ptr, a_load_that_fails_after_forming_an_ownership_cycle_frees_it) {
-    // A ring of two: a.next = b, b.next = a. On the wire: a's tag, b's tag, the back reference
-    // to a, b.value, a.value. Cut a.value off: the cycle exists when the load fails.
-    std::shared_ptr<ring::cnode> a = std::make_shared<ring::cnode>();
-    a->next = std::make_shared<ring::cnode>();
+namespace ring {
+/// A ring of two Nodes (a.next = b, b.next = a) seen as Base. On the wire: a's tag, b's tag,
+/// the back reference to a, b.value, a.value. With a.value cut off, the cycle exists when the
+/// load fails: every node must be freed all the same.
+template <class Base, class Node>
+void truncated_ring_load_frees_the_ring() {
+    std::shared_ptr<Base> a = std::make_shared<Node>();
+    a->next = std::make_shared<Node>();
     a->next->next = a;
     auto m = cs::save(a);
     a->next->next.reset();
     a.reset();
-    ASSERT_EQ(ring::cnode::live, 0);
+    ASSERT_EQ(Base::live, 0);
     auto bytes = m.data();
     auto cut = cs::message::from_bytes(bytes.first(bytes.size() - sizeof(int)));
-    std::shared_ptr<ring::cnode> out;
+    std::shared_ptr<Base> out;
     EXPECT_THROW(cs::load(cut, out), cs::serialization_error);
-    EXPECT_EQ(ring::cnode::live, 0); // 2 before the fix: the ring owned itself
+    EXPECT_EQ(Base::live, 0);
+}
+} // namespace ring
+
+TEST(shared_ptr, a_load_that_fails_after_forming_an_ownership_cycle_frees_it) {
+    ring::truncated_ring_load_frees_the_ring<ring::cnode, ring::cnode>(); // 2 alive before
+}
+
+namespace ring {
+struct pbase {
+    static inline int live = 0;
+    std::shared_ptr<pbase> next;
+    pbase() { ++live; }
+    pbase(pbase const&) = delete;
+    pbase& operator=(pbase&& o) noexcept {
+        next = std::move(o.next);
+        return *this;
+    }
+    virtual ~pbase() { --live; }
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        ar& next;
+    }
+};
+struct pnode : pbase {
+    int value = 0;
+    template <class A>
+    void serialize(A& ar, unsigned) {
+        ar& cs::base_object<pbase>(*this) & value;
+    }
+};
+} // namespace ring
+COURIER_SERIALIZATION_REGISTER_CLASS(ring::pnode);
+
+TEST(shared_ptr, a_failed_load_also_frees_a_cycle_of_polymorphic_objects) {
+    // 2 alive when only non-polymorphic objects were emptied.
+    ring::truncated_ring_load_frees_the_ring<ring::pbase, ring::pnode>();
 }

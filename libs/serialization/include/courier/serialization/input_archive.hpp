@@ -128,11 +128,11 @@ public:
     /// serialization_error if the table does not hold the type.
     bool has_type_table() const noexcept { return types_ != nullptr; }
     unsigned written_version(std::size_t slot, char const* name) {
-        long long v = types_->version(slot, name);
-        if (v < 0) [[unlikely]] {
+        auto v = types_->version(slot, name);
+        if (!v) [[unlikely]] {
             fail_not_in_table(name);
         }
-        return static_cast<unsigned>(v);
+        return *v;
     }
 
     [[noreturn]] void fail(std::string const& what) const;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <courier/serialization/detail/hash.hpp>
+#include <courier/serialization/detail/tracking.hpp>
 #include <courier/serialization/serializer.hpp>
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct polymorphic_entry {
     void (*load)(input_archive&, void*);
     void (*destroy)(void*);
     void (*throw_as)(void*); // throws the object as a pointer to its own type (generic upcast)
+    void (*clear)(void*);    // empties the object after a failed load (load_tracking), or null
 };
 
 /// Registers `e`; a second registration of the same type or a clash of ids aborts at startup
@@ -59,7 +61,8 @@ bool register_class(std::string_view name) {
     static_assert(std::is_polymorphic_v<T>, "only polymorphic classes need registration");
     register_polymorphic({fnv1a64(name), name.data(), &typeid(T), &polymorphic_functions<T>::save,
                           &polymorphic_functions<T>::create, &polymorphic_functions<T>::load,
-                          &polymorphic_functions<T>::destroy, &polymorphic_functions<T>::throw_as});
+                          &polymorphic_functions<T>::destroy, &polymorphic_functions<T>::throw_as,
+                          clear_function<T>()});
     return true;
 }
 

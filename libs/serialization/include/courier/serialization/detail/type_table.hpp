@@ -12,12 +12,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <typeinfo>
-#include <unordered_map>
 #include <vector>
 
 namespace courier::serialization::detail {
@@ -32,17 +32,16 @@ std::size_t type_slot() noexcept {
 
 class type_table {
 public:
-    type_table() = default;
-    type_table(type_table&&) noexcept = default; // moving a deque keeps its elements in place
-    type_table& operator=(type_table&&) noexcept = default;
-    type_table(type_table const&) = delete;
-    type_table& operator=(type_table const&) = delete;
-
     /// Adds a type; false if a type of that name is already in the table.
-    bool add(std::string_view name, unsigned version);
-    /// The version recorded for `name`, or -1 if the table does not hold it.
-    long long find(std::string_view name) const;
-    std::size_t size() const noexcept { return names_.size(); }
+    bool add(std::string_view name, unsigned version) {
+        return versions_.emplace(std::string(name), version).second;
+    }
+    /// The version recorded for `name`, if the table holds it.
+    std::optional<unsigned> find(std::string_view name) const {
+        auto it = versions_.find(name);
+        return it == versions_.end() ? std::nullopt : std::optional<unsigned>(it->second);
+    }
+    std::size_t size() const noexcept { return versions_.size(); }
 
     std::vector<std::byte> encode() const;
     /// Throws serialization_error naming the problem (truncated, duplicate or empty names,
@@ -50,9 +49,7 @@ public:
     static type_table decode(std::span<std::byte const> bytes);
 
 private:
-    std::deque<std::string> names_;
-    std::vector<unsigned> versions_;
-    std::unordered_map<std::string_view, std::size_t> index_; // views into names_' strings
+    std::map<std::string, unsigned, std::less<>> versions_; // by name: a deterministic encoding
 };
 
 /// The writer's side: records each type the first time an object of it is written.
@@ -76,18 +73,18 @@ private:
 class type_resolver {
 public:
     explicit type_resolver(type_table const& t) : table_(t) {}
-    /// -1 when the file holds no type of that name.
-    long long version(std::size_t slot, char const* name) {
-        if (slot < cache_.size() && cache_[slot] != 0) [[likely]] {
-            return cache_[slot] - 1;
+    /// Empty when the file holds no type of that name.
+    std::optional<unsigned> version(std::size_t slot, char const* name) {
+        if (slot < cache_.size() && cache_[slot]) [[likely]] {
+            return cache_[slot];
         }
         return resolve(slot, name);
     }
 
 private:
     type_table const& table_;
-    std::vector<long long> cache_; // version + 1; 0 = not looked up yet
-    long long resolve(std::size_t slot, char const* name);
+    std::vector<std::optional<unsigned>> cache_; // by type_slot; empty = not looked up yet
+    std::optional<unsigned> resolve(std::size_t slot, char const* name);
 };
 
 } // namespace courier::serialization::detail

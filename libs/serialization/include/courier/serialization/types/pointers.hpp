@@ -83,7 +83,7 @@ struct serializer<std::shared_ptr<T>> {
                 U* typed = nullptr;
                 auto [raw, e] = detail::create_polymorphic<U>(ar, &typed);
                 std::shared_ptr<void> owner(raw, e->destroy);
-                objects.add({raw, e->type, e, owner});
+                objects.add({raw, e->type, e, owner, e->clear});
                 e->load(ar, raw); // registered first: cycles back to it resolve
                 p = std::shared_ptr<T>(owner, typed);
             } else {
