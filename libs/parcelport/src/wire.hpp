@@ -50,6 +50,18 @@ struct header {
 };
 static_assert(sizeof(header) == 48);
 
+/// A header of kind `kind` from locality `source` of the job `token` (magic and version set;
+/// the rest zero, for the writer to fill).
+inline header make_header(std::uint8_t kind, std::uint64_t token, std::uint32_t source) noexcept {
+    header h{};
+    h.magic = magic;
+    h.version = version;
+    h.kind = kind;
+    h.token = token;
+    h.source = source;
+    return h;
+}
+
 struct descriptor {
     std::uint8_t type;
     std::uint8_t zero[7];

@@ -78,13 +78,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
 }
 
 wire::header peer_table::header_of(wire::kind kind) const noexcept {
-    wire::header h{};
-    h.magic = wire::magic;
-    h.version = wire::version;
-    h.kind = kind;
-    h.token = token_;
-    h.source = rank_;
-    return h;
+    return wire::make_header(kind, token_, rank_);
 }
 
 void backlog::defer(long rc, std::function<long()> post, char const* what) {

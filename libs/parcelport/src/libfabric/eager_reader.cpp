@@ -4,6 +4,8 @@
 
 #include "rendezvous.hpp"
 
+#include "../batch_reader.hpp"
+
 #include <courier/common/log.hpp>
 #include <courier/serialization/error.hpp>
 
@@ -99,53 +101,18 @@ void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std:
 }
 
 void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
-    if (h.index_size != len - sizeof h) {
-        static logging::rate_limit limit;
-        logging::error_limited(
-            limit,
-            "dropped a coalesced message from locality {}: it announces {} bytes of "
-            "parcels and carries {}",
-            h.source, h.index_size, len - sizeof h);
-        return;
-    }
-    std::size_t at = sizeof h;
-    std::uint32_t n = 0;
-    while (at < len) {
-        std::uint32_t rl = 0, zero = 0;
-        if (len - at < wire::record_prefix) {
-            break;
-        }
-        std::memcpy(&rl, p + at, sizeof rl);
-        std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
-        at += wire::record_prefix;
-        if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
-            static logging::rate_limit limit;
-            logging::error_limited(
-                limit,
-                "dropped the rest of a coalesced message from locality {}: a record of {} "
-                "bytes where {} remain",
-                h.source, rl, len - at);
-            return;
-        }
+    for_each_record(h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n) {
         wire::header ih;
-        std::memcpy(&ih, p + at, sizeof ih);
+        std::memcpy(&ih, r, sizeof ih);
         if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
             static logging::rate_limit limit;
             logging::error_limited(
                 limit, "dropped parcel {} of a coalesced message from locality {}: bad header", n,
                 h.source);
         } else {
-            handle_parcel(ih, p + at, rl);
+            handle_parcel(ih, r, rl);
         }
-        at += wire::record_size(rl) - wire::record_prefix;
-        ++n;
-    }
-    if (n != h.chunk_count || at != len) {
-        static logging::rate_limit limit;
-        logging::error_limited(
-            limit, "a coalesced message from locality {} announced {} parcels and held {}",
-            h.source, h.chunk_count, n);
-    }
+    });
 }
 
 } // namespace courier::parcelport::fabric

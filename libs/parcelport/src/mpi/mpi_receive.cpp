@@ -76,6 +76,20 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
         if (err == MPI_SUCCESS && cancelled(st)) {
             err = MPI_ERR_OTHER;
         }
+        int got = 0;
+        if (err == MPI_SUCCESS && MPI_Get_count(&st, MPI_BYTE, &got) == MPI_SUCCESS &&
+            got != o.expected) {
+            // A longer message is MPI's truncation error; a shorter one completes normally.
+            err = MPI_ERR_COUNT;
+            if (in->error == MPI_SUCCESS) {
+                in->reported = true;
+                static logging::rate_limit limit;
+                logging::error_limited(limit,
+                                       "dropped a malformed parcel from locality {}: a data "
+                                       "message of {} bytes where {} were due",
+                                       in->source, got, o.expected);
+            }
+        }
         if (err != MPI_SUCCESS && in->error == MPI_SUCCESS) {
             in->error = err;
         }
@@ -119,15 +133,11 @@ bool mpi_transport::probe_headers() {
         MPI_Get_count(&st, MPI_BYTE, &count);
         auto h = std::make_unique<header_buffer>();
         h->mpi_source = st.MPI_SOURCE;
-        // Nothing a header can be is larger than its descriptors at the chunk limit plus
-        // the eager threshold; a larger one is taken out of MPI with no room (MPI reports
-        // truncation) and dropped.
-        std::size_t limit = sizeof(wire::header) +
-                            (std::size_t{wire::max_chunks} + 1) * sizeof(wire::descriptor) +
-                            opts_.eager_threshold;
-        bool absurd = count < 0 || static_cast<std::size_t>(count) > limit;
+        // A header larger than any header can be (max_header_) is taken out of MPI with no
+        // room (MPI reports truncation) and dropped.
+        bool absurd = count < 0 || static_cast<std::size_t>(count) > max_header_;
         h->size = absurd ? 0 : static_cast<std::size_t>(count);
-        h->bytes = pooled_buffer(h->size);
+        h->bytes = pooled_bytes(h->size);
         MPI_Request r = MPI_REQUEST_NULL;
         rc = MPI_Imrecv(h->bytes.get(), static_cast<int>(h->size), MPI_BYTE, &msg, &r);
         if (rc != MPI_SUCCESS) {
@@ -151,7 +161,7 @@ bool mpi_transport::probe_headers() {
             take_header(*h);
         } else {
             reqs_.push_back(r);
-            owners_.push_back({req_kind::header, h.release()});
+            owners_.push_back({req_kind::header, 0, h.release()});
         }
     }
     return any;
@@ -190,6 +200,9 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         return take_batch(bytes, size, h, mpi_source);
     }
     bool index_inline = (h.flags & wire::index_inline) != 0;
+    if ((h.flags & ~wire::index_inline) != 0) { // the sender never lays out a remote table
+        return drop("flags " + std::to_string(h.flags));
+    }
     if (h.chunk_count > wire::max_chunks) {
         return drop("a header announcing " + std::to_string(h.chunk_count) + " chunks");
     }
@@ -199,8 +212,16 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         return drop("its length does not match its header");
     }
     // The descriptors, copied out of the received bytes (aligned, whatever the batch record's
-    // place), into a list that keeps its capacity.
+    // place), into a list that keeps its capacity up to 4096 descriptors (a header at the chunk
+    // limit would otherwise keep 512 MiB for the thread's life).
     thread_local std::vector<wire::descriptor> ds;
+    struct shrink_after {
+        ~shrink_after() {
+            if (ds.capacity() > 4096) {
+                std::vector<wire::descriptor>().swap(ds);
+            }
+        }
+    } shrink;
     ds.resize(n_desc);
     std::memcpy(ds.data(), bytes + sizeof h, n_desc * sizeof(wire::descriptor));
     std::byte const* inline_index = bytes + fixed;
@@ -228,7 +249,7 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         if (!admitted && (!deferred_.empty() ||
                           (receiving_ != 0 && receiving_bytes_ + to_receive > opts_.read_budget))) {
             header_buffer d;
-            d.bytes = pooled_buffer(size);
+            d.bytes = pooled_bytes(size);
             std::memcpy(d.bytes.get(), bytes, size);
             d.size = size;
             d.mpi_source = mpi_source;
@@ -254,25 +275,9 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
 
 void mpi_transport::take_batch(std::byte const* bytes, std::size_t size, wire::header const& h,
                                int mpi_source) {
-    std::size_t at = sizeof h;
-    if (h.index_size != size - sizeof h) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a malformed batch from MPI rank {}", mpi_source);
-        return;
-    }
-    for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
-        std::uint32_t len[2];
-        if (size - at < wire::record_prefix ||
-            (std::memcpy(len, bytes + at, sizeof len), len[1] != 0) ||
-            wire::record_size(len[0]) > size - at) {
-            static logging::rate_limit limit;
-            logging::error_limited(limit, "a batch from MPI rank {} ends in a bad record",
-                                   mpi_source);
-            return;
-        }
-        take_header(bytes + at + wire::record_prefix, len[0], mpi_source, true, false);
-        at += wire::record_size(len[0]);
-    }
+    for_each_record(h, bytes, size, [&](std::byte const* r, std::size_t n, std::uint32_t) {
+        take_header(r, n, mpi_source, true, false);
+    });
 }
 
 std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool rma_chunk) {
@@ -285,7 +290,7 @@ std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool r
 
 void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag,
                                   bool index_inline) {
-    thread_local std::vector<MPI_Request> reqs;
+    thread_local std::vector<std::pair<MPI_Request, int>> reqs; // and each one's count
     reqs.clear();
     int rc = MPI_SUCCESS;
     auto recv_bytes = [&](std::byte* p, std::size_t n) {
@@ -294,7 +299,7 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, 
             MPI_Request q = MPI_REQUEST_NULL;
             rc = MPI_Irecv(p + done, count, MPI_BYTE, mpi_source, tag, comm_, &q);
             if (rc == MPI_SUCCESS) {
-                reqs.push_back(q);
+                reqs.emplace_back(q, count);
             }
         }
     };
@@ -322,9 +327,9 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, 
     ++receiving_;
     receiving_bytes_ += in->bytes;
     auto* raw = in.release();
-    for (auto r : reqs) {
+    for (auto [r, count] : reqs) {
         reqs_.push_back(r);
-        owners_.push_back({req_kind::data, raw});
+        owners_.push_back({req_kind::data, count, raw});
     }
 }
 
@@ -333,9 +338,11 @@ void mpi_transport::finish(std::unique_ptr<incoming> in) {
     receiving_bytes_ -= in->bytes;
     stats_.rma_bytes_read += in->bytes;
     if (in->error != MPI_SUCCESS) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "MPI: receiving a parcel from locality {} failed: {}",
-                               in->source, mpi_error_string(in->error));
+        if (!in->reported) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "MPI: receiving a parcel from locality {} failed: {}",
+                                   in->source, mpi_error_string(in->error));
+        }
         return;
     }
     auto received =

@@ -5,19 +5,10 @@
 
 namespace courier::parcelport::mpi_pp {
 
-wire::header mpi_transport::header_of(std::uint8_t kind) const noexcept {
-    wire::header h{};
-    h.magic = wire::magic;
-    h.version = wire::version;
-    h.kind = kind;
-    h.token = job_token_;
-    h.source = my_rank_;
-    return h;
-}
-
 eager_layout mpi_transport::layout(serialization::message const& m) const {
-    // Room for every descriptor and an index of up to the eager threshold: never a remote
-    // descriptor table; a larger index is received as data (its own descriptor).
+    // Room for every descriptor and an index of up to the eager threshold (at least one
+    // descriptor: the constructor), so never a remote descriptor table; a larger index is
+    // received as data (its own descriptor).
     return layout_eager(m, sizeof(wire::header) + m.chunks().size() * sizeof(wire::descriptor) +
                                opts_.eager_threshold);
 }
@@ -28,13 +19,15 @@ void mpi_transport::write_header_message(serialization::message const& m, eager_
     auto not_exposed = [](void const*, std::size_t) {
         return std::pair<std::uint64_t, std::uint64_t>{0, 0};
     };
-    write_eager_into(m, header_of(wire::parcel), l, not_exposed, to, nullptr);
+    write_eager_into(m, wire::make_header(wire::parcel, job_token_, my_rank_), l, not_exposed, to,
+                     nullptr);
 }
 
 void mpi_transport::build_eager(outgoing& out) {
     eager_layout const l = layout(out.msg);
     out.index_inline = l.inline_index;
-    out.eager = pooled_buffer(l.eager_size);
+    out.has_data = !l.eager_only;
+    out.eager = pooled_bytes(l.eager_size);
     out.eager_size = l.eager_size;
     write_header_message(out.msg, l, out.eager.get());
 }
@@ -45,7 +38,7 @@ void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>&
     out->dest = dest;
     out->mpi_dest = peers_[dest];
     out->handlers = std::move(b.handlers);
-    wire::header h = header_of(wire::batch);
+    wire::header h = wire::make_header(wire::batch, job_token_, my_rank_);
     h.chunk_count = static_cast<std::uint32_t>(out->handlers.size());
     h.index_size = b.size - sizeof h;
     std::memcpy(b.bytes.get(), &h, sizeof h);
@@ -62,23 +55,9 @@ void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>&
     post(std::move(out), g);
 }
 
-std::size_t mpi_transport::data_pieces(outgoing const& out) const {
-    std::size_t n = 0;
-    for (auto const& c : out.msg.chunks()) {
-        if (c.type != chunk_type::index) {
-            n += (c.size + piece_ - 1) / piece_;
-        }
-    }
-    if (!out.index_inline) {
-        n += (out.msg.data().size() + piece_ - 1) / piece_;
-    }
-    return n;
-}
-
 void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g) {
-    std::size_t pieces = data_pieces(*out);
     int tag = 0;
-    if (pieces != 0) {
+    if (out->has_data) {
         tag = first_data_tag + static_cast<int>(next_tag_[out->dest]++ % data_tags);
     }
     std::uint64_t id = static_cast<std::uint64_t>(tag);
@@ -87,7 +66,7 @@ void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mu
     ++in_flight_to_[out->dest];
     ++stats_.messages_sent;
     stats_.eager_bytes_sent += out->eager_size;
-    stats_.rendezvous_sends += pieces != 0;
+    stats_.rendezvous_sends += out->has_data;
     if (out->index_inline) {
         stats_.bytes_copied_on_send += out->msg.data().size();
     }
@@ -112,7 +91,7 @@ void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mu
     o->pending = reqs.size();
     for (auto r : reqs) {
         reqs_.push_back(r);
-        owners_.push_back({req_kind::send, o});
+        owners_.push_back({req_kind::send, 0, o});
     }
     if (rc != MPI_SUCCESS) {
         o->error = rc;

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // The process's MPI session and the bootstrap's collective calls (courier/parcelport/mpi.hpp).
+#include "mpi_error.hpp"
+
 #include <courier/parcelport/mpi.hpp>
 
 #include <mpi.h>
@@ -14,18 +16,9 @@ namespace courier::parcelport {
 
 namespace {
 
-std::string mpi_error_string(int rc) {
-    char text[MPI_MAX_ERROR_STRING] = {};
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) {
-        return "MPI error " + std::to_string(rc);
-    }
-    return std::string(text, static_cast<std::size_t>(len));
-}
-
 void check(int rc, char const* what) {
     if (rc != MPI_SUCCESS) {
-        throw network_error(std::string("MPI: ") + what + ": " + mpi_error_string(rc));
+        mpi_pp::fail(what, rc);
     }
 }
 

@@ -10,6 +10,12 @@ mpi_transport::mpi_transport(transport_options const& o)
     if (opts_.eager_threshold == 0) {
         opts_.eager_threshold = default_eager_threshold("mpi");
     }
+    // At least one descriptor's room past the descriptors: layout() then never lays out a
+    // remote descriptor table (a header message carries every descriptor).
+    opts_.eager_threshold = std::max(opts_.eager_threshold, sizeof(wire::descriptor));
+    max_header_ = sizeof(wire::header) +
+                  (std::size_t{wire::max_chunks} + 1) * sizeof(wire::descriptor) +
+                  opts_.eager_threshold;
     if (opts_.read_budget == 0) {
         opts_.read_budget = default_read_budget("mpi");
     }
@@ -136,7 +142,7 @@ bool mpi_transport::send_coalesced(std::uint32_t dest, serialization::message&& 
         post_batch(dest, g);
     }
     if (b.size == 0) {
-        b.bytes = pooled_buffer(batch_bytes);
+        b.bytes = pooled_bytes(batch_bytes);
         b.size = sizeof(wire::header);
         ++batches_open_;
         if (!spare_handlers_.empty()) { // a list with capacity: no allocation per batch

@@ -11,10 +11,12 @@
 // landing buffer per pointer/rma chunk (rma chunks: rma pool memory), an MPI_Irecv into each
 // from the sender with the data tag; all received: deliver.
 #pragma once
+#include "../batch_reader.hpp"
 #include "../doorbell.hpp"
 #include "../eager_writer.hpp"
 #include "../received_parts.hpp"
 #include "../wire.hpp"
+#include "mpi_error.hpp"
 
 #include <courier/common/log.hpp>
 #include <courier/common/small_alloc.hpp>
@@ -57,55 +59,17 @@ constexpr int max_probes_per_pass = 64;
 /// only if its header message is at most a quarter of it.
 constexpr std::size_t batch_bytes = courier::detail::small_alloc_max;
 
-inline std::string mpi_error_string(int rc) {
-    char text[MPI_MAX_ERROR_STRING] = {};
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) {
-        return "MPI error " + std::to_string(rc);
-    }
-    return std::string(text, static_cast<std::size_t>(len));
-}
-
-[[noreturn]] inline void fail(char const* what, int rc) {
-    throw network_error(std::string("MPI: ") + what + ": " + mpi_error_string(rc));
-}
-
 /// Bytes from the small-object pool up to its largest class (no malloc per parcel in the
-/// steady state), else from operator new.
-class pooled_buffer {
-public:
-    pooled_buffer() noexcept = default;
-    explicit pooled_buffer(std::size_t n)
-        : n_(n == 0 ? 1 : n), p_(static_cast<std::byte*>(n_ <= courier::detail::small_alloc_max
-                                                             ? courier::detail::small_alloc(n_)
-                                                             : ::operator new(n_))) {}
-    pooled_buffer(pooled_buffer&& o) noexcept : n_(o.n_), p_(o.p_) { o.p_ = nullptr; }
-    pooled_buffer& operator=(pooled_buffer&& o) noexcept {
-        if (this != &o) {
-            release();
-            n_ = o.n_;
-            p_ = o.p_;
-            o.p_ = nullptr;
-        }
-        return *this;
-    }
-    ~pooled_buffer() { release(); }
-    std::byte* get() const noexcept { return p_; }
-
-private:
-    void release() noexcept {
-        if (p_ != nullptr) {
-            if (n_ <= courier::detail::small_alloc_max) {
-                courier::detail::small_free(p_, n_);
-            } else {
-                ::operator delete(p_);
-            }
-            p_ = nullptr;
-        }
-    }
-    std::size_t n_ = 0;
-    std::byte* p_ = nullptr;
+/// steady state), else from operator new (small_alloc decides).
+struct small_free_deleter {
+    std::size_t n = 0;
+    void operator()(std::byte* p) const noexcept { courier::detail::small_free(p, n); }
 };
+using pooled_buffer = std::unique_ptr<std::byte[], small_free_deleter>;
+inline pooled_buffer pooled_bytes(std::size_t n) {
+    return pooled_buffer(static_cast<std::byte*>(courier::detail::small_alloc(n)),
+                         small_free_deleter{n});
+}
 
 struct outgoing : courier::detail::pooled {
     std::uint32_t dest = 0;
@@ -115,6 +79,7 @@ struct outgoing : courier::detail::pooled {
     pooled_buffer eager;
     std::size_t eager_size = 0;
     bool index_inline = true;
+    bool has_data = false;   // data messages follow the header (it carries their tag)
     std::size_t pending = 0; // requests not yet completed
     int error = MPI_SUCCESS;
     /// A coalesced message (kind batch): each of its parcels' on_sent.
@@ -148,6 +113,7 @@ struct incoming {
     std::size_t bytes = 0;   // received into chunk buffers (counted against the budget)
     std::size_t pending = 0; // requests not yet completed
     int error = MPI_SUCCESS;
+    bool reported = false; // the error was logged where it was found
 };
 
 struct header_buffer : courier::detail::pooled {
@@ -159,6 +125,7 @@ struct header_buffer : courier::detail::pooled {
 enum class req_kind : std::uint8_t { send, header, data };
 struct req_owner {
     req_kind kind;
+    int expected; // data: the bytes the message must carry (a shorter one completes too)
     void* p;
 };
 
@@ -202,8 +169,6 @@ public:
     int send_raw_for_testing(std::uint32_t dest, int tag, std::span<std::byte const> bytes);
 
 private:
-    /// A header of this locality (magic, version, token, source) of kind `kind`.
-    wire::header header_of(std::uint8_t kind) const noexcept;
     /// The shape of `m`'s header message (eager_writer.hpp): every descriptor, the index inline
     /// up to the eager threshold. Throws std::length_error for too many chunks.
     eager_layout layout(serialization::message const& m) const;
@@ -215,8 +180,6 @@ private:
 
     /// Posts the open batch to `dest` (lock held).
     void post_batch(std::uint32_t dest, std::unique_lock<std::mutex>& g);
-
-    std::size_t data_pieces(outgoing const& out) const;
 
     /// Posts `out`'s header and data messages. Called with the lock held; with
     /// MPI_THREAD_MULTIPLE the MPI calls are made without it.
@@ -251,7 +214,7 @@ private:
                      bool admitted = false);
 
     /// A coalesced message: each record is a parcel's header message, taken as if it had come
-    /// alone; a record with a bad length or padding ends the batch.
+    /// alone (batch_reader.hpp).
     void take_batch(std::byte const* bytes, std::size_t size, wire::header const& h,
                     int mpi_source);
 
@@ -273,6 +236,9 @@ private:
     int mpi_rank_ = 0;
     int mpi_size_ = 1;
     std::size_t piece_ = std::size_t{1} << 30;
+    /// The largest header message there can be: every descriptor at the chunk limit (and the
+    /// index's) plus an inline index at the eager threshold.
+    std::size_t max_header_ = 0;
     std::uint64_t job_token_ = 0;
     std::uint32_t my_rank_ = 0;
     std::vector<int> peers_;             // courier rank -> MPI rank (-1: not served)

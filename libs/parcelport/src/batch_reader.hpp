@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSL-1.0
+// Reading a coalesced message (wire::batch, written with eager_writer.hpp's append_record): its
+// records, each one parcel's eager message, for the libfabric receiver and the MPI transport.
+#pragma once
+
+#include "wire.hpp"
+
+#include <courier/common/log.hpp>
+
+#include <cstring>
+
+namespace courier::parcelport {
+
+/// Calls record(bytes, size, number) for each record of the coalesced message [p, p + len)
+/// whose header `h` (from locality h.source) was checked by the caller; the record's own header
+/// is the callee's to check. One rate-limited line for each problem: a message whose size is not
+/// its header's is dropped whole; a record that runs past the end, is shorter than a header or
+/// has a nonzero second prefix word ends it (the records before it are delivered); a record count
+/// other than the header's chunk_count, or bytes after the last record, are reported.
+template <class Record>
+void for_each_record(wire::header const& h, std::byte const* p, std::size_t len, Record&& record) {
+    if (h.index_size != len - sizeof h) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "dropped a coalesced message from locality {}: it announces {} "
+                               "bytes of parcels and carries {}",
+                               h.source, h.index_size, len - sizeof h);
+        return;
+    }
+    std::size_t at = sizeof h;
+    std::uint32_t n = 0;
+    while (len - at >= wire::record_prefix) {
+        std::uint32_t rl = 0, zero = 0;
+        std::memcpy(&rl, p + at, sizeof rl);
+        std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
+        at += wire::record_prefix;
+        if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "dropped the rest of a coalesced message from locality {}: a "
+                                   "record of {} bytes where {} remain",
+                                   h.source, rl, len - at);
+            return;
+        }
+        record(p + at, std::size_t{rl}, n);
+        at += wire::record_size(rl) - wire::record_prefix;
+        ++n;
+    }
+    if (n != h.chunk_count || at != len) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "a coalesced message from locality {} announced {} parcels and "
+                               "held {}",
+                               h.source, h.chunk_count, n);
+    }
+}
+
+} // namespace courier::parcelport
