@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSL-1.0
+// The command line of both drivers (identical, so the same problem runs on both):
+//   --n=8 --base=2 --max-level=2      cells per subgrid edge, level-0 subgrids per axis, levels
+//   --steps=N --t-end=T               stop after N steps or at time T, whichever comes first
+//   --regrid-every=4 --refine-above=0.1 --coarsen-below=0.03   the gradient criterion
+//   --cfl=0.8                         on the sum over axes of (|v| + c) dt / dx
+//   --dump=FILE                       the final state (amr_compare, plot_slice.py)
+//   --check                           conservation and the Sedov shock radius
+//   --checkpoint=FILE --checkpoint-at=N   (Courier) write the state after step N
+//   --restart=FILE                    (Courier) start from a checkpoint
+// Arguments starting with --courier: belong to the runtime.
+#pragma once
+
+#include "euler.hpp"
+
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace amr {
+
+struct run_options {
+    shape s;
+    physics ph;
+    std::size_t steps = std::numeric_limits<std::size_t>::max();
+    double t_end = 0.02;
+    std::size_t regrid_every = 4;
+    double refine_above = 0.1, coarsen_below = 0.03;
+    std::string dump, checkpoint, restart;
+    std::size_t checkpoint_at = 0;
+    bool check = false;
+};
+
+inline run_options parse_options(int argc, char** argv) {
+    run_options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a.starts_with("--courier:") || a.starts_with("--courier-")) {
+            continue;
+        }
+        auto eq = a.find('=');
+        std::string_view name = a.substr(0, eq);
+        std::string value(eq == std::string_view::npos ? "" : a.substr(eq + 1));
+        auto number = [&] {
+            char* end = nullptr;
+            double v = std::strtod(value.c_str(), &end);
+            if (value.empty() || *end != '\0') {
+                throw std::invalid_argument("amr: " + std::string(name) + " needs a number");
+            }
+            return v;
+        };
+        if (name == "--n") {
+            o.s.n = int(number());
+        } else if (name == "--base") {
+            o.s.base = int(number());
+        } else if (name == "--max-level") {
+            o.s.max_level = int(number());
+        } else if (name == "--steps") {
+            o.steps = std::size_t(number());
+        } else if (name == "--t-end") {
+            o.t_end = number();
+        } else if (name == "--regrid-every") {
+            o.regrid_every = std::max<std::size_t>(1, std::size_t(number()));
+        } else if (name == "--refine-above") {
+            o.refine_above = number();
+        } else if (name == "--coarsen-below") {
+            o.coarsen_below = number();
+        } else if (name == "--cfl") {
+            o.ph.cfl = number();
+        } else if (name == "--dump") {
+            o.dump = value;
+        } else if (name == "--check") {
+            o.check = true;
+        } else if (name == "--checkpoint") {
+            o.checkpoint = value;
+        } else if (name == "--checkpoint-at") {
+            o.checkpoint_at = std::size_t(number());
+        } else if (name == "--restart") {
+            o.restart = value;
+        } else {
+            throw std::invalid_argument("amr: unknown argument " + std::string(a));
+        }
+    }
+    o.s.check();
+    o.ph.r0 = 3.5 * cell_size(o.s, o.s.max_level);
+    return o;
+}
+
+/// Refinement flags of a subgrid from its indicator.
+inline std::int8_t flag_of(run_options const& o, double indicator_value) {
+    return indicator_value > o.refine_above    ? std::int8_t(refine)
+           : indicator_value < o.coarsen_below ? std::int8_t(coarsen)
+                                               : std::int8_t(keep);
+}
+
+} // namespace amr
