@@ -543,6 +543,7 @@ int courier_main(int argc, char** argv) {
         });
     }
     seconds = courier::collectives::all_reduce(seconds, max_of);
+    int rc = 0;
     auto all = gather_records(d);
     if (d.here == 0) {
         amr::run_summary r;
@@ -559,8 +560,8 @@ int courier_main(int argc, char** argv) {
         r.bytes = sums[1];
         r.zero_copy_bytes = sums[2];
         amr::print_summary(r);
-        if (o.check) {
-            amr::print_checks(o.s, o.ph, start, all, t);
+        if (o.check && !amr::print_checks(o.s, o.ph, start, all, t)) {
+            rc = 1;
         }
         if (!o.dump.empty()) {
             amr::write_dump(o.dump, o.s, n, t, all);
@@ -569,7 +570,7 @@ int courier_main(int argc, char** argv) {
     courier::collectives::barrier();
     the_domain = nullptr;
     courier::finalize();
-    return 0;
+    return rc;
 }
 
 int main(int argc, char** argv) {

@@ -336,6 +336,7 @@ int run(int argc, char** argv) {
     std::uint64_t traffic[2] = {st.messages, st.bytes}, sums[2] = {0, 0};
     check(MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD), "MPI_Reduce");
     check(MPI_Reduce(traffic, sums, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
+    int rc = 0;
     auto all = gather_records(st);
     if (st.rank == 0) {
         amr::run_summary r;
@@ -351,14 +352,14 @@ int run(int argc, char** argv) {
         r.messages = sums[0];
         r.bytes = sums[1];
         amr::print_summary(r);
-        if (o.check) {
-            amr::print_checks(o.s, o.ph, start, all, t);
+        if (o.check && !amr::print_checks(o.s, o.ph, start, all, t)) {
+            rc = 1;
         }
         if (!o.dump.empty()) {
             amr::write_dump(o.dump, o.s, n, t, all);
         }
     }
-    return 0;
+    return rc;
 }
 
 } // namespace
