@@ -68,7 +68,8 @@ set_tests_properties(amr.restart.refuses_other_options PROPERTIES
     PASS_REGULAR_EXPRESSION "courier_main threw: amr: .* --max-level=2; give the same options")
 
 # The Sedov-Taylor shock radius within 5 % of the exact one at t = 0.09 (64^3 finest).
-amr_courier_test(sedov_shock_radius 2 --max-level=2 --t-end=0.09 --check)
+amr_courier_test(sedov_shock_radius 2 --max-level=2 --t-end=0.09 --check
+    --dump=${amr_dir}/sedov.dump)
 set_tests_properties(amr.sedov_shock_radius PROPERTIES PASS_REGULAR_EXPRESSION "within 5 % ok")
 
 # The plain MPI version, and the Courier program over the MPI parcelport, agree with Courier.
