@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
         std::printf("amr compare: %zu leaves, steps %llu and %llu, %zu of %zu values identical, "
                     "largest relative difference %.3g (tolerance %.3g): %s\n",
                     a.leaves.size(), static_cast<unsigned long long>(a.step),
-                    static_cast<unsigned long long>(b.step), identical, total, relative,
-                    tolerance, ok ? "agree" : "DIFFER");
+                    static_cast<unsigned long long>(b.step), identical, total, relative, tolerance,
+                    ok ? "agree" : "DIFFER");
         return ok ? 0 : 1;
     } catch (std::exception const& e) {
         std::fprintf(stderr, "%s\n", e.what());

@@ -59,7 +59,7 @@ public:
     }
 
     std::vector<std::pair<std::uint32_t, buffer>> take(std::uint64_t step) {
-            courier::future<void> ready;
+        courier::future<void> ready;
         {
             std::lock_guard lock(mutex_);
             if (expected_ == 0) {
@@ -258,8 +258,8 @@ void install(domain& d, amr::tree next, std::map<std::size_t, std::vector<double
     std::vector<courier::future<courier::id_type>> created;
     for (std::size_t j = first; j < last; ++j) {
         if (!kept.contains(j)) {
-            created.push_back(courier::new_<subgrid>(courier::find_here(),
-                                                     next.leaves()[j].bits, std::move(cells[j])));
+            created.push_back(courier::new_<subgrid>(courier::find_here(), next.leaves()[j].bits,
+                                                     std::move(cells[j])));
         }
     }
     std::vector<courier::id_type> mine;
@@ -385,8 +385,8 @@ void regrid(domain& d) {
         if (here(next_owner[t.to])) {
             accept_piece(key_bits, part, to_buffer(std::move(piece)));
         } else {
-            courier::post<deliver_piece_action>(localities[std::size_t(next_owner[t.to])],
-                                                key_bits, part, to_buffer(std::move(piece)));
+            courier::post<deliver_piece_action>(localities[std::size_t(next_owner[t.to])], key_bits,
+                                                part, to_buffer(std::move(piece)));
         }
     }
     d.pieces_complete->get_future().get();
@@ -538,9 +538,8 @@ int courier_main(int argc, char** argv) {
                                  (after.rma_bytes_read - before.rma_bytes_read),
                              after.rma_bytes_read - before.rma_bytes_read};
     for (auto& v : sums) {
-        v = courier::collectives::all_reduce(v, [](std::uint64_t a, std::uint64_t b) {
-            return a + b;
-        });
+        v = courier::collectives::all_reduce(
+            v, [](std::uint64_t a, std::uint64_t b) { return a + b; });
     }
     seconds = courier::collectives::all_reduce(seconds, max_of);
     int rc = 0;

@@ -110,13 +110,12 @@ double step(rank_state& st, std::uint64_t /*n*/, double dt) {
     exchange(
         st, st.plan.fluxes, 2,
         [&](amr::link const& l) {
-            return amr::pack_flux(s, leaves[l.dst], l.face, leaves[l.src],
-                                  st.blocks[l.src].fluxes);
+            return amr::pack_flux(s, leaves[l.dst], l.face, leaves[l.src], st.blocks[l.src].fluxes);
         },
         [&](amr::link const&) { return flux_piece; },
         [&](amr::link const& l, std::vector<double> const& piece) {
-            if (!amr::unpack_flux(s, leaves[l.dst], l.face, leaves[l.src],
-                                  st.blocks[l.dst].fluxes, piece)) {
+            if (!amr::unpack_flux(s, leaves[l.dst], l.face, leaves[l.src], st.blocks[l.dst].fluxes,
+                                  piece)) {
                 throw std::runtime_error("amr_mpi: a flux piece of the wrong length");
             }
         });
@@ -138,8 +137,8 @@ std::vector<std::int8_t> all_flags(rank_state& st, std::vector<std::int8_t> cons
         total += counts[r];
     }
     auto all = std::vector<std::int8_t>(std::size_t(total));
-    check(MPI_Allgatherv(mine.data(), count, MPI_INT8_T, all.data(), counts.data(),
-                         offsets.data(), MPI_INT8_T, MPI_COMM_WORLD),
+    check(MPI_Allgatherv(mine.data(), count, MPI_INT8_T, all.data(), counts.data(), offsets.data(),
+                         MPI_INT8_T, MPI_COMM_WORLD),
           "MPI_Allgatherv");
     return all;
 }
@@ -224,8 +223,9 @@ void regrid(rank_state& st) {
                                                         : amr::restrict_to_octant(o.s, u);
         },
         [&](move const& m) {
-            return m.t.kind == amr::transfer::restrict_octant ? octant
-                                                              : amr::layout(o.s.n).interior_values();
+            return m.t.kind == amr::transfer::restrict_octant
+                       ? octant
+                       : amr::layout(o.s.n).interior_values();
         },
         [&](move const& m, std::vector<double> const& piece) {
             auto& b = blocks[m.t.to];

@@ -24,7 +24,7 @@ struct octree_node {
 
     template <class Archive>
     void serialize(Archive& ar, unsigned) {
-        ar & key & cells & children;
+        ar& key& cells& children;
     }
 };
 
@@ -36,7 +36,7 @@ struct checkpoint_file {
 
     template <class Archive>
     void serialize(Archive& ar, unsigned) {
-        ar & step & time & n & base & max_level & roots;
+        ar& step& time& n& base& max_level& roots;
     }
 };
 
@@ -66,9 +66,9 @@ inline void save_checkpoint(std::string const& path, shape const& s, std::uint64
             }
         }
         key root = path_down.back();
-        auto& slot = f.roots[(std::size_t(root.coord(0)) * base + std::size_t(root.coord(1))) *
-                                 base +
-                             std::size_t(root.coord(2))];
+        auto& slot =
+            f.roots[(std::size_t(root.coord(0)) * base + std::size_t(root.coord(1))) * base +
+                    std::size_t(root.coord(2))];
         if (!slot) {
             slot = std::make_unique<octree_node>();
             slot->key = root.bits;

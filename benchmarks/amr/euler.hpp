@@ -32,7 +32,7 @@ constexpr int ghost = 2;
 struct physics {
     double gamma = 1.4;
     double rho0 = 1.0, p0 = 1e-5, e0 = 1.0;
-    double r0 = 0.0; ///< set from the finest cell: 3.5 of them
+    double r0 = 0.0;  ///< set from the finest cell: 3.5 of them
     double cfl = 0.8; ///< on the sum over axes of (|v| + c) dt / dx
 
     /// The Sedov-Taylor constant for gamma = 1.4 in three dimensions: R = xi_0 (E t^2/rho)^(1/5)
@@ -107,8 +107,8 @@ inline void hllc(physics const& ph, double const* l, double const* r, int axis, 
         flux_of(ph, r, axis, f);
         return;
     }
-    double star = (pr - pl + rl * ul * (sl - ul) - rr * ur * (sr - ur)) /
-                  (rl * (sl - ul) - rr * (sr - ur));
+    double star =
+        (pr - pl + rl * ul * (sl - ul) - rr * ur * (sr - ur)) / (rl * (sl - ul) - rr * (sr - ur));
     bool left = star >= 0.0;
     double const* q = left ? l : r;
     double rho = left ? rl : rr, u = left ? ul : ur, p = left ? pl : pr, s = left ? sl : sr;

@@ -185,9 +185,7 @@ inline tree regrid(tree const& old, std::vector<std::int8_t> const& flags) {
     shape const& s = old.geometry();
     auto const& leaves = old.leaves();
     std::unordered_set<key, key_hash> refined;
-    auto refine_leaf = [&](key k) {
-        return k.level() < s.max_level && refined.insert(k).second;
-    };
+    auto refine_leaf = [&](key k) { return k.level() < s.max_level && refined.insert(k).second; };
     // The leaf that holds the same-level region across a face (itself or a coarser leaf), or
     // nothing when that region is finer.
     auto holder = [&](key k, int face) -> std::pair<bool, key> {

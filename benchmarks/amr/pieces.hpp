@@ -270,8 +270,7 @@ inline void place_octant(shape const& s, std::span<double> parent, int octant,
     layout L(s.n);
     int const half = s.n / 2;
     if (piece.size() != std::size_t(nvar) * half * half * half) {
-        throw std::runtime_error("amr: an octant with " + std::to_string(piece.size()) +
-                                 " values");
+        throw std::runtime_error("amr: an octant with " + std::to_string(piece.size()) + " values");
     }
     int const offset[3] = {(octant & 1) * half, (octant >> 1 & 1) * half, (octant >> 2) * half};
     std::size_t next = 0;
@@ -279,8 +278,8 @@ inline void place_octant(shape const& s, std::span<double> parent, int octant,
         for (int c2 = 0; c2 < half; ++c2) {
             for (int c1 = 0; c1 < half; ++c1) {
                 for (int c0 = 0; c0 < half; ++c0) {
-                    std::size_t i =
-                        L.at(offset[0] + c0 + ghost, offset[1] + c1 + ghost, offset[2] + c2 + ghost);
+                    std::size_t i = L.at(offset[0] + c0 + ghost, offset[1] + c1 + ghost,
+                                         offset[2] + c2 + ghost);
                     parent[v * L.cells() + i] = piece[next++];
                 }
             }

@@ -6,8 +6,17 @@
 set(amr_dir ${CMAKE_CURRENT_BINARY_DIR}/test-output)
 file(MAKE_DIRECTORY ${amr_dir})
 set(amr_env "COURIER_BIND=none;COURIER_THREADS=2")
-set(amr_problem --max-level=2 --t-end=0.02 --check)
 set(amr_timeout 300)
+# Checkpoints after an ordinary step and after a regrid step (every 4th).
+if(COURIER_SANITIZER) # two levels: the same code paths at a fifth of the cost
+    set(amr_problem --max-level=1 --t-end=0.02 --check)
+    set(amr_plain 10)
+    set(amr_regrid 12)
+else()
+    set(amr_problem --max-level=2 --t-end=0.02 --check)
+    set(amr_plain 42)
+    set(amr_regrid 44)
+endif()
 
 function(amr_courier_test name localities)
     add_test(NAME amr.${name} COMMAND courier_run -n ${localities} --courier-run-job-timeout=240
@@ -29,15 +38,16 @@ foreach(n 2 4)
         FIXTURES_REQUIRED "amr_courier_1;amr_courier_${n}" PASS_REGULAR_EXPRESSION "agree")
 endforeach()
 
-# Restart: a checkpoint after a regrid step (44) and after an ordinary one (42), restarted on
-# another number of localities, ends bit-identical to the run that wrote it.
-foreach(at 42 44)
+# Restart: a checkpoint after a regrid step and after an ordinary one, restarted on another
+# number of localities, ends bit-identical to the run that wrote it.
+foreach(at ${amr_plain} ${amr_regrid})
     amr_courier_test(checkpoint.${at} 2 ${amr_problem} --checkpoint=${amr_dir}/at${at}.ckpt
         --checkpoint-at=${at} --dump=${amr_dir}/uninterrupted.${at}.dump)
     set_tests_properties(amr.checkpoint.${at} PROPERTIES FIXTURES_SETUP amr_checkpoint_${at}
         PASS_REGULAR_EXPRESSION "checkpoint of step ${at}")
 endforeach()
-foreach(case "42;3" "44;1" "44;4")
+foreach(case "${amr_plain}:3" "${amr_regrid}:1" "${amr_regrid}:4") # step:localities
+    string(REPLACE ":" ";" case "${case}")
     list(GET case 0 at)
     list(GET case 1 n)
     amr_courier_test(restart.${at}.on_${n} ${n} ${amr_problem} --restart=${amr_dir}/at${at}.ckpt
@@ -54,34 +64,42 @@ endforeach()
 
 # A checkpoint cut short, and one restarted with other options: a clear error, no run.
 add_test(NAME amr.restart.refuses_a_truncated_checkpoint
-    COMMAND sh -c "head -c 100000 '${amr_dir}/at42.ckpt' > '${amr_dir}/truncated.ckpt' && \
+    COMMAND sh -c "head -c 100000 '${amr_dir}/at${amr_plain}.ckpt' > '${amr_dir}/truncated.ckpt' && \
 exec \"$1\" -n 1 \"$2\" --courier:spmd=1 --max-level=2 --restart='${amr_dir}/truncated.ckpt'"
     sh $<TARGET_FILE:courier_run> $<TARGET_FILE:amr_courier>)
 add_test(NAME amr.restart.refuses_other_options
     COMMAND courier_run -n 1 $<TARGET_FILE:amr_courier> --courier:spmd=1 --max-level=3
-    --restart=${amr_dir}/at42.ckpt)
+    --restart=${amr_dir}/at${amr_plain}.ckpt)
 set_tests_properties(amr.restart.refuses_a_truncated_checkpoint amr.restart.refuses_other_options
-    PROPERTIES FIXTURES_REQUIRED amr_checkpoint_42 TIMEOUT 60 ENVIRONMENT "${amr_env}")
+    PROPERTIES FIXTURES_REQUIRED amr_checkpoint_${amr_plain} TIMEOUT 60 ENVIRONMENT "${amr_env}")
 set_tests_properties(amr.restart.refuses_a_truncated_checkpoint PROPERTIES
     PASS_REGULAR_EXPRESSION "courier_main threw: .*truncated.ckpt")
 set_tests_properties(amr.restart.refuses_other_options PROPERTIES
-    PASS_REGULAR_EXPRESSION "courier_main threw: amr: .* --max-level=2; give the same options")
+    PASS_REGULAR_EXPRESSION "courier_main threw: amr: .* --max-level=[12]; give the same options")
 
-# The Sedov-Taylor shock radius within 5 % of the exact one at t = 0.09 (64^3 finest).
-amr_courier_test(sedov_shock_radius 2 --max-level=2 --t-end=0.09 --check
-    --dump=${amr_dir}/sedov.dump)
-set_tests_properties(amr.sedov_shock_radius PROPERTIES PASS_REGULAR_EXPRESSION "within 5 % ok")
+# The Sedov-Taylor shock radius within 5 % of the exact one at t = 0.09 (64^3 finest): numerics
+# only, and 300 steps, so in the optimized build alone.
+if(NOT COURIER_SANITIZER)
+    amr_courier_test(sedov_shock_radius 2 --max-level=2 --t-end=0.09 --check
+        --dump=${amr_dir}/sedov.dump)
+    set_tests_properties(amr.sedov_shock_radius PROPERTIES
+        PASS_REGULAR_EXPRESSION "within 5 % ok")
+endif()
 
 # The plain MPI version, and the Courier program over the MPI parcelport, agree with Courier.
 find_program(AMR_MPIRUN mpirun)
 if(AMR_MPIRUN AND TARGET amr_mpi)
     set(amr_mpirun ${AMR_MPIRUN} --allow-run-as-root --oversubscribe --bind-to none)
+    set(amr_mpi_env ${amr_env})
+    if(COURIER_SANITIZER MATCHES "address") # OpenMPI's own allocations: tests/distributed
+        list(APPEND amr_mpi_env "ASAN_OPTIONS=detect_leaks=0")
+    endif()
     foreach(n 2 4)
         add_test(NAME amr.mpi.conserves.${n} COMMAND ${amr_mpirun} -np ${n}
             $<TARGET_FILE:amr_mpi> ${amr_problem} --dump=${amr_dir}/mpi.${n}.dump)
         set_tests_properties(amr.mpi.conserves.${n} PROPERTIES TIMEOUT ${amr_timeout}
-            FIXTURES_SETUP amr_mpi_${n} PASS_REGULAR_EXPRESSION "conservation ok"
-            FAIL_REGULAR_EXPRESSION "FAILED")
+            ENVIRONMENT "${amr_mpi_env}" FIXTURES_SETUP amr_mpi_${n}
+            PASS_REGULAR_EXPRESSION "conservation ok" FAIL_REGULAR_EXPRESSION "FAILED")
         add_test(NAME amr.mpi.${n}_ranks_agree_with_courier
             COMMAND amr_compare ${amr_dir}/courier.1.dump ${amr_dir}/mpi.${n}.dump
             --tolerance=1e-12)
@@ -93,7 +111,7 @@ if(AMR_MPIRUN AND TARGET amr_mpi)
             $<TARGET_FILE:amr_courier> --courier:spmd=1 --courier:parcelport=mpi ${amr_problem}
             --dump=${amr_dir}/courier-mpi.2.dump)
         set_tests_properties(amr.courier_over_mpi_parcelport.conserves.2 PROPERTIES
-            TIMEOUT ${amr_timeout} ENVIRONMENT "${amr_env}" FIXTURES_SETUP amr_courier_mpi_2
+            TIMEOUT ${amr_timeout} ENVIRONMENT "${amr_mpi_env}" FIXTURES_SETUP amr_courier_mpi_2
             PASS_REGULAR_EXPRESSION "conservation ok" FAIL_REGULAR_EXPRESSION "FAILED")
         add_test(NAME amr.courier_over_mpi_parcelport.agrees
             COMMAND amr_compare ${amr_dir}/courier.1.dump ${amr_dir}/courier-mpi.2.dump
