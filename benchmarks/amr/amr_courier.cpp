@@ -489,8 +489,14 @@ int courier_main(int argc, char** argv) {
     std::size_t steps = 0, processed = 0;
     int deepest = 0;
     send_all_ghosts(d, n);
+    double reduce_seconds = 0, regrid_seconds = 0;
+    auto since = [](auto from) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+    };
     while (n < o.steps && t < o.t_end) {
+        auto reduce_start = std::chrono::steady_clock::now();
         double dt = o.ph.cfl / courier::collectives::all_reduce(rate, max_of);
+        reduce_seconds += since(reduce_start);
         bool last = n + 1 >= o.steps;
         if (t + dt >= o.t_end) {
             dt = o.t_end - t;
@@ -517,9 +523,11 @@ int courier_main(int argc, char** argv) {
             break;
         }
         if (regrid_next) {
+            auto regrid_start = std::chrono::steady_clock::now();
             regrid(d);
             rate = local_rate(d);
             send_all_ghosts(d, n);
+            regrid_seconds += since(regrid_start);
         }
         if (!o.checkpoint.empty() && n == o.checkpoint_at) {
             auto all = gather_records(d);
@@ -558,6 +566,8 @@ int courier_main(int argc, char** argv) {
         r.messages = sums[0];
         r.bytes = sums[1];
         r.zero_copy_bytes = sums[2];
+        r.reduce_seconds = reduce_seconds;
+        r.regrid_seconds = regrid_seconds;
         amr::print_summary(r);
         if (o.check && !amr::print_checks(o.s, o.ph, start, all, t)) {
             rc = 1;

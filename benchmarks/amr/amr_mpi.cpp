@@ -300,10 +300,16 @@ int run(int argc, char** argv) {
     }
     std::size_t steps = 0, processed = 0;
     int deepest = 0;
+    double reduce_seconds = 0, regrid_seconds = 0;
+    auto since = [](auto from) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+    };
     while (n < o.steps && t < o.t_end) {
         double global = 0;
+        auto reduce_start = std::chrono::steady_clock::now();
         check(MPI_Allreduce(&rate, &global, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce");
+        reduce_seconds += since(reduce_start);
         double dt = o.ph.cfl / global;
         bool last = n + 1 >= o.steps;
         if (t + dt >= o.t_end) {
@@ -323,11 +329,13 @@ int run(int argc, char** argv) {
             break;
         }
         if (regrid_next) {
+            auto regrid_start = std::chrono::steady_clock::now();
             regrid(st);
             rate = 0;
             for (auto& [i, b] : st.blocks) {
                 rate = std::max(rate, amr::rate_of(o.ph, o.s, b.k, b.u));
             }
+            regrid_seconds += since(regrid_start);
         }
     }
     double seconds =
@@ -351,6 +359,8 @@ int run(int argc, char** argv) {
         r.time = t;
         r.messages = sums[0];
         r.bytes = sums[1];
+        r.reduce_seconds = reduce_seconds;
+        r.regrid_seconds = regrid_seconds;
         amr::print_summary(r);
         if (o.check && !amr::print_checks(o.s, o.ph, start, all, t)) {
             rc = 1;

@@ -189,18 +189,21 @@ struct run_summary {
     std::size_t subgrids = 0, cells = 0, steps = 0, grids_processed = 0;
     double seconds = 0, time = 0;
     std::uint64_t messages = 0, bytes = 0, zero_copy_bytes = 0;
+    /// Locality 0's wall time in the time step's reduction (waiting for the slowest locality
+    /// included) and in regrids.
+    double reduce_seconds = 0, regrid_seconds = 0;
 };
 
 inline void print_summary(run_summary const& r) {
-    std::printf("amr %s: localities %d levels %d subgrids %zu cells %zu steps %zu t %.6g "
-                "seconds %.4f grids/s %.1f cells/s %.4g parcels %llu bytes %llu "
-                "zero-copy-bytes %llu\n",
-                r.driver, r.localities, r.levels, r.subgrids, r.cells, r.steps, r.time, r.seconds,
-                double(r.grids_processed) / r.seconds,
-                double(r.grids_processed) * double(r.cells) / double(r.subgrids) / r.seconds,
-                static_cast<unsigned long long>(r.messages),
-                static_cast<unsigned long long>(r.bytes),
-                static_cast<unsigned long long>(r.zero_copy_bytes));
+    std::printf(
+        "amr %s: localities %d levels %d subgrids %zu cells %zu steps %zu t %.6g "
+        "seconds %.4f grids/s %.1f cells/s %.4g parcels %llu bytes %llu "
+        "zero-copy-bytes %llu reduce-seconds %.4f regrid-seconds %.4f\n",
+        r.driver, r.localities, r.levels, r.subgrids, r.cells, r.steps, r.time, r.seconds,
+        double(r.grids_processed) / r.seconds,
+        double(r.grids_processed) * double(r.cells) / double(r.subgrids) / r.seconds,
+        static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.bytes),
+        static_cast<unsigned long long>(r.zero_copy_bytes), r.reduce_seconds, r.regrid_seconds);
 }
 
 /// Prints the checks of a run and whether they pass: mass and energy conserved to 1e-12
