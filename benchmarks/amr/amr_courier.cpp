@@ -133,8 +133,9 @@ struct subgrid : courier::component_base<subgrid> {
         domain& d = *the_domain;
         for (amr::link const& l : out_ghosts) {
             amr::key dst = d.tree.leaves()[l.dst];
-            deliver<ghost_action>(l, n, amr::pack_ghost(d.opt.s, dst, l.face, k, u),
-                                  &subgrid::ghost);
+            buffer piece(amr::ghost_piece_size(d.opt.s, dst, k));
+            amr::pack_ghost(d.opt.s, dst, l.face, k, u, piece.data());
+            deliver<ghost_action>(l, n, std::move(piece), &subgrid::ghost);
         }
     }
 
@@ -151,8 +152,9 @@ struct subgrid : courier::component_base<subgrid> {
         }
         amr::compute_fluxes(d.opt.ph, s, k, u, dt, fluxes);
         for (amr::link const& l : out_fluxes) {
-            amr::key dst = d.tree.leaves()[l.dst];
-            deliver<flux_action>(l, n, amr::pack_flux(s, dst, l.face, k, fluxes), &subgrid::flux);
+            buffer piece(amr::flux_piece_size(s));
+            amr::pack_flux(s, d.tree.leaves()[l.dst], l.face, k, fluxes, piece.data());
+            deliver<flux_action>(l, n, std::move(piece), &subgrid::flux);
         }
         for (auto& [slot, data] : flux_in.take(n)) {
             amr::link const& l = in_fluxes.at(slot);
@@ -173,17 +175,17 @@ struct subgrid : courier::component_base<subgrid> {
     mailbox ghosts, flux_in;
 
 private:
-    /// To a subgrid of this locality directly, to another locality's through its id.
+    /// To a subgrid of this locality directly, to another locality's through its id (the
+    /// piece is packed into its message buffer: one allocation, from the buffer pool).
     template <class Action>
-    void deliver(amr::link const& l, std::uint64_t n, std::vector<double> values,
+    void deliver(amr::link const& l, std::uint64_t n, buffer piece,
                  void (subgrid::*local_call)(std::uint64_t, std::uint32_t, buffer)) {
         domain& d = *the_domain;
         if (std::uint32_t(d.owner[l.dst]) == d.here) {
             subgrid* target = d.local.at(d.tree.leaves()[l.dst].bits);
-            (target->*local_call)(n, std::uint32_t(l.slot), to_buffer(std::move(values)));
+            (target->*local_call)(n, std::uint32_t(l.slot), std::move(piece));
         } else {
-            courier::post<Action>(d.ids[l.dst], n, std::uint32_t(l.slot),
-                                  to_buffer(std::move(values)));
+            courier::post<Action>(d.ids[l.dst], n, std::uint32_t(l.slot), std::move(piece));
         }
     }
 };
@@ -296,39 +298,22 @@ void install(domain& d, amr::tree next, std::map<std::size_t, std::vector<double
     wire(d);
 }
 
-/// Initial refinement: the initial state on the base grid, refined where the criterion asks,
-/// up to the deepest level; new leaves take the initial state directly.
-void initial_tree(domain& d) {
-    auto const& o = d.opt;
-    amr::tree t = amr::tree::base_grid(o.s);
-    for (int pass = 0; pass <= o.s.max_level; ++pass) {
-        auto [first, last] = amr::my_range(t.size(), int(d.localities), int(d.here));
-        std::vector<std::int8_t> mine;
-        for (std::size_t j = first; j < last; ++j) {
-            std::vector<double> u(amr::layout(o.s.n).values(), 0.0);
-            amr::initial_state(o.ph, o.s, t.leaves()[j], u);
-            mine.push_back(amr::flag_of(o, amr::indicator(o.ph, o.s, u)));
-        }
-        std::vector<std::int8_t> flags;
-        for (auto& part : courier::collectives::all_gather(std::move(mine))) {
-            flags.insert(flags.end(), part.begin(), part.end());
-        }
-        for (auto& f : flags) {
-            f = f == amr::coarsen ? std::int8_t(amr::keep) : f; // nothing to coarsen yet
-        }
-        amr::tree next = amr::regrid(t, flags);
-        bool same = next.leaves() == t.leaves();
-        t = std::move(next);
-        if (same) {
-            break;
-        }
+/// Every locality's refinement flags, in locality order (which is Morton order).
+std::vector<std::int8_t> all_flags(std::vector<std::int8_t> mine) {
+    std::vector<std::int8_t> flags;
+    for (auto& part : courier::collectives::all_gather(std::move(mine))) {
+        flags.insert(flags.end(), part.begin(), part.end());
     }
+    return flags;
+}
+
+/// The initial tree, its leaves here in the initial state.
+void initial_tree(domain& d) {
+    amr::tree t = amr::initial_tree(d.opt, int(d.localities), int(d.here), all_flags);
     auto [first, last] = amr::my_range(t.size(), int(d.localities), int(d.here));
     std::map<std::size_t, std::vector<double>> cells;
     for (std::size_t j = first; j < last; ++j) {
-        std::vector<double> u(amr::layout(o.s.n).values(), 0.0);
-        amr::initial_state(o.ph, o.s, t.leaves()[j], u);
-        cells[j] = std::move(u);
+        cells[j] = amr::initial_subgrid(d.opt, t.leaves()[j]);
     }
     install(d, std::move(t), std::move(cells), {});
 }
@@ -341,11 +326,7 @@ void regrid(domain& d) {
     for (subgrid* g : locals) {
         mine.push_back(amr::flag_of(o, amr::indicator(o.ph, o.s, g->u)));
     }
-    std::vector<std::int8_t> flags;
-    for (auto& part : courier::collectives::all_gather(std::move(mine))) {
-        flags.insert(flags.end(), part.begin(), part.end());
-    }
-    amr::tree next = amr::regrid(d.tree, flags);
+    amr::tree next = amr::regrid(d.tree, all_flags(std::move(mine)));
     if (next.leaves() == d.tree.leaves()) {
         return;
     }
@@ -486,17 +467,17 @@ int courier_main(int argc, char** argv) {
     auto before = courier::get_parcelport_statistics();
     auto clock = std::chrono::steady_clock::now();
     double rate = local_rate(d);
-    std::size_t steps = 0, processed = 0;
-    int deepest = 0;
+    amr::run_summary r;
+    r.driver = "courier";
+    r.localities = int(d.localities);
     send_all_ghosts(d, n);
-    double reduce_seconds = 0, regrid_seconds = 0;
     auto since = [](auto from) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
     };
     while (n < o.steps && t < o.t_end) {
         auto reduce_start = std::chrono::steady_clock::now();
         double dt = o.ph.cfl / courier::collectives::all_reduce(rate, max_of);
-        reduce_seconds += since(reduce_start);
+        r.reduce_seconds += since(reduce_start);
         bool last = n + 1 >= o.steps;
         if (t + dt >= o.t_end) {
             dt = o.t_end - t;
@@ -509,14 +490,12 @@ int courier_main(int argc, char** argv) {
                 [g, n, dt, send = !last && !regrid_next] { return g->step(n, dt, send); }));
         }
         rate = 0.0;
-        for (auto& r : rates) {
-            rate = std::max(rate, r.get());
+        for (auto& f : rates) {
+            rate = std::max(rate, f.get());
         }
-        processed += d.tree.size();
-        for (amr::key k : d.tree.leaves()) {
-            deepest = std::max(deepest, k.level());
-        }
-        ++steps;
+        r.grids_processed += d.tree.size();
+        r.levels = std::max(r.levels, d.tree.deepest() + 1);
+        ++r.steps;
         ++n;
         t += dt;
         if (last) {
@@ -527,7 +506,7 @@ int courier_main(int argc, char** argv) {
             regrid(d);
             rate = local_rate(d);
             send_all_ghosts(d, n);
-            regrid_seconds += since(regrid_start);
+            r.regrid_seconds += since(regrid_start);
         }
         if (!o.checkpoint.empty() && n == o.checkpoint_at) {
             auto all = gather_records(d);
@@ -538,44 +517,22 @@ int courier_main(int argc, char** argv) {
             }
         }
     }
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count();
+    r.seconds = since(clock);
+    r.time = t;
     auto after = courier::get_parcelport_statistics();
+    std::uint64_t read = after.rma_bytes_read - before.rma_bytes_read;
     std::uint64_t sums[3] = {after.messages_sent - before.messages_sent,
-                             after.eager_bytes_sent - before.eager_bytes_sent +
-                                 (after.rma_bytes_read - before.rma_bytes_read),
-                             after.rma_bytes_read - before.rma_bytes_read};
+                             after.eager_bytes_sent - before.eager_bytes_sent + read, read};
     for (auto& v : sums) {
         v = courier::collectives::all_reduce(
             v, [](std::uint64_t a, std::uint64_t b) { return a + b; });
     }
-    seconds = courier::collectives::all_reduce(seconds, max_of);
-    int rc = 0;
+    r.seconds = courier::collectives::all_reduce(r.seconds, max_of);
+    r.messages = sums[0];
+    r.bytes = sums[1];
+    r.zero_copy_bytes = sums[2];
     auto all = gather_records(d);
-    if (d.here == 0) {
-        amr::run_summary r;
-        r.driver = "courier";
-        r.localities = int(d.localities);
-        r.levels = deepest + 1;
-        r.subgrids = d.tree.size();
-        r.cells = d.tree.size() * std::size_t(o.s.n) * o.s.n * o.s.n;
-        r.steps = steps;
-        r.grids_processed = processed;
-        r.seconds = seconds;
-        r.time = t;
-        r.messages = sums[0];
-        r.bytes = sums[1];
-        r.zero_copy_bytes = sums[2];
-        r.reduce_seconds = reduce_seconds;
-        r.regrid_seconds = regrid_seconds;
-        amr::print_summary(r);
-        if (o.check && !amr::print_checks(o.s, o.ph, start, all, t)) {
-            rc = 1;
-        }
-        if (!o.dump.empty()) {
-            amr::write_dump(o.dump, o.s, n, t, all);
-        }
-    }
+    int rc = d.here == 0 ? amr::finish_run(r, o, d.tree, start, all, n) : 0;
     courier::collectives::barrier();
     the_domain = nullptr;
     courier::finalize();

@@ -41,14 +41,12 @@ void check(int rc, char const* what) {
     }
 }
 
-/// Sends and receives the pieces of `links` (tag `tag`): pack(link) gives a piece to send,
-/// expected(link) a received piece's length, and take(link, piece) stores one. Pieces between
-/// subgrids of this rank go straight from pack to take.
-template <class Links, class Pack, class Expected, class Take>
-void exchange(rank_state& st, Links const& links, int tag, Pack pack, Expected expected,
-              Take take) {
-    auto src_of = [&](auto const& l) { return st.owner[l.src]; };
-    auto dst_of = [&](auto const& l) { return st.owner[l.dst]; };
+/// Sends and receives the pieces of `links` (tag `tag`), from rank src_of(link) to rank
+/// dst_of(link): pack(link) gives a piece to send, expected(link) a received piece's length,
+/// and take(link, piece) stores one. Pieces within this rank go straight from pack to take.
+template <class Links, class SrcOf, class DstOf, class Pack, class Expected, class Take>
+void exchange(rank_state& st, Links const& links, int tag, SrcOf src_of, DstOf dst_of, Pack pack,
+              Expected expected, Take take) {
     std::vector<MPI_Request> requests;
     std::vector<std::pair<std::size_t, std::vector<double>>> incoming;
     for (std::size_t i = 0; i < links.size(); ++i) {
@@ -86,17 +84,25 @@ void exchange(rank_state& st, Links const& links, int tag, Pack pack, Expected e
     }
 }
 
-double step(rank_state& st, std::uint64_t /*n*/, double dt) {
+double local_rate(rank_state const& st) {
+    double rate = 0;
+    for (auto const& [i, b] : st.blocks) {
+        rate = std::max(rate, amr::rate_of(st.opt.ph, st.opt.s, b.k, b.u));
+    }
+    return rate;
+}
+
+double step(rank_state& st, double dt) {
     auto const& s = st.opt.s;
     auto const& leaves = st.tree.leaves();
+    auto src_of = [&](amr::link const& l) { return st.owner[l.src]; };
+    auto dst_of = [&](amr::link const& l) { return st.owner[l.dst]; };
     exchange(
-        st, st.plan.ghosts, 1,
+        st, st.plan.ghosts, 1, src_of, dst_of,
         [&](amr::link const& l) {
             return amr::pack_ghost(s, leaves[l.dst], l.face, leaves[l.src], st.blocks[l.src].u);
         },
-        [&](amr::link const& l) {
-            return amr::ghost_piece_size(s, leaves[l.dst], l.face, leaves[l.src]);
-        },
+        [&](amr::link const& l) { return amr::ghost_piece_size(s, leaves[l.dst], leaves[l.src]); },
         [&](amr::link const& l, std::vector<double> const& piece) {
             if (!amr::unpack_ghost(s, leaves[l.dst], l.face, leaves[l.src], st.blocks[l.dst].u,
                                    piece)) {
@@ -106,13 +112,12 @@ double step(rank_state& st, std::uint64_t /*n*/, double dt) {
     for (auto& [i, b] : st.blocks) {
         amr::compute_fluxes(st.opt.ph, s, b.k, b.u, dt, b.fluxes);
     }
-    std::size_t const flux_piece = std::size_t(amr::nvar) * s.n * s.n / 4;
     exchange(
-        st, st.plan.fluxes, 2,
+        st, st.plan.fluxes, 2, src_of, dst_of,
         [&](amr::link const& l) {
             return amr::pack_flux(s, leaves[l.dst], l.face, leaves[l.src], st.blocks[l.src].fluxes);
         },
-        [&](amr::link const&) { return flux_piece; },
+        [&](amr::link const&) { return amr::flux_piece_size(s); },
         [&](amr::link const& l, std::vector<double> const& piece) {
             if (!amr::unpack_flux(s, leaves[l.dst], l.face, leaves[l.src], st.blocks[l.dst].fluxes,
                                   piece)) {
@@ -155,34 +160,13 @@ block make_block(rank_state const& st, amr::key k, std::vector<double> u) {
 }
 
 void initial_tree(rank_state& st) {
-    auto const& o = st.opt;
-    amr::tree t = amr::tree::base_grid(o.s);
-    auto initial = [&](amr::key k) {
-        std::vector<double> u(amr::layout(o.s.n).values(), 0.0);
-        amr::initial_state(o.ph, o.s, k, u);
-        return u;
-    };
-    for (int pass = 0; pass <= o.s.max_level; ++pass) {
-        auto [first, last] = amr::my_range(t.size(), st.size, st.rank);
-        std::vector<std::int8_t> mine;
-        for (std::size_t j = first; j < last; ++j) {
-            mine.push_back(amr::flag_of(o, amr::indicator(o.ph, o.s, initial(t.leaves()[j]))));
-        }
-        auto flags = all_flags(st, mine);
-        for (auto& f : flags) {
-            f = f == amr::coarsen ? std::int8_t(amr::keep) : f;
-        }
-        amr::tree next = amr::regrid(t, flags);
-        bool same = next.leaves() == t.leaves();
-        t = std::move(next);
-        if (same) {
-            break;
-        }
-    }
+    amr::tree t = amr::initial_tree(st.opt, st.size, st.rank, [&](std::vector<std::int8_t> mine) {
+        return all_flags(st, mine);
+    });
     auto [first, last] = amr::my_range(t.size(), st.size, st.rank);
     std::map<std::size_t, block> blocks;
     for (std::size_t j = first; j < last; ++j) {
-        blocks[j] = make_block(st, t.leaves()[j], initial(t.leaves()[j]));
+        blocks[j] = make_block(st, t.leaves()[j], amr::initial_subgrid(st.opt, t.leaves()[j]));
     }
     install(st, std::move(t), std::move(blocks));
 }
@@ -199,45 +183,32 @@ void regrid(rank_state& st) {
     }
     auto next_owner = amr::partition(next, st.size);
     auto transfers = amr::plan_regrid(st.tree, next);
-    // A transfer as a link from the old tree's leaf to the new tree's, for exchange().
-    struct move {
-        amr::transfer t;
-        std::size_t src, dst; // exchange() reads owners through these
-    };
-    std::vector<move> moves;
-    std::vector<int> owners; // old owners, then new ones
-    owners.insert(owners.end(), st.owner.begin(), st.owner.end());
-    owners.insert(owners.end(), next_owner.begin(), next_owner.end());
-    for (auto const& t : transfers) {
-        moves.push_back({t, t.from, st.tree.size() + t.to});
-    }
-    st.owner = std::move(owners);
     std::map<std::size_t, block> blocks;
     std::size_t const octant = o.s.n * o.s.n * o.s.n / 8 * amr::nvar;
     exchange(
-        st, moves, 3,
-        [&](move const& m) {
-            auto const& u = st.blocks[m.t.from].u;
-            return m.t.kind == amr::transfer::copy      ? amr::interior(o.s, u)
-                   : m.t.kind == amr::transfer::prolong ? amr::prolong(o.s, u, m.t.octant)
-                                                        : amr::restrict_to_octant(o.s, u);
+        st, transfers, 3, [&](amr::transfer const& t) { return st.owner[t.from]; },
+        [&](amr::transfer const& t) { return next_owner[t.to]; },
+        [&](amr::transfer const& t) {
+            auto const& u = st.blocks[t.from].u;
+            return t.kind == amr::transfer::copy      ? amr::interior(o.s, u)
+                   : t.kind == amr::transfer::prolong ? amr::prolong(o.s, u, t.octant)
+                                                      : amr::restrict_to_octant(o.s, u);
         },
-        [&](move const& m) {
-            return m.t.kind == amr::transfer::restrict_octant
-                       ? octant
-                       : amr::layout(o.s.n).interior_values();
+        [&](amr::transfer const& t) {
+            return t.kind == amr::transfer::restrict_octant ? octant
+                                                            : amr::layout(o.s.n).interior_values();
         },
-        [&](move const& m, std::vector<double> const& piece) {
-            auto& b = blocks[m.t.to];
-            if (m.t.kind != amr::transfer::restrict_octant) {
-                b = make_block(st, next.leaves()[m.t.to], amr::from_interior(o.s, piece));
+        [&](amr::transfer const& t, std::vector<double> const& piece) {
+            auto& b = blocks[t.to];
+            if (t.kind != amr::transfer::restrict_octant) {
+                b = make_block(st, next.leaves()[t.to], amr::from_interior(o.s, piece));
                 return;
             }
             if (b.u.empty()) {
-                b = make_block(st, next.leaves()[m.t.to],
+                b = make_block(st, next.leaves()[t.to],
                                std::vector<double>(amr::layout(o.s.n).values(), 0.0));
             }
-            amr::place_octant(o.s, b.u, m.t.octant, piece);
+            amr::place_octant(o.s, b.u, t.octant, piece);
         });
     install(st, std::move(next), std::move(blocks));
 }
@@ -294,13 +265,10 @@ int run(int argc, char** argv) {
     check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     auto clock = std::chrono::steady_clock::now();
     std::uint64_t n = 0;
-    double t = 0, rate = 0;
-    for (auto& [i, b] : st.blocks) {
-        rate = std::max(rate, amr::rate_of(o.ph, o.s, b.k, b.u));
-    }
-    std::size_t steps = 0, processed = 0;
-    int deepest = 0;
-    double reduce_seconds = 0, regrid_seconds = 0;
+    double t = 0, rate = local_rate(st);
+    amr::run_summary r;
+    r.driver = "mpi";
+    r.localities = st.size;
     auto since = [](auto from) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
     };
@@ -309,7 +277,7 @@ int run(int argc, char** argv) {
         auto reduce_start = std::chrono::steady_clock::now();
         check(MPI_Allreduce(&rate, &global, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce");
-        reduce_seconds += since(reduce_start);
+        r.reduce_seconds += since(reduce_start);
         double dt = o.ph.cfl / global;
         bool last = n + 1 >= o.steps;
         if (t + dt >= o.t_end) {
@@ -317,12 +285,10 @@ int run(int argc, char** argv) {
             last = true;
         }
         bool regrid_next = !last && (n + 1) % o.regrid_every == 0;
-        rate = step(st, n, dt);
-        processed += st.tree.size();
-        for (amr::key k : st.tree.leaves()) {
-            deepest = std::max(deepest, k.level());
-        }
-        ++steps;
+        rate = step(st, dt);
+        r.grids_processed += st.tree.size();
+        r.levels = std::max(r.levels, st.tree.deepest() + 1);
+        ++r.steps;
         ++n;
         t += dt;
         if (last) {
@@ -331,44 +297,20 @@ int run(int argc, char** argv) {
         if (regrid_next) {
             auto regrid_start = std::chrono::steady_clock::now();
             regrid(st);
-            rate = 0;
-            for (auto& [i, b] : st.blocks) {
-                rate = std::max(rate, amr::rate_of(o.ph, o.s, b.k, b.u));
-            }
-            regrid_seconds += since(regrid_start);
+            rate = local_rate(st);
+            r.regrid_seconds += since(regrid_start);
         }
     }
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - clock).count();
-    double slowest = 0;
+    double seconds = since(clock);
     std::uint64_t traffic[2] = {st.messages, st.bytes}, sums[2] = {0, 0};
-    check(MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD), "MPI_Reduce");
+    check(MPI_Reduce(&seconds, &r.seconds, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
+          "MPI_Reduce");
     check(MPI_Reduce(traffic, sums, 2, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
-    int rc = 0;
+    r.time = t;
+    r.messages = sums[0];
+    r.bytes = sums[1];
     auto all = gather_records(st);
-    if (st.rank == 0) {
-        amr::run_summary r;
-        r.driver = "mpi";
-        r.localities = st.size;
-        r.levels = deepest + 1;
-        r.subgrids = st.tree.size();
-        r.cells = st.tree.size() * std::size_t(o.s.n) * o.s.n * o.s.n;
-        r.steps = steps;
-        r.grids_processed = processed;
-        r.seconds = slowest;
-        r.time = t;
-        r.messages = sums[0];
-        r.bytes = sums[1];
-        r.reduce_seconds = reduce_seconds;
-        r.regrid_seconds = regrid_seconds;
-        amr::print_summary(r);
-        if (o.check && !amr::print_checks(o.s, o.ph, start, all, t)) {
-            rc = 1;
-        }
-        if (!o.dump.empty()) {
-            amr::write_dump(o.dump, o.s, n, t, all);
-        }
-    }
+    int rc = st.rank == 0 ? amr::finish_run(r, o, st.tree, start, all, n) : 0;
     return rc;
 }
 

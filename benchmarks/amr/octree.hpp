@@ -117,6 +117,7 @@ public:
     shape const& geometry() const { return shape_; }
     std::vector<key> const& leaves() const { return leaves_; }
     std::size_t size() const { return leaves_.size(); }
+    int deepest() const { return deepest_; }
     bool is_leaf(key k) const { return position_.contains(k); }
     /// The index of leaf k in Morton order; throws if k is not a leaf.
     std::size_t position(key k) const {
@@ -164,14 +165,17 @@ private:
                   [this](key a, key b) { return morton(a, shape_) < morton(b, shape_); });
         position_.clear();
         position_.reserve(leaves_.size());
+        deepest_ = 0;
         for (std::size_t i = 0; i < leaves_.size(); ++i) {
             position_.emplace(leaves_[i], i);
+            deepest_ = std::max(deepest_, leaves_[i].level());
         }
     }
 
     shape shape_;
     std::vector<key> leaves_;
     std::unordered_map<key, std::size_t, key_hash> position_;
+    int deepest_ = 0;
 };
 
 /// Refinement flags, one per leaf in Morton order.

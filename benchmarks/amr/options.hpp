@@ -13,6 +13,8 @@
 
 #include "euler.hpp"
 
+#include <vector>
+
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -93,6 +95,40 @@ inline std::int8_t flag_of(run_options const& o, double indicator_value) {
     return indicator_value > o.refine_above    ? std::int8_t(refine)
            : indicator_value < o.coarsen_below ? std::int8_t(coarsen)
                                                : std::int8_t(keep);
+}
+
+/// Subgrid k in the initial state (ghosts zero).
+inline std::vector<double> initial_subgrid(run_options const& o, key k) {
+    std::vector<double> u(layout(o.s.n).values(), 0.0);
+    initial_state(o.ph, o.s, k, u);
+    return u;
+}
+
+/// The initial tree: the base grid refined where the criterion finds the initial state
+/// steep, pass by pass up to the deepest level. `rank` of `parts` flags its share of the leaves
+/// (partition()); all_flags(mine) returns every rank's flags in rank order.
+template <class AllFlags>
+tree initial_tree(run_options const& o, int parts, int rank, AllFlags all_flags) {
+    tree t = tree::base_grid(o.s);
+    for (int pass = 0; pass <= o.s.max_level; ++pass) {
+        auto [first, last] = my_range(t.size(), parts, rank);
+        std::vector<std::int8_t> mine;
+        for (std::size_t j = first; j < last; ++j) {
+            auto u = initial_subgrid(o, t.leaves()[j]);
+            mine.push_back(flag_of(o, indicator(o.ph, o.s, u)));
+        }
+        std::vector<std::int8_t> flags = all_flags(std::move(mine));
+        for (auto& f : flags) {
+            f = f == coarsen ? std::int8_t(keep) : f; // nothing to coarsen yet
+        }
+        tree next = regrid(t, flags);
+        bool same = next.leaves() == t.leaves();
+        t = std::move(next);
+        if (same) {
+            break;
+        }
+    }
+    return t;
 }
 
 } // namespace amr

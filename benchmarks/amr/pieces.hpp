@@ -80,41 +80,52 @@ void for_each_flux_face(shape const& s, key dst, int face, key src, Visit visit)
 
 } // namespace detail
 
+/// Number of values of a ghost piece from `src` to `dst` (what the receiver expects): a leaf
+/// of the same or a coarser level covers dst's whole face (2 layers of n^2 cells), a finer one
+/// a quarter of it.
+inline std::size_t ghost_piece_size(shape const& s, key dst, key src) {
+    std::size_t face_cells = std::size_t(2) * s.n * s.n;
+    return nvar * (src.level() > dst.level() ? face_cells / 4 : face_cells);
+}
+
+/// Number of values of a flux piece: a finer leaf covers a quarter of the coarse face's n^2.
+inline std::size_t flux_piece_size(shape const& s) {
+    return std::size_t(nvar) * s.n * s.n / 4;
+}
+
 /// The ghost piece `src` sends `dst` for dst's face `face`.
-inline std::vector<double> pack_ghost(shape const& s, key dst, int face, key src,
-                                      std::span<double const> u) {
+/// Writes its ghost_piece_size() values to `out` (a message buffer: no copy after packing).
+inline void pack_ghost(shape const& s, key dst, int face, key src, std::span<double const> u,
+                       double* out) {
     layout L(s.n);
     std::size_t const cells = L.cells(), stride[3] = {1, std::size_t(L.m), cells / L.m};
-    std::vector<double> out;
-    out.reserve(std::size_t(2) * nvar * s.n * s.n);
     detail::for_each_ghost(s, dst, face, src, [&](std::size_t, std::size_t from, int width) {
         for (int v = 0; v < nvar; ++v) {
             double const* w = u.data() + v * cells + from;
             if (width == 1) {
-                out.push_back(*w);
+                *out++ = *w;
                 continue;
             }
             double sum = 0.0;
             for (int d = 0; d < 8; ++d) {
                 sum += w[(d & 1) * stride[0] + (d >> 1 & 1) * stride[1] + (d >> 2) * stride[2]];
             }
-            out.push_back(sum / 8.0);
+            *out++ = sum / 8.0;
         }
     });
-    return out;
 }
 
-/// Number of values of that ghost piece (what the receiver expects).
-inline std::size_t ghost_piece_size(shape const& s, key dst, int face, key src) {
-    std::size_t count = 0;
-    detail::for_each_ghost(s, dst, face, src, [&](std::size_t, std::size_t, int) { ++count; });
-    return count * nvar;
+inline std::vector<double> pack_ghost(shape const& s, key dst, int face, key src,
+                                      std::span<double const> u) {
+    std::vector<double> out(ghost_piece_size(s, dst, src));
+    pack_ghost(s, dst, face, src, u, out.data());
+    return out;
 }
 
 /// Stores a ghost piece; false when it has the wrong length (nothing is written then).
 inline bool unpack_ghost(shape const& s, key dst, int face, key src, std::span<double> u,
                          std::span<double const> piece) {
-    if (piece.size() != ghost_piece_size(s, dst, face, src)) {
+    if (piece.size() != ghost_piece_size(s, dst, src)) {
         return false;
     }
     std::size_t const cells = layout(s.n).cells();
@@ -129,17 +140,22 @@ inline bool unpack_ghost(shape const& s, key dst, int face, key src, std::span<d
 
 /// The fluxes fine `src` sends coarse `dst` for dst's face `face`: per coarse face, the mean
 /// of the four fine fluxes through it.
-inline std::vector<double> pack_flux(shape const& s, key dst, int face, key src,
-                                     std::span<double const> flux) {
-    layout L(s.n);
+/// Writes its flux_piece_size() values to `out`.
+inline void pack_flux(shape const& s, key dst, int face, key src, std::span<double const> flux,
+                      double* out) {
     std::size_t const per_var = std::size_t(s.n + 1) * s.n * s.n;
-    std::vector<double> out;
     detail::for_each_flux_face(s, dst, face, src, [&](std::size_t, std::size_t const* fine) {
         for (int v = 0; v < nvar; ++v) {
             double const* f = flux.data() + v * per_var;
-            out.push_back(0.25 * ((f[fine[0]] + f[fine[1]]) + (f[fine[2]] + f[fine[3]])));
+            *out++ = 0.25 * ((f[fine[0]] + f[fine[1]]) + (f[fine[2]] + f[fine[3]]));
         }
     });
+}
+
+inline std::vector<double> pack_flux(shape const& s, key dst, int face, key src,
+                                     std::span<double const> flux) {
+    std::vector<double> out(flux_piece_size(s));
+    pack_flux(s, dst, face, src, flux, out.data());
     return out;
 }
 
@@ -147,10 +163,7 @@ inline std::vector<double> pack_flux(shape const& s, key dst, int face, key src,
 inline bool unpack_flux(shape const& s, key dst, int face, key src, std::span<double> flux,
                         std::span<double const> piece) {
     std::size_t const per_var = std::size_t(s.n + 1) * s.n * s.n;
-    std::size_t count = 0;
-    detail::for_each_flux_face(s, dst, face, src,
-                               [&](std::size_t, std::size_t const*) { count += nvar; });
-    if (piece.size() != count) {
+    if (piece.size() != flux_piece_size(s)) {
         return false;
     }
     std::size_t next = 0;

@@ -7,6 +7,7 @@
 // i32 spare, u64 leaves, then per leaf u64 key and n^3 * 5 f64 (variable by variable).
 #pragma once
 
+#include "options.hpp"
 #include "pieces.hpp"
 
 #include <cmath>
@@ -238,6 +239,21 @@ inline bool print_checks(shape const& s, physics const& ph, totals const& start,
                     measured, exact, error, radius_ok ? "ok" : "FAILED");
     }
     return conserved && radius_ok;
+}
+
+/// What locality (rank) 0 does at the end of a run: the summary line (subgrids and cells from
+/// the final tree `t`), the checks if asked (a failed one makes the result 1), the dump if
+/// asked. `all` holds every leaf in Morton order.
+inline int finish_run(run_summary r, run_options const& o, tree const& t, totals const& start,
+                      std::vector<leaf_record> const& all, std::uint64_t step) {
+    r.subgrids = t.size();
+    r.cells = t.size() * std::size_t(o.s.n) * o.s.n * o.s.n;
+    print_summary(r);
+    int rc = o.check && !print_checks(o.s, o.ph, start, all, r.time) ? 1 : 0;
+    if (!o.dump.empty()) {
+        write_dump(o.dump, o.s, step, r.time, all);
+    }
+    return rc;
 }
 
 } // namespace amr

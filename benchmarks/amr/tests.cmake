@@ -122,3 +122,13 @@ if(AMR_MPIRUN AND TARGET amr_mpi)
 else()
     message(STATUS "amr: no mpirun or MPI: the MPI version's tests are not built")
 endif()
+
+# A dump cut short: amr_compare names it and fails (exit 2), it does not compare garbage.
+add_test(NAME amr.compare.refuses_a_truncated_dump
+    COMMAND sh -c "head -c 5000 '${amr_dir}/courier.1.dump' > '${amr_dir}/truncated.dump'; \
+out=$(\"$1\" '${amr_dir}/courier.1.dump' '${amr_dir}/truncated.dump' 2>&1); \
+echo \"$out (exit $?)\""
+    sh $<TARGET_FILE:amr_compare>)
+set_tests_properties(amr.compare.refuses_a_truncated_dump PROPERTIES
+    FIXTURES_REQUIRED amr_courier_1
+    PASS_REGULAR_EXPRESSION "truncated.dump is truncated \\(exit 2\\)")
