@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,27 @@ TEST(future, ready_and_exceptional_futures) {
     auto e = courier::make_exceptional_future<int>(std::runtime_error("boom"));
     EXPECT_TRUE(e.has_exception());
     EXPECT_THROW(e.get(), std::runtime_error);
+}
+
+namespace {
+struct counted_error : std::runtime_error {
+    static inline std::atomic<int> alive{0};
+    counted_error() : std::runtime_error("counted") { ++alive; }
+    counted_error(counted_error const& o) : std::runtime_error(o) { ++alive; }
+    ~counted_error() override { --alive; }
+};
+} // namespace
+
+// get() on a unique future takes the exception out of the shared state: it dies with the
+// caller's handler, on the caller's thread, even while the producer still holds the state.
+TEST(future, get_takes_the_exception_out_of_the_state) {
+    counted_error::alive = 0;
+    courier::promise<int> p;
+    auto f = p.get_future();
+    p.set_exception(std::make_exception_ptr(counted_error{}));
+    EXPECT_EQ(counted_error::alive.load(), 1);
+    EXPECT_THROW((void)f.get(), counted_error);
+    EXPECT_EQ(counted_error::alive.load(), 0); // the promise still holds the state
 }
 
 TEST(future, broken_promise_and_double_set_and_double_retrieve) {

@@ -155,6 +155,13 @@ public:
         check();
         st_->wait();
         auto st = std::move(st_);
+        if (st->holds_exception()) {
+            // The exception leaves the state: it is freed on this thread when the caller's
+            // handler ends, not on whichever thread drops the producer's last reference (the
+            // count inside exception_ptr is invisible to ThreadSanitizer, so that free looked
+            // like a race with the handler's reads of e.what()).
+            std::rethrow_exception(st->take_exception());
+        }
         if constexpr (std::is_void_v<T>) {
             st->get();
         } else {

@@ -37,6 +37,8 @@ public:
         return word_.load(std::memory_order_acquire) == exception_ready;
     }
     std::exception_ptr const& exception() const noexcept { return exception_; }
+    /// For the one reader of a unique future: the exception leaves the state.
+    std::exception_ptr take_exception() noexcept { return std::move(exception_); }
 
     /// Blocks (suspending a Courier thread, or the OS thread) until ready.
     void wait() {
