@@ -54,8 +54,11 @@ void peer_failed(std::uint32_t rank) {
         }
     });
     for (auto& done : failed) {
-        done(nullptr, std::make_exception_ptr(network_error("courier: locality " +
-                                                            std::to_string(rank) + " has failed")));
+        // Made before done() runs: a temporary alive during the wake-up would share its
+        // message with the waiter and free it here after the waiter read it.
+        auto error = std::make_exception_ptr(
+            network_error("courier: locality " + std::to_string(rank) + " has failed"));
+        done(nullptr, std::move(error));
     }
 }
 

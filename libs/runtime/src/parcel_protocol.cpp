@@ -22,8 +22,12 @@ void sent(std::uint64_t rid, std::error_code const& ec) {
     locality_state& st = here();
     if (ec && rid != 0) {
         if (completion done = take_pending(rid)) {
-            done(nullptr, std::make_exception_ptr(network_error(
-                              "courier: sending to a locality failed: " + ec.message())));
+            // The exception is made in a statement of its own: a temporary living on until
+            // after done() would share its message (a reference-counted string in libstdc++)
+            // with the waiter, and free it on this thread after the waiter read it.
+            auto error = std::make_exception_ptr(
+                network_error("courier: sending to a locality failed: " + ec.message()));
+            done(nullptr, std::move(error));
         }
     }
     st.in_flight.fetch_sub(1, std::memory_order_acq_rel);
@@ -260,7 +264,10 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     std::string type, what;
     in.load(type);
     in.load(what);
-    done(nullptr, std::make_exception_ptr(remote_exception(type, what, source)));
+    // Made before done() runs, so that no temporary sharing the message outlives the wake-up
+    // (see sent()).
+    auto error = std::make_exception_ptr(remote_exception(type, what, source));
+    done(nullptr, std::move(error));
 }
 
 /// Runs the requests of `source`'s ordered stream from `first` on (the stream is marked
@@ -445,8 +452,9 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     auto dead = [&] { return has_failed(st, dest); };
     auto fail_dead = [&](completion& done) {
         if (done) {
-            done(nullptr, std::make_exception_ptr(network_error(
-                              "courier: locality " + std::to_string(dest) + " has failed")));
+            auto error = std::make_exception_ptr(
+                network_error("courier: locality " + std::to_string(dest) + " has failed"));
+            done(nullptr, std::move(error)); // made first: see sent()
         }
         if (on_sent) {
             on_sent(std::make_error_code(std::errc::host_unreachable));

@@ -42,8 +42,9 @@ private:
         auto* self = static_cast<async_state*>(t);
         self->fn_.reset();
         try {
-            self->set_exception(
-                std::make_exception_ptr(std::future_error(std::future_errc::broken_promise)));
+            auto error = // made first: see future.hpp's abandon()
+                std::make_exception_ptr(std::future_error(std::future_errc::broken_promise));
+            self->set_exception(std::move(error));
         } catch (...) {
         }
         self->release();

@@ -262,8 +262,13 @@ private:
     void abandon() noexcept {
         if (st_ && !st_->is_ready()) {
             try {
-                st_->set_exception(
-                    std::make_exception_ptr(std::future_error(std::future_errc::broken_promise)));
+                // The exception is made in a statement of its own: a temporary living on
+                // until after set_exception() would share its message (a reference-counted
+                // string in libstdc++) with the waiter and free it here after the waiter read
+                // it, a race TSan reports and the count hides.
+                auto error =
+                    std::make_exception_ptr(std::future_error(std::future_errc::broken_promise));
+                st_->set_exception(std::move(error));
             } catch (...) {
             }
         }
@@ -299,7 +304,8 @@ template <class U>
 void forward_future(future<U> inner, state_ptr<U> st) {
     auto* s = future_access::state(inner).get();
     if (s == nullptr) {
-        st->set_exception(std::make_exception_ptr(std::future_error(std::future_errc::no_state)));
+        auto error = std::make_exception_ptr(std::future_error(std::future_errc::no_state));
+        st->set_exception(std::move(error)); // made first: see abandon()
         return;
     }
     s->add_callback(make_callback([inner = std::move(inner), st]() mutable {

@@ -131,8 +131,9 @@ public:
     ~coroutine_promise_base() {
         if (!st_->is_ready()) {
             try {
-                st_->set_exception(
-                    std::make_exception_ptr(std::future_error(std::future_errc::broken_promise)));
+                auto error = // made first: see future.hpp's abandon()
+                    std::make_exception_ptr(std::future_error(std::future_errc::broken_promise));
+                st_->set_exception(std::move(error));
             } catch (...) {
             }
         }
