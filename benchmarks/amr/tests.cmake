@@ -123,6 +123,46 @@ else()
     message(STATUS "amr: no mpirun or MPI: the MPI version's tests are not built")
 endif()
 
+# Across hosts: 3 network-namespace hosts (tests/cluster), tcp between them and shm within each.
+# Six localities through courier-run's host file, and the MPI version on 4 ranks through mpirun
+# (--map-by node), end where the one-locality run ends. Built with Courier's own tree only.
+set(amr_cluster ${CMAKE_CURRENT_SOURCE_DIR}/../../tests/cluster/netns-cluster)
+if(EXISTS ${amr_cluster})
+    set(amr_cluster ${amr_cluster} --hosts=3 --slots=2 --)
+    string(JOIN " " amr_on_hosts $<TARGET_FILE:courier_run> -n 6 --courier-run-job-timeout=240
+        --hostfile=\$COURIER_CLUSTER_HOSTFILE --agent=\$COURIER_CLUSTER_AGENT)
+    string(JOIN " " amr_cluster_args ${amr_problem})
+    add_test(NAME amr.cluster.courier_run.conserves.3x2
+        COMMAND ${amr_cluster} sh -c "exec ${amr_on_hosts} $<TARGET_FILE:amr_courier> \
+--courier:spmd=1 --courier:bind=none ${amr_cluster_args} --dump=${amr_dir}/cluster.6.dump")
+    set_tests_properties(amr.cluster.courier_run.conserves.3x2 PROPERTIES
+        TIMEOUT ${amr_timeout} ENVIRONMENT "${amr_env}" FIXTURES_SETUP amr_cluster_6
+        PASS_REGULAR_EXPRESSION "conservation ok" FAIL_REGULAR_EXPRESSION "FAILED"
+        SKIP_RETURN_CODE 77)
+    add_test(NAME amr.cluster.courier_run.agrees_with_1
+        COMMAND amr_compare ${amr_dir}/courier.1.dump ${amr_dir}/cluster.6.dump --tolerance=0)
+    set_tests_properties(amr.cluster.courier_run.agrees_with_1 PROPERTIES
+        FIXTURES_REQUIRED "amr_courier_1;amr_cluster_6" PASS_REGULAR_EXPRESSION "agree")
+    if(AMR_MPIRUN AND TARGET amr_mpi)
+        string(JOIN " " amr_mpirun_hosts ${AMR_MPIRUN} --allow-run-as-root -np 4 --map-by node
+            --bind-to none --hostfile \$COURIER_CLUSTER_HOSTFILE
+            --mca plm_rsh_agent \$COURIER_CLUSTER_AGENT --mca oob_tcp_if_include 198.18.0.0/15
+            --mca btl_tcp_if_include 198.18.0.0/15)
+        add_test(NAME amr.cluster.mpi.conserves.4
+            COMMAND ${amr_cluster} sh -c "exec ${amr_mpirun_hosts} $<TARGET_FILE:amr_mpi> \
+${amr_cluster_args} --dump=${amr_dir}/cluster-mpi.4.dump")
+        set_tests_properties(amr.cluster.mpi.conserves.4 PROPERTIES
+            TIMEOUT ${amr_timeout} ENVIRONMENT "${amr_mpi_env}" FIXTURES_SETUP amr_cluster_mpi_4
+            PASS_REGULAR_EXPRESSION "conservation ok" FAIL_REGULAR_EXPRESSION "FAILED"
+            SKIP_RETURN_CODE 77)
+        add_test(NAME amr.cluster.mpi.agrees_with_courier
+            COMMAND amr_compare ${amr_dir}/courier.1.dump ${amr_dir}/cluster-mpi.4.dump
+            --tolerance=1e-12)
+        set_tests_properties(amr.cluster.mpi.agrees_with_courier PROPERTIES
+            FIXTURES_REQUIRED "amr_courier_1;amr_cluster_mpi_4" PASS_REGULAR_EXPRESSION "agree")
+    endif()
+endif()
+
 # A dump cut short: amr_compare names it and fails (exit 2), it does not compare garbage.
 add_test(NAME amr.compare.refuses_a_truncated_dump
     COMMAND sh -c "head -c 5000 '${amr_dir}/courier.1.dump' > '${amr_dir}/truncated.dump'; \

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // Serialization a user does not write, across localities (run by ctest through courier-run):
-//   aggregates  plain structs (nested, standard members, enums) as action arguments and results,
+//   aggregates  plain structs (nested, standard members, enums, C arrays) as action arguments and
+//               results,
 //               with no serialization code; bitwise ones travel as pointer chunks.
 //   profiles    the MPI Serializer paper's master/worker case as remote calls: positions and
 //               masses out, forces back into the master's objects, and only those bytes travel.
@@ -33,6 +34,8 @@ struct region {
     std::vector<vec3> points;
     std::map<std::string, double> params;
     std::optional<std::array<int, 3>> cell;
+    double bounds[2][3]; // C arrays: no code either
+    std::string axes[3];
 };
 
 // Returns the region moved by `by`, renamed, with one more parameter.
@@ -45,6 +48,8 @@ region shift(region r, vec3 by) {
     r.name += "@" + std::to_string(courier::get_locality_id());
     r.params["shifted"] = 1.0;
     r.what = kind::solid;
+    r.bounds[1][2] += by.z;
+    r.axes[2] += "'";
     return r;
 }
 COURIER_PLAIN_ACTION(shift, shift_action);
@@ -55,7 +60,13 @@ std::uint64_t rma_bytes_read_here() {
 COURIER_PLAIN_ACTION(rma_bytes_read_here, rma_bytes_read_action);
 
 void scenario_aggregates() {
-    region r{"box", kind::fluid, std::vector<vec3>(4096), {{"gamma", 1.4}}, std::array{1, 2, 3}};
+    region r{"box",
+             kind::fluid,
+             std::vector<vec3>(4096),
+             {{"gamma", 1.4}},
+             std::array{1, 2, 3},
+             {{0, 0, 0}, {1, 2, 3}},
+             {"x", "y", "z"}};
     for (std::size_t i = 0; i < r.points.size(); ++i) {
         r.points[i] = {double(i), 2.0 * i, -1.0 * i};
     }
@@ -69,6 +80,8 @@ void scenario_aggregates() {
         CHECK(back.points[4095].x == 4096.0 && back.points[4095].y == 2.0 * 4095 + 10);
         CHECK(back.params.size() == 2 && back.params["gamma"] == 1.4);
         CHECK(back.cell && (*back.cell)[2] == 3);
+        CHECK(back.bounds[0][0] == 0.0 && back.bounds[1][1] == 2.0 && back.bounds[1][2] == 103.0);
+        CHECK(back.axes[0] == "x" && back.axes[1] == "y" && back.axes[2] == "z'");
         // The 96 KiB of points are one pointer chunk the remote side pulled by RMA.
         CHECK(read_after - read_before >= 4096 * sizeof(vec3));
         std::printf("aggregates: locality %u read %llu bytes by RMA for a %zu byte point array\n",

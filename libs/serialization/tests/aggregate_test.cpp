@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <complex>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -74,6 +76,28 @@ struct own_code { // an aggregate with its own serialize: only `kept` travels
 
 struct empty {};
 
+struct stencil { // C arrays of every kind of element, beside members that take no braces
+    int order = 0;
+    double weights[2][3];
+    std::string labels[3];
+    std::complex<double> shifts[2];
+    std::shared_ptr<vec3> origin;
+    phase phases[2];
+    vec3 corners[2];
+    empty marker;
+    std::uint16_t tail = 0;
+};
+
+struct block { // no padding: bitwise, C arrays included
+    double u[4][4];
+    std::int64_t id;
+};
+
+struct tagged_value { // 7 bytes of padding after tag: member by member
+    char tag[1];
+    double value;
+};
+
 struct wide {
     int f00, f01, f02, f03, f04, f05, f06, f07, f08, f09, f10, f11, f12, f13, f14, f15, f16, f17,
         f18, f19, f20, f21, f22, f23, f24, f25, f26, f27, f28, f29, f30, f31, f32, f33, f34, f35,
@@ -94,6 +118,67 @@ TEST(aggregate, nested_with_standard_members_round_trips_with_no_user_code) {
     app::cell b{};
     cs::load(m, b);
     EXPECT_TRUE(a == b);
+}
+
+TEST(aggregate, c_array_members_round_trip_with_no_user_code) {
+    static_assert(cs::detail::count_fields<app::stencil>() == 9);
+    app::stencil a{};
+    a.order = 2;
+    for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 3; ++j) {
+            a.weights[i][j] = 10.0 * i + j;
+        }
+    }
+    a.labels[0] = "west";
+    a.labels[2] = std::string(100, 'e'); // beyond the small-string buffer
+    a.shifts[1] = {0.5, -0.5};
+    a.origin = std::make_shared<app::vec3>(app::vec3{1, 2, 3});
+    a.phases[0] = app::phase::gas;
+    a.phases[1] = app::phase::liquid;
+    a.corners[1] = {7, 8, 9};
+    a.tail = 65535;
+    auto m = cs::save(a);
+    app::stencil b{};
+    cs::load(m, b);
+    EXPECT_EQ(b.order, 2);
+    EXPECT_EQ(b.weights[1][2], 12.0);
+    EXPECT_EQ(b.weights[0][1], 1.0);
+    EXPECT_EQ(b.labels[0], "west");
+    EXPECT_EQ(b.labels[1], "");
+    EXPECT_EQ(b.labels[2], std::string(100, 'e'));
+    EXPECT_EQ(b.shifts[1], (std::complex<double>{0.5, -0.5}));
+    ASSERT_TRUE(b.origin);
+    EXPECT_EQ(*b.origin, (app::vec3{1, 2, 3}));
+    EXPECT_EQ(b.phases[0], app::phase::gas);
+    EXPECT_EQ(b.phases[1], app::phase::liquid);
+    EXPECT_EQ(b.corners[1], (app::vec3{7, 8, 9}));
+    EXPECT_EQ(b.tail, 65535);
+}
+
+TEST(aggregate, aggregates_with_c_arrays_are_bitwise_when_unpadded) {
+    static_assert(cs::is_bitwise_serializable_v<app::block>);
+    static_assert(!cs::is_bitwise_serializable_v<app::tagged_value>);
+    std::vector<app::block> blocks(64);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+        blocks[i].id = static_cast<std::int64_t>(i);
+        blocks[i].u[3][1] = 0.5 * static_cast<double>(i);
+    }
+    auto m = cs::save(blocks);
+    ASSERT_EQ(m.external_chunk_count(), 1U);
+    EXPECT_EQ(m.chunks()[1].type, cs::chunk_type::pointer);
+    EXPECT_EQ(m.chunks()[1].size, blocks.size() * sizeof(app::block));
+    std::vector<app::block> back;
+    cs::load(m, back);
+    ASSERT_EQ(back.size(), 64U);
+    EXPECT_EQ(back[63].id, 63);
+    EXPECT_EQ(back[63].u[3][1], 31.5);
+    // The padded one travels as its members: 1 + 8 bytes, not sizeof 16.
+    auto t = cs::save(app::tagged_value{{'k'}, 4.25});
+    EXPECT_EQ(t.index_size(), cs::message_header_size + 9);
+    app::tagged_value tv{};
+    cs::load(t, tv);
+    EXPECT_EQ(tv.tag[0], 'k');
+    EXPECT_EQ(tv.value, 4.25);
 }
 
 TEST(aggregate, bitwise_when_no_padding_and_members_bitwise) {

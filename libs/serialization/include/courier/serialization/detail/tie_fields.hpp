@@ -2,11 +2,17 @@
 // The members of an aggregate, found with no user code: tie_fields(t) returns a std::tuple of
 // references to them, in declaration order (traits.hpp uses it to serialize aggregates).
 //
-// The member count is the largest N for which T{p_1, ..., p_N} compiles, where each p converts
-// to any type but T; structured binding then names the members. A C array member takes as many
-// initializers as it has elements (brace elision), and a base class takes one, so for such types
-// the count and the binding disagree: the compile error then points at a binding below. Use
-// std::array, or give the type a serialize(). At most 64 members.
+// The member count comes from initializing T with probes, objects that convert to any type but
+// T. First the number of initializers T takes, U: the largest n for which T{p_1, ..., p_n}
+// compiles. A C array member takes one per element there (brace elision), every other member
+// one. Then the members, from the first on: the member that starts at initializer i takes w of
+// them, where T{p_1, ..., p_i, {}, p_1, ..., p_(U-i-w)} compiles (the empty braces
+// value-initialize the whole member, an array included) and no smaller w does. Only copy
+// initialization from a probe and value initialization are asked for: neither is ever
+// ambiguous (a probe in braces would be, for std::complex or a smart pointer). Structured
+// binding then names the members. A base class takes an initializer but is not a member to
+// structured binding: an aggregate with a base class needs serialize() (the compile error then
+// points at a binding below). At most 64 members and 256 initializers.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +23,7 @@
 namespace courier::serialization::detail {
 
 inline constexpr std::size_t max_aggregate_fields = 64;
+inline constexpr std::size_t max_aggregate_initializers = 256;
 
 /// Converts to anything but T (so that T{probe} is not T's copy).
 template <class T>
@@ -32,13 +39,47 @@ constexpr bool initializable_with(std::index_sequence<I...>) {
     };
 }
 
+/// T{p_1, ..., p_i, {}, p_1, ..., p_n} compiles.
+template <class T, std::size_t... I, std::size_t... J>
+constexpr bool initializable_around_empty(std::index_sequence<I...>, std::index_sequence<J...>) {
+    return requires {
+        T{(void(I), field_probe<T>{})..., {}, (void(J), field_probe<T>{})...};
+    };
+}
+
+/// The number of initializers T takes (U above).
 template <class T, std::size_t N = 0>
-constexpr std::size_t count_fields() {
-    if constexpr (N > max_aggregate_fields ||
+constexpr std::size_t count_initializers() {
+    if constexpr (N > max_aggregate_initializers ||
                   !initializable_with<T>(std::make_index_sequence<N + 1>{})) {
         return N;
     } else {
-        return count_fields<T, N + 1>();
+        return count_initializers<T, N + 1>();
+    }
+}
+
+/// How many of T's U initializers the member starting at initializer I takes (W tried first):
+/// 1 but for a C array. A member that cannot be value-initialized counts as 1.
+template <class T, std::size_t U, std::size_t I, std::size_t W = 1>
+constexpr std::size_t member_width() {
+    if constexpr (I + W > U) {
+        return 1;
+    } else if constexpr (initializable_around_empty<T>(std::make_index_sequence<I>{},
+                                                       std::make_index_sequence<U - I - W>{})) {
+        return W;
+    } else {
+        return member_width<T, U, I, W + 1>();
+    }
+}
+
+template <class T, std::size_t U = count_initializers<T>(), std::size_t I = 0, std::size_t N = 0>
+constexpr std::size_t count_fields() {
+    if constexpr (U > max_aggregate_initializers || N > max_aggregate_fields) {
+        return max_aggregate_fields + 1; // too many: tie_fields says so
+    } else if constexpr (I >= U) {
+        return N;
+    } else {
+        return count_fields<T, U, I + member_width<T, U, I>(), N + 1>();
     }
 }
 
@@ -47,9 +88,10 @@ template <class T>
 constexpr auto tie_fields(T& t) {
     constexpr std::size_t N = count_fields<std::remove_cv_t<T>>();
     static_assert(N <= max_aggregate_fields,
-                  "an aggregate of more than 64 members needs a serialize() function");
+                  "an aggregate of more than 64 members, or of more than 256 initializers (each "
+                  "C array element counts as one), needs a serialize() function");
     // An error in a binding below ("N names provided ... decomposes into M elements") means the
-    // aggregate has a C array member or a base class: use std::array / give it a serialize().
+    // aggregate has a base class: give it a serialize().
     if constexpr (N == 0) {
         return std::tuple<>{};
     } else if constexpr (N == 1) {
