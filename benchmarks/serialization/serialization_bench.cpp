@@ -19,6 +19,7 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <istream>
 #if __has_include(<valgrind/callgrind.h>)
@@ -425,35 +426,57 @@ void summarize(std::vector<cb::result> const& rs) {
 
 // The same structs with no code (aggregates, member by member) against a hand-written
 // serialize(): what the user saves by not writing one must cost nothing.
-// Both sources are built here, one after the other, so that neither gets better placed memory.
+// Where the sources' strings land in the heap moves either case by up to ~7 % between runs at
+// equal instruction counts. So each side is built twice, once before the other and once after,
+// all four cases are timed interleaved, and each side keeps its better placement.
 template <class C, class A>
 std::vector<cb::result> aggregate_vs_hand_written(C (*make_c)(), A (*make_a)(),
                                                   options_t const& o) {
-    auto const c_src = make_c();
-    auto const a_src = make_a();
-    auto hand = std::make_shared<courier_rt<C>>();
-    auto agg = std::make_shared<courier_rt<A>>();
-    auto c_dst = std::make_shared<C>();
-    auto a_dst = std::make_shared<A>();
-    (*hand)(c_src, *c_dst);
-    (*agg)(a_src, *a_dst);
-    target(*a_dst == a_src && agg->bytes() == hand->bytes(),
-           "aggregate round trip is exact and writes the same bytes as serialize()");
-    std::vector<cb::timed_case> cases = {
-        {"hand-written serialize()",
-         [hand, &c_src, c_dst] {
-             (*hand)(c_src, *c_dst);
-             cb::do_not_optimize(*c_dst);
-         },
-         hand->bytes()},
-        {"aggregate, no code",
-         [agg, &a_src, a_dst] {
-             (*agg)(a_src, *a_dst);
-             cb::do_not_optimize(*a_dst);
-         },
-         agg->bytes()},
+    struct side_c {
+        C src, dst;
+        std::shared_ptr<courier_rt<C>> rt = std::make_shared<courier_rt<C>>();
     };
-    return cb::run_group(cases, o.reps, o.rep_seconds);
+    struct side_a {
+        A src, dst;
+        std::shared_ptr<courier_rt<A>> rt = std::make_shared<courier_rt<A>>();
+    };
+    auto c1 = std::make_shared<side_c>(side_c{make_c(), C{}});
+    auto a1 = std::make_shared<side_a>(side_a{make_a(), A{}});
+    auto a2 = std::make_shared<side_a>(side_a{make_a(), A{}});
+    auto c2 = std::make_shared<side_c>(side_c{make_c(), C{}});
+    std::vector<cb::timed_case> cases;
+    for (auto const& c : {c1, c2}) {
+        (*c->rt)(c->src, c->dst);
+        cases.push_back({"hand-written serialize()",
+                         [c] {
+                             (*c->rt)(c->src, c->dst);
+                             cb::do_not_optimize(c->dst);
+                         },
+                         c->rt->bytes()});
+    }
+    for (auto const& a : {a1, a2}) {
+        (*a->rt)(a->src, a->dst);
+        target(a->dst == a->src && a->rt->bytes() == c1->rt->bytes(),
+               "aggregate round trip is exact and writes the same bytes as serialize()");
+        cases.push_back({"aggregate, no code",
+                         [a] {
+                             (*a->rt)(a->src, a->dst);
+                             cb::do_not_optimize(a->dst);
+                         },
+                         a->rt->bytes()});
+    }
+    auto timed = cb::run_group(cases, o.reps, o.rep_seconds);
+    std::vector<cb::result> best; // per side, the better of its two placements
+    for (auto const& r : timed) {
+        auto it = std::find_if(best.begin(), best.end(),
+                               [&](cb::result const& b) { return b.name == r.name; });
+        if (it == best.end()) {
+            best.push_back(r);
+        } else if (r.median_ns < it->median_ns) {
+            *it = r;
+        }
+    }
+    return best;
 }
 
 // Save cost alone for growing payloads, zero copy on: a pointer chunk costs the same at any size.

@@ -172,12 +172,6 @@ std::uint64_t input_archive::load_size_slow() {
     fail("varint longer than 10 bytes");
 }
 
-std::size_t input_archive::load_count(std::size_t min_element_bytes) {
-    std::uint64_t n = load_size();
-    check_count(n, min_element_bytes);
-    return static_cast<std::size_t>(n);
-}
-
 void input_archive::check_count(std::uint64_t n, std::size_t min_element_bytes) {
     std::size_t left = remaining();
     bool ok = min_element_bytes == 0 ? n <= left + limits_.max_empty_elements
@@ -209,7 +203,7 @@ std::size_t input_archive::next_external_chunk(std::size_t n) {
     return next_chunk_++;
 }
 
-void input_archive::load_block(void* p, std::size_t n) {
+void input_archive::load_block_slow(void* p, std::size_t n) {
     if (n >= threshold_) {
         auto const& c = msg_.chunks()[next_external_chunk(n)];
         std::memcpy(p, c.address, n);

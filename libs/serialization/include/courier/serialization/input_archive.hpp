@@ -90,12 +90,29 @@ public:
         return load_size_slow();
     }
     /// Reads an element count and checks that `count * min_element_bytes` fits in what remains.
-    std::size_t load_count(std::size_t min_element_bytes);
+    /// Inline for the common case, a count whose bytes fit in the index bytes left (strings and
+    /// vectors of every message load one; min_element_bytes is a constant there).
+    std::size_t load_count(std::size_t min_element_bytes) {
+        std::uint64_t n = load_size();
+        if (min_element_bytes == 0 || n > static_cast<std::size_t>(end_ - cur_) / min_element_bytes)
+            [[unlikely]] {
+            check_count(n, min_element_bytes); // counts the external chunks too; throws
+        }
+        return static_cast<std::size_t>(n);
+    }
     /// Throws unless `n` elements of at least `min_element_bytes` each fit in what remains.
     void check_count(std::uint64_t n, std::size_t min_element_bytes);
 
-    /// A contiguous bitwise block of `n` bytes, copied to `p`.
-    void load_block(void* p, std::size_t n);
+    /// A contiguous bitwise block of `n` bytes, copied to `p`. Inline when it is in the index
+    /// bytes (below the zero-copy threshold), the common case.
+    void load_block(void* p, std::size_t n) {
+        if (n < threshold_ && n != 0 && n <= static_cast<std::size_t>(end_ - cur_)) [[likely]] {
+            std::memcpy(p, cur_, n);
+            cur_ += n;
+            return;
+        }
+        load_block_slow(p, n);
+    }
     /// The next pointer/rma chunk, which must be `n` bytes, copied to `p` (deep copy's arrays,
     /// whose placement the stream records).
     void load_external_block(void* p, std::size_t n);
@@ -202,6 +219,7 @@ private:
     std::unique_ptr<detail::type_resolver> types_;
 
     std::uint64_t load_size_slow();
+    void load_block_slow(void* p, std::size_t n);
     [[noreturn]] void fail_not_in_table(char const* name) const;
     [[noreturn]] void throw_truncated(std::size_t n) const;
     std::size_t next_external_chunk(std::size_t n);
