@@ -90,6 +90,8 @@ void run(locality_state& st) {
             break;
         }
         lk.unlock();
+        st.live.in_transport_since.store(
+            std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);
         std::uint32_t now = st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1;
         {
             progress_scope inside;
@@ -115,10 +117,51 @@ void run(locality_state& st) {
             }
             beat(st, r);
         }
+        st.live.in_transport_since.store(0, std::memory_order_release);
         if (std::chrono::steady_clock::now() >= exit_at) {
             end_locality(st, first_failed);
         }
         lk.lock();
+    }
+}
+
+/// Watches the liveness thread from outside the transport. A transport call can block for
+/// good: libfabric's shm provider takes a spin lock in the receiver's shared memory, and a peer
+/// stopped (SIGSTOP) or killed while holding it leaves every sender to that receiver spinning.
+/// The liveness thread then neither beats nor checks, so this locality would never notice a
+/// failure and never end. Stuck for 2 x peer_timeout (its peers have declared it failed by
+/// then), it ends with status 1 under on_peer_failure=exit, and says so in both modes.
+void watch(locality_state& st) {
+    auto const tick = std::max(st.live.timeout / ticks_per_timeout, std::chrono::milliseconds(10));
+    auto const limit =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(2 * st.live.timeout);
+    bool said = false;
+    std::unique_lock lk(st.live.mutex);
+    while (!st.live.stopping) {
+        st.live.cv.wait_for(lk, tick, [&] { return st.live.stopping; });
+        auto since = st.live.in_transport_since.load(std::memory_order_acquire);
+        if (st.live.stopping || since == 0 || said) {
+            continue;
+        }
+        auto stuck =
+            std::chrono::steady_clock::now() -
+            std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(since));
+        if (stuck < limit) {
+            continue;
+        }
+        said = true;
+        log(log_level::error,
+            "the transport has not returned to the liveness thread for {:.1f} s "
+            "(--courier:peer_timeout={}): a peer holding a shared-memory lock stopped or died?",
+            std::chrono::duration<double>(stuck).count(),
+            static_cast<double>(st.live.timeout.count()) / 1000.0);
+        if (st.live.exit_on_failure) {
+            log(log_level::error,
+                "ending locality {} with status 1 (--courier:on_peer_failure=continue keeps it "
+                "running)",
+                st.rank);
+            end_now(st);
+        }
     }
 }
 
@@ -129,6 +172,7 @@ void liveness_start(locality_state& st) {
         return;
     }
     st.live.thread = std::thread([&st] { run(st); });
+    st.live.watchdog = std::thread([&st] { watch(st); });
 }
 
 void liveness_stop(locality_state& st) {
@@ -162,6 +206,7 @@ void liveness_stop(locality_state& st) {
         st.live.cv.notify_all();
     }
     st.live.thread.join();
+    st.live.watchdog.join();
 }
 
 bool distributed_failed() {
