@@ -2,6 +2,7 @@
 // Multi-locality tests, run by ctest through courier-run over the real provider:
 //   courier-run -n N distributed_program SCENARIO
 // Each scenario checks itself on locality 0 and returns non-zero on the first failure.
+#include "../../libs/runtime/src/transport_watch.hpp"
 #include "check.hpp"
 
 #include <courier/courier.hpp>
@@ -22,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unistd.h>
 #include <utility>
 
@@ -145,6 +147,25 @@ void leave_now(int how) {
     std::exit(0);
 }
 COURIER_PLAIN_ACTION(leave_now, leave_now_action);
+
+// Keeps this locality's threads inside the transport (posts to locality 0 from several tasks)
+// and then ends the process as leave_now(how) does, while they still send.
+void leave_while_sending(int how) {
+    std::vector<courier::future<void>> senders;
+    for (int t = 0; t < 4; ++t) {
+        senders.push_back(courier::async([] {
+            try {
+                for (;;) {
+                    courier::post<bump_action>(courier::find_all_localities()[0], 1L);
+                }
+            } catch (std::exception const&) {
+            }
+        }));
+    }
+    courier::this_thread::sleep_for(std::chrono::milliseconds(50));
+    leave_now(how);
+}
+COURIER_PLAIN_ACTION(leave_while_sending, leave_while_sending_action);
 
 std::atomic<int> g_posted_throw_ran{0};
 void posted_throw() {
@@ -718,6 +739,9 @@ double calls_until_network_error(char const* name, int calls, std::string const&
         }
     } catch (courier::network_error const& e) {
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (name == nullptr) {
+            return s;
+        }
         std::printf("%s: network_error after %.2f s%s: %s\n", name, s, extra.c_str(), e.what());
         std::fflush(stdout);
         return s;
@@ -755,6 +779,47 @@ void scenario_exit_early() {
     courier::post<leave_now_action>(courier::find_all_localities()[1],
                                     g_scenario_arg == "exit" ? 1 : 0);
     calls_until_network_error("exit_early", 100000000);
+}
+
+void scenario_exit_busy() {
+    // As exit_early, but both localities are busy in the transport when locality 1 ends: eight
+    // tasks here call it, four there post to here. Every caller must fail with network_error;
+    // a locality ending in the middle of a transport call must not wedge this one (a lock it
+    // held in shared memory).
+    auto there = courier::find_all_localities()[1];
+    std::vector<courier::future<double>> callers;
+    for (int t = 0; t < 8; ++t) {
+        callers.push_back(
+            courier::async([] { return calls_until_network_error(nullptr, 100000000); }));
+    }
+    courier::post<leave_while_sending_action>(there, g_scenario_arg == "exit" ? 1 : 0);
+    int failed = 0;
+    for (auto& c : callers) {
+        failed += c.get() >= 0 ? 1 : 0;
+    }
+    std::printf("exit_busy: network_error in %d of 8 callers\n", failed);
+    CHECK(failed == 8);
+}
+
+void scenario_wedged_send() {
+    // Locality 1 dies, and a worker here never returns from a transport call: as a send
+    // spinning on a lock that locality 1 held in its shared memory when it died (libfabric
+    // shm), simulated by a task that marks itself inside a call and blocks. The caller still
+    // gets network_error; then, with the transport wedged, the liveness watchdog must end this
+    // locality (2 s after the failure) instead of letting the job hang until the launcher's
+    // grace period (peer_timeout) runs out.
+    auto there = courier::find_all_localities()[1];
+    static courier::future<void> wedged = courier::async([] {
+        courier::detail::transport_watch::call inside;
+        std::this_thread::sleep_for(std::chrono::hours(1)); // an OS sleep: the worker is lost
+    });
+    courier::post<die_action>(there);
+    calls_until_network_error("wedged_send", 100000000);
+    for (int i = 0; i < 300; ++i) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::printf("wedged_send: still running 30 s after the failure\n");
+    ++failures;
 }
 
 void scenario_posted_throw() {
@@ -1460,6 +1525,8 @@ int courier_main(int argc, char** argv) {
         {"killed", scenario_killed},
         {"stopped", scenario_stopped},
         {"exit_early", scenario_exit_early},
+        {"exit_busy", scenario_exit_busy},
+        {"wedged_send", scenario_wedged_send},
         {"posted_throw", scenario_posted_throw},
         {"huge_killed", scenario_huge_killed},
         {"huge_sender_killed", scenario_huge_sender_killed},

@@ -9,6 +9,7 @@
 #include "topology.hpp"
 #include "trace.hpp"
 #include "traffic.hpp"
+#include "transport_watch.hpp"
 
 #include <courier/parcelport/mpi.hpp>
 #include <courier/rma/pool.hpp>
@@ -59,6 +60,9 @@ void end_at_exit(int status, void*) {
                     "locality ends at once, without its part of the job's shutdown",
                     status, get_locality_id());
     }
+    // Its threads leave their transport calls first: a lock one of them holds in a peer's
+    // shared memory would otherwise stay taken, and every sender to that peer spin for ever.
+    detail::transport_watch::close(std::chrono::seconds(1));
     parcelport::remove_shared_memory_files(); // no destructor will
     std::fflush(nullptr);
     std::_Exit(status);

@@ -12,6 +12,7 @@
 #include "distributed.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
+#include "transport_watch.hpp"
 
 #include <courier/serialization/output_archive.hpp>
 
@@ -42,6 +43,7 @@ void beat(locality_state& st, std::uint32_t r) {
     try {
         auto m = control_word(heartbeat);
         parcel_sent(st, r, m);
+        transport_watch::call inside;
         st.tp->send(r, std::move(m),
                     [&flag](std::error_code) { flag.store(false, std::memory_order_release); });
     } catch (std::exception const&) {
@@ -59,6 +61,14 @@ void remove_shared_memory_of(std::string const& name) {
 } // namespace
 
 [[noreturn]] void end_now(locality_state& st) {
+    static std::atomic<bool> ending{false};
+    if (ending.exchange(true)) {
+        for (;;) { // another thread ends the locality (the watchdog and the liveness thread)
+            std::this_thread::sleep_for(std::chrono::hours(1));
+        }
+    }
+    // Ending while a thread sends would leave the lock it holds in a peer's shared memory taken.
+    transport_watch::close(std::chrono::seconds(1));
     parcelport::remove_shared_memory_files();
     for (std::uint32_t r = 0; r < st.size && !st.job_id.empty(); ++r) {
         if (r != st.rank && has_failed(st, r)) {
@@ -90,10 +100,9 @@ void run(locality_state& st) {
             break;
         }
         lk.unlock();
-        st.live.in_transport_since.store(
-            std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);
         std::uint32_t now = st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1;
         {
+            transport_watch::call in_transport;
             progress_scope inside;
             st.tp->progress();
         }
@@ -117,7 +126,6 @@ void run(locality_state& st) {
             }
             beat(st, r);
         }
-        st.live.in_transport_since.store(0, std::memory_order_release);
         if (std::chrono::steady_clock::now() >= exit_at) {
             end_locality(st, first_failed);
         }
@@ -125,41 +133,54 @@ void run(locality_state& st) {
     }
 }
 
-/// Watches the liveness thread from outside the transport. A transport call can block for
-/// good: libfabric's shm provider takes a spin lock in the receiver's shared memory, and a peer
-/// stopped (SIGSTOP) or killed while holding it leaves every sender to that receiver spinning.
-/// The liveness thread then neither beats nor checks, so this locality would never notice a
-/// failure and never end. Stuck for 2 x peer_timeout (its peers have declared it failed by
-/// then), it ends with status 1 under on_peer_failure=exit, and says so in both modes.
+/// Watches every thread's transport calls from outside the transport (transport_watch.hpp).
+/// A transport call can block for good: libfabric's shm provider takes a spin lock in the
+/// receiver's shared memory, and a peer stopped (SIGSTOP) or ended while holding it leaves
+/// every sender to that receiver spinning. A worker stuck so is lost to the job, and the
+/// liveness thread stuck so never beats nor checks: this locality would never end. A call
+/// inside for 2 x peer_timeout (its peers have declared this locality failed by then), or for
+/// 2 s once a peer is known to have failed (a transport call never takes that long: none
+/// blocks), ends the locality with status 1 under on_peer_failure=exit, and is logged in both
+/// modes.
 void watch(locality_state& st) {
-    auto const tick = std::max(st.live.timeout / ticks_per_timeout, std::chrono::milliseconds(10));
-    auto const limit =
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(2 * st.live.timeout);
+    auto const normal = 2 * st.live.timeout;
+    auto const after_failure = std::min<std::chrono::milliseconds>(normal, std::chrono::seconds(2));
     bool said = false;
     std::unique_lock lk(st.live.mutex);
     while (!st.live.stopping) {
-        st.live.cv.wait_for(lk, tick, [&] { return st.live.stopping; });
-        auto since = st.live.in_transport_since.load(std::memory_order_acquire);
-        if (st.live.stopping || since == 0 || said) {
+        st.live.cv.wait_for(lk, transport_watch::period, [&] { return st.live.stopping; });
+        transport_watch::advance();
+        if (st.live.stopping) {
+            break;
+        }
+        auto stuck = transport_watch::stuck_for();
+        if (stuck.count() == 0) {
+            said = false; // a stuck call that returned after all is said again next time
             continue;
         }
-        auto stuck =
-            std::chrono::steady_clock::now() -
-            std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(since));
-        if (stuck < limit) {
+        std::int64_t failed = -1;
+        for (std::uint32_t r = 0; r < st.size && failed < 0; ++r) {
+            if (r != st.rank && has_failed(st, r)) {
+                failed = r;
+            }
+        }
+        if (said || stuck < (failed >= 0 ? after_failure : normal)) {
             continue;
         }
         said = true;
         log(log_level::error,
-            "the transport has not returned to the liveness thread for {:.1f} s "
-            "(--courier:peer_timeout={}): a peer holding a shared-memory lock stopped or died?",
+            "a thread has been inside a transport call for {:.1f} s ({}): a peer that ended or "
+            "stopped while holding a lock in shared memory leaves its senders spinning",
             std::chrono::duration<double>(stuck).count(),
-            static_cast<double>(st.live.timeout.count()) / 1000.0);
+            failed >= 0 ? fmt::format("locality {} has failed", failed)
+                        : fmt::format("--courier:peer_timeout={}",
+                                      static_cast<double>(st.live.timeout.count()) / 1000.0));
         if (st.live.exit_on_failure) {
             log(log_level::error,
                 "ending locality {} with status 1 (--courier:on_peer_failure=continue keeps it "
                 "running)",
                 st.rank);
+            lk.unlock();
             end_now(st);
         }
     }
@@ -181,6 +202,7 @@ void liveness_stop(locality_state& st) {
     }
     // A peer that is not told misses this locality only if it outlives it by peer_timeout.
     auto left = std::make_shared<std::atomic<int>>(0);
+    transport_watch::call in_transport;
     for (std::uint32_t r = 0; r < st.size; ++r) {
         if (r != st.rank && !st.dead[r].load()) {
             left->fetch_add(1);

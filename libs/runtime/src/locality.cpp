@@ -7,6 +7,7 @@
 #include "log.hpp"
 #include "scheduler.hpp"
 #include "trace.hpp"
+#include "transport_watch.hpp"
 
 #include <courier/runtime/init.hpp>
 
@@ -170,10 +171,16 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     replace_here(std::move(owned)); // before anything can deliver a parcel
     st.hook = s.register_hook(
         [tp] {
+            transport_watch::call in_transport;
             progress_scope inside;
             return tp->progress();
         },
-        tp->wait_fd(), [tp] { return tp->can_sleep(); }, tp->wait_fd_may_miss());
+        tp->wait_fd(),
+        [tp] {
+            transport_watch::call in_transport;
+            return tp->can_sleep();
+        },
+        tp->wait_fd_may_miss());
     st.monitor = std::thread([&st] {
         for (;;) {
             auto notice = st.boot->wait_for_notice();

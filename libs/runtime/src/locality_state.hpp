@@ -103,9 +103,7 @@ struct liveness_state {
     std::chrono::milliseconds timeout{0}; // 0: no checks
     bool exit_on_failure = true;
     std::thread thread;
-    /// When `thread` entered the transport for its current tick (steady_clock ticks; 0: it is
-    /// not inside). Read by `watchdog`, which never enters the transport itself.
-    std::atomic<std::int64_t> in_transport_since{0};
+    /// Watches every thread's transport calls (transport_watch.hpp); never enters one itself.
     std::thread watchdog;
     std::mutex mutex;
     std::condition_variable cv;

@@ -6,6 +6,7 @@
 #include "locality_state.hpp"
 #include "log.hpp"
 #include "scheduler.hpp"
+#include "transport_watch.hpp"
 
 #include <courier/runtime/init.hpp>
 
@@ -65,6 +66,7 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     // pass, and if every other worker sleeps, one is woken for it (the burst_then_compute
     // test). With a single worker per locality a batch waits until the task yields or ends.
     try {
+        transport_watch::call in_transport;
         if (scheduler* s = current_scheduler();
             s != nullptr && detail::current_worker() != nullptr) {
             if (st.tp->send_coalesced(dest, std::move(m), std::move(handler))) {

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSL-1.0
+// Which threads are inside a transport call, and since when.
+//
+// A transport call can block for good. libfabric's shm provider (1.17) takes a spin lock in
+// the receiving process's shared memory: a process that ends while one of its threads holds
+// it (std::exit, a kill, SIGSTOP) leaves every sender to that receiver spinning for ever. Two
+// things follow, and this registry serves both:
+// - a locality that ends on purpose (exit() during a run, ending after a peer failed) first
+//   lets its threads leave their transport calls, and lets none enter a new one (close());
+// - the liveness watchdog notices a thread stuck inside a call (stuck_for()) and ends the
+//   locality instead of letting it hang.
+// Entering a call costs two relaxed loads and a store to the thread's own cache line.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace courier::detail::transport_watch {
+
+struct alignas(64) slot {
+    /// The epoch at which this thread entered its current (outermost) transport call; 0: not
+    /// inside one.
+    std::atomic<std::uint32_t> since{0};
+    bool used = false; // owned by a live thread (the registry's mutex guards it)
+};
+
+/// Advanced by advance() (the liveness watchdog, every `period`); never 0.
+extern std::atomic<std::uint32_t> g_epoch;
+/// Set by close(): a thread about to enter the transport parks instead.
+extern std::atomic<bool> g_closing;
+extern thread_local slot* t_slot;
+
+inline constexpr std::chrono::milliseconds period{100};
+
+slot* register_thread();
+[[noreturn]] void park(slot& s);
+
+/// Marks the calling thread inside the transport for its lifetime (nested calls count once).
+class call {
+public:
+    call() noexcept {
+        slot* s = t_slot;
+        if (s == nullptr) [[unlikely]] {
+            s = register_thread();
+        }
+        if (s->since.load(std::memory_order_relaxed) != 0) {
+            return; // nested: a handler run by progress sends
+        }
+        s->since.store(g_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        std::atomic_signal_fence(std::memory_order_seq_cst); // the store before the load (close)
+        if (g_closing.load(std::memory_order_relaxed)) [[unlikely]] {
+            park(*s);
+        }
+        slot_ = s;
+    }
+    ~call() {
+        if (slot_ != nullptr) {
+            slot_->since.store(0, std::memory_order_release);
+        }
+    }
+    call(call const&) = delete;
+    call& operator=(call const&) = delete;
+
+private:
+    slot* slot_ = nullptr;
+};
+
+/// One period has passed.
+void advance() noexcept;
+/// How long the thread that has been inside a transport call the longest has been there
+/// (within a period; zero if none is inside).
+std::chrono::milliseconds stuck_for() noexcept;
+/// Before the process ends on purpose: no thread enters a transport call from now on, and
+/// every other thread inside one gets up to `wait` to leave it. Returns whether they all did.
+bool close(std::chrono::milliseconds wait) noexcept;
+
+} // namespace courier::detail::transport_watch
