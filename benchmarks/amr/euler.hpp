@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: BSL-1.0
 // The numerics of one subgrid, shared by the Courier and the MPI drivers: 3D compressible
 // Euler equations (ideal gas), finite volumes, MUSCL-Hancock with minmod slopes of the conserved
-// variables and a half-step predictor along each face normal, HLLC fluxes, and a Sedov-Taylor
-// blast wave as the problem. A subgrid holds n^3 cells and two ghost layers on each face
-// (m = n + 4 cells per axis); only face ghosts are used: the flux through a face depends on the
-// two cells on each side of it along its normal, so both subgrids that share a face compute the
-// same flux from the same values, bit for bit.
+// variables and a half-step predictor along each face normal, HLLC fluxes; the problems are a
+// Sedov-Taylor blast wave and a Kelvin-Helmholtz shear layer. A subgrid holds n^3 cells and two
+// ghost layers on each face (m = n + 4 cells per axis); only face ghosts are used: the flux through
+// a face depends on the two cells on each side of it along its normal, so both subgrids that share
+// a face compute the same flux from the same values, bit for bit.
 //
 // Layout: u[v * m^3 + (k * m + j) * m + i], variables rho, rho*vx, rho*vy, rho*vz, E; faces
 // flux[((axis * 5 + v) * (n + 1) + f) * n^2 + t2 * n + t1], t1 and t2 along the other two axes
@@ -27,13 +27,21 @@ namespace amr {
 constexpr int nvar = 5;
 constexpr int ghost = 2;
 
-/// The Sedov-Taylor problem: energy e0 deposited in a sphere of radius r0 around the centre of
-/// a gas at rest of density rho0 and pressure p0.
+/// The problems: a Sedov-Taylor blast wave (energy e0 deposited in a sphere of radius r0 around
+/// the centre of a gas at rest of density rho0 and pressure p0), or a Kelvin-Helmholtz shear
+/// layer (kh_*: a band |y - 1/2| < 1/5 of density 2 moving at +kh_shear/2 along x in gas of
+/// density 1 moving at -kh_shear/2, pressure 2.5, both interfaces tanh-smoothed over kh_width and
+/// seeded with v_y = kh_amplitude sin(4 pi x) in Gaussians of width kh_sigma around them).
+enum class problem { sedov, kelvin_helmholtz };
+
 struct physics {
+    problem kind = problem::sedov;
     double gamma = 1.4;
     double rho0 = 1.0, p0 = 1e-5, e0 = 1.0;
     double r0 = 0.0;  ///< set from the finest cell: 3.5 of them
     double cfl = 0.8; ///< on the sum over axes of (|v| + c) dt / dx
+    double kh_pressure = 2.5, kh_width = 0.025, kh_amplitude = 0.01, kh_sigma = 0.05;
+    double kh_shear = 1.0; ///< the velocity jump across each interface
 
     /// The Sedov-Taylor constant for gamma = 1.4 in three dimensions: R = xi_0 (E t^2/rho)^(1/5)
     /// (E = 0.851 rho R^5 / t^2, Taylor 1950).
@@ -127,11 +135,54 @@ inline void hllc(physics const& ph, double const* l, double const* r, int axis, 
 
 } // namespace detail
 
-/// Fills the interior of subgrid k with the initial state (the deposit sphere sampled with 4^3
-/// points per cell, so every level deposits the same energy).
+namespace detail {
+/// The Kelvin-Helmholtz state at (x, y) (uniform along z): rho, rho v_x, rho v_y, E.
+inline void kelvin_helmholtz_at(physics const& ph, double x, double y, double (&q)[4]) {
+    double band = 0.5 * (std::tanh((y - 0.3) / ph.kh_width) - std::tanh((y - 0.7) / ph.kh_width));
+    double rho = 1.0 + band, vx = ph.kh_shear * (band - 0.5);
+    double g1 = (y - 0.3) / ph.kh_sigma, g2 = (y - 0.7) / ph.kh_sigma;
+    double vy = ph.kh_amplitude * std::sin(4.0 * M_PI * x) *
+                (std::exp(-0.5 * g1 * g1) + std::exp(-0.5 * g2 * g2));
+    q[0] = rho;
+    q[1] = rho * vx;
+    q[2] = rho * vy;
+    q[3] = ph.kh_pressure / (ph.gamma - 1.0) + 0.5 * rho * (vx * vx + vy * vy);
+}
+} // namespace detail
+
+/// Fills the interior of subgrid k with the initial state: cell averages sampled with 4^3
+/// points per cell, so that every level holds the same mass and energy (the blast's deposit).
 inline void initial_state(physics const& ph, shape const& s, key k, std::span<double> u) {
     layout L(s.n);
     double h = cell_size(s, k.level());
+    if (ph.kind == problem::kelvin_helmholtz) {
+        for (int c2 = 0; c2 < s.n; ++c2) {
+            for (int c1 = 0; c1 < s.n; ++c1) {
+                for (int c0 = 0; c0 < s.n; ++c0) {
+                    double lo[2] = {double(k.coord(0) * s.n + c0) * h,
+                                    double(k.coord(1) * s.n + c1) * h};
+                    double sum[4] = {0, 0, 0, 0};
+                    for (int a = 0; a < 4; ++a) {
+                        for (int b = 0; b < 4; ++b) {
+                            double q[4];
+                            detail::kelvin_helmholtz_at(ph, lo[0] + (a + 0.5) * h / 4,
+                                                        lo[1] + (b + 0.5) * h / 4, q);
+                            for (int v = 0; v < 4; ++v) {
+                                sum[v] += q[v];
+                            }
+                        }
+                    }
+                    std::size_t i = L.at(c0 + ghost, c1 + ghost, c2 + ghost);
+                    u[0 * L.cells() + i] = sum[0] / 16.0;
+                    u[1 * L.cells() + i] = sum[1] / 16.0;
+                    u[2 * L.cells() + i] = sum[2] / 16.0;
+                    u[3 * L.cells() + i] = 0.0;
+                    u[4 * L.cells() + i] = sum[3] / 16.0;
+                }
+            }
+        }
+        return;
+    }
     double volume = 4.0 / 3.0 * M_PI * ph.r0 * ph.r0 * ph.r0;
     double e_ambient = ph.p0 / (ph.gamma - 1.0);
     for (int c2 = 0; c2 < s.n; ++c2) {

@@ -5,7 +5,10 @@
 //   --regrid-every=4 --refine-above=0.1 --coarsen-below=0.03   the gradient criterion
 //   --cfl=0.8                         on the sum over axes of (|v| + c) dt / dx
 //   --dump=FILE                       the final state (amr_compare, plot_slice.py)
-//   --check                           conservation and the Sedov shock radius
+//   --problem=sedov|kh                a Sedov-Taylor blast (default) or a Kelvin-Helmholtz layer
+//   --kh-shear=1                      the velocity jump across the layer's interfaces
+//   --check                           conservation, and the Sedov shock radius or the growth
+//                                     of the Kelvin-Helmholtz instability
 //   --checkpoint=FILE --checkpoint-at=N   (Courier) write the state after step N
 //   --restart=FILE                    (Courier) start from a checkpoint
 // Arguments starting with --courier: belong to the runtime.
@@ -73,6 +76,16 @@ inline run_options parse_options(int argc, char** argv) {
             o.ph.cfl = number();
         } else if (name == "--dump") {
             o.dump = value;
+        } else if (name == "--problem") {
+            if (value == "sedov") {
+                o.ph.kind = problem::sedov;
+            } else if (value == "kh") {
+                o.ph.kind = problem::kelvin_helmholtz;
+            } else {
+                throw std::invalid_argument("amr: --problem is sedov or kh, not '" + value + "'");
+            }
+        } else if (name == "--kh-shear") {
+            o.ph.kh_shear = number();
         } else if (name == "--check") {
             o.check = true;
         } else if (name == "--checkpoint") {

@@ -16,7 +16,7 @@ data = open(sys.argv[1], "rb").read()
 if data[:8] != b"AMRDUMP1":
     sys.exit(f"{sys.argv[1]} is not a dump")
 step, time = struct.unpack_from("<Qd", data, 8)
-n, base, max_level, _ = struct.unpack_from("<4i", data, 24)
+n, base, max_level, problem = struct.unpack_from("<4i", data, 24)
 (leaves,) = struct.unpack_from("<Q", data, 40)
 at = 48
 res = base * n * 2**max_level
@@ -44,7 +44,8 @@ for x0, y0, w in outlines:
     ax.add_patch(plt.Rectangle((x0 / res, y0 / res), w / res, w / res, fill=False, lw=0.3,
                                ec="white", alpha=0.5))
 fig.colorbar(im, ax=ax, label="density")
-ax.set_title(f"Sedov-Taylor blast, density at z = 0.5, step {step}, t = {time:.4g}")
+name = "Kelvin-Helmholtz shear layer" if problem == 1 else "Sedov-Taylor blast"
+ax.set_title(f"{name}, density at z = 0.5, step {step}, t = {time:.4g}")
 ax.set_xlabel("x")
 ax.set_ylabel("y")
 fig.tight_layout()

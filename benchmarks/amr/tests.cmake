@@ -86,6 +86,32 @@ if(NOT COURIER_SANITIZER)
         PASS_REGULAR_EXPRESSION "within 5 % ok")
 endif()
 
+# The Kelvin-Helmholtz shear layer (--problem=kh): conserved, and the same bits on 1 and 2
+# localities (and, below, in the MPI version); in the optimized build, the instability grows
+# by t = 1.2 (32^3 finest, 300 steps), and without shear the same check fails.
+set(amr_kh --problem=kh --max-level=1 --check)
+foreach(n 1 2)
+    amr_courier_test(kh.courier.conserves.${n} ${n} ${amr_kh} --t-end=0.05
+        --dump=${amr_dir}/kh.courier.${n}.dump)
+    set_tests_properties(amr.kh.courier.conserves.${n} PROPERTIES FIXTURES_SETUP amr_kh_${n}
+        PASS_REGULAR_EXPRESSION "conservation ok")
+endforeach()
+add_test(NAME amr.kh.courier.2_localities_agree_with_1
+    COMMAND amr_compare ${amr_dir}/kh.courier.1.dump ${amr_dir}/kh.courier.2.dump --tolerance=0)
+set_tests_properties(amr.kh.courier.2_localities_agree_with_1 PROPERTIES
+    FIXTURES_REQUIRED "amr_kh_1;amr_kh_2" PASS_REGULAR_EXPRESSION "agree")
+if(NOT COURIER_SANITIZER)
+    amr_courier_test(kh.instability_grows 2 ${amr_kh} --t-end=1.2)
+    set_tests_properties(amr.kh.instability_grows PROPERTIES
+        PASS_REGULAR_EXPRESSION "the instability grows\\): ok")
+    add_test(NAME amr.kh.without_shear_the_growth_check_fails COMMAND courier_run -n 2
+        --courier-run-job-timeout=240 $<TARGET_FILE:amr_courier> --courier:spmd=1 ${amr_kh}
+        --t-end=1.2 --kh-shear=0)
+    set_tests_properties(amr.kh.without_shear_the_growth_check_fails PROPERTIES
+        TIMEOUT ${amr_timeout} ENVIRONMENT "${amr_env}"
+        PASS_REGULAR_EXPRESSION "conservation ok.*the instability grows\\): FAILED")
+endif()
+
 # The plain MPI version, and the Courier program over the MPI parcelport, agree with Courier.
 find_program(AMR_MPIRUN mpirun)
 if(AMR_MPIRUN AND TARGET amr_mpi)
@@ -100,6 +126,18 @@ if(AMR_MPIRUN AND TARGET amr_mpi)
         set_tests_properties(amr.mpi.conserves.${n} PROPERTIES TIMEOUT ${amr_timeout}
             ENVIRONMENT "${amr_mpi_env}" FIXTURES_SETUP amr_mpi_${n}
             PASS_REGULAR_EXPRESSION "conservation ok" FAIL_REGULAR_EXPRESSION "FAILED")
+        if(n EQUAL 2)
+            add_test(NAME amr.kh.mpi.conserves.2 COMMAND ${amr_mpirun} -np 2
+                $<TARGET_FILE:amr_mpi> ${amr_kh} --t-end=0.05 --dump=${amr_dir}/kh.mpi.2.dump)
+            set_tests_properties(amr.kh.mpi.conserves.2 PROPERTIES TIMEOUT ${amr_timeout}
+                ENVIRONMENT "${amr_mpi_env}" FIXTURES_SETUP amr_kh_mpi_2
+                PASS_REGULAR_EXPRESSION "conservation ok" FAIL_REGULAR_EXPRESSION "FAILED")
+            add_test(NAME amr.kh.mpi.agrees_with_courier
+                COMMAND amr_compare ${amr_dir}/kh.courier.1.dump ${amr_dir}/kh.mpi.2.dump
+                --tolerance=1e-12)
+            set_tests_properties(amr.kh.mpi.agrees_with_courier PROPERTIES
+                FIXTURES_REQUIRED "amr_kh_1;amr_kh_mpi_2" PASS_REGULAR_EXPRESSION "agree")
+        endif()
         add_test(NAME amr.mpi.${n}_ranks_agree_with_courier
             COMMAND amr_compare ${amr_dir}/courier.1.dump ${amr_dir}/mpi.${n}.dump
             --tolerance=1e-12)
