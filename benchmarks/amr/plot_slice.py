@@ -44,7 +44,7 @@ for x0, y0, w in outlines:
     ax.add_patch(plt.Rectangle((x0 / res, y0 / res), w / res, w / res, fill=False, lw=0.3,
                                ec="white", alpha=0.5))
 fig.colorbar(im, ax=ax, label="density")
-name = "Kelvin-Helmholtz shear layer" if problem == 1 else "Sedov-Taylor blast"
+name = "Kelvin-Helmholtz" if problem == 1 else "Sedov-Taylor blast"
 ax.set_title(f"{name}, density at z = 0.5, step {step}, t = {time:.4g}")
 ax.set_xlabel("x")
 ax.set_ylabel("y")
