@@ -804,15 +804,16 @@ void scenario_exit_busy() {
 void scenario_wedged_send() {
     // Locality 1 dies, and a worker here never returns from a transport call: as a send
     // spinning on a lock that locality 1 held in its shared memory when it died (libfabric
-    // shm), simulated by a task that marks itself inside a call and blocks. The caller still
+    // shm), simulated by a thread that marks itself inside a call and blocks. The caller still
     // gets network_error; then, with the transport wedged, the liveness watchdog must end this
     // locality (2 s after the failure) instead of letting the job hang until the launcher's
     // grace period (peer_timeout) runs out.
     auto there = courier::find_all_localities()[1];
-    static courier::future<void> wedged = courier::async([] {
+    std::thread([] { // a thread of its own: the job's workers stay free, however many there are
         courier::detail::transport_watch::call inside;
-        std::this_thread::sleep_for(std::chrono::hours(1)); // an OS sleep: the worker is lost
-    });
+        std::this_thread::sleep_for(std::chrono::hours(1)); // never leaves the call
+    })
+        .detach();
     courier::post<die_action>(there);
     calls_until_network_error("wedged_send", 100000000);
     for (int i = 0; i < 300; ++i) {

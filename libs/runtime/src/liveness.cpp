@@ -202,24 +202,26 @@ void liveness_stop(locality_state& st) {
     }
     // A peer that is not told misses this locality only if it outlives it by peer_timeout.
     auto left = std::make_shared<std::atomic<int>>(0);
-    transport_watch::call in_transport;
-    for (std::uint32_t r = 0; r < st.size; ++r) {
-        if (r != st.rank && !st.dead[r].load()) {
-            left->fetch_add(1);
-            try {
-                auto m = control_word(goodbye);
-                parcel_sent(st, r, m);
-                st.tp->send(r, std::move(m), [left](std::error_code) { left->fetch_sub(1); });
-            } catch (std::exception const&) {
-                left->fetch_sub(1);
+    { // inside the transport for the goodbyes only, not while joining the threads below
+        transport_watch::call in_transport;
+        for (std::uint32_t r = 0; r < st.size; ++r) {
+            if (r != st.rank && !st.dead[r].load()) {
+                left->fetch_add(1);
+                try {
+                    auto m = control_word(goodbye);
+                    parcel_sent(st, r, m);
+                    st.tp->send(r, std::move(m), [left](std::error_code) { left->fetch_sub(1); });
+                } catch (std::exception const&) {
+                    left->fetch_sub(1);
+                }
             }
         }
-    }
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    progress_scope inside;
-    while (left->load() > 0 && std::chrono::steady_clock::now() < until) {
-        if (!st.tp->progress()) {
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        progress_scope inside;
+        while (left->load() > 0 && std::chrono::steady_clock::now() < until) {
+            if (!st.tp->progress()) {
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+            }
         }
     }
     {

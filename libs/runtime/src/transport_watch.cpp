@@ -69,6 +69,16 @@ void park(slot& s) {
     }
 }
 
+std::size_t slot_count() noexcept {
+    registry& r = the_registry();
+    std::lock_guard lk(r.mutex);
+    return r.slots.size();
+}
+
+void reopen() noexcept {
+    g_closing.store(false, std::memory_order_seq_cst);
+}
+
 void advance() noexcept {
     g_epoch.fetch_add(1, std::memory_order_relaxed);
 }
@@ -90,9 +100,12 @@ std::chrono::milliseconds stuck_for() noexcept {
 bool close(std::chrono::milliseconds wait) noexcept {
     g_closing.store(true, std::memory_order_seq_cst);
     // A thread that read g_closing as false just now may still hold its `since` store in its
-    // store buffer. membarrier makes every running thread of the process pass a full barrier
-    // before it returns, so every such store is seen below (call() has a compiler barrier
-    // between its store and its load); without it, a millisecond drains any store buffer.
+    // store buffer. membarrier(GLOBAL) makes every running thread (of every process) pass a
+    // full barrier before it returns, so every such store is seen below (call() has a compiler
+    // barrier between its store and its load): the asymmetric fence of userspace RCU. It needs
+    // no registration and costs an RCU grace period (milliseconds), once, at the end. Where it
+    // is refused (nohz_full kernels, seccomp, before Linux 4.3), a millisecond drains any store
+    // buffer in practice, which is no guarantee of the memory model.
     if (::syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace courier::detail::transport_watch {
@@ -74,5 +75,10 @@ std::chrono::milliseconds stuck_for() noexcept;
 /// Before the process ends on purpose: no thread enters a transport call from now on, and
 /// every other thread inside one gets up to `wait` to leave it. Returns whether they all did.
 bool close(std::chrono::milliseconds wait) noexcept;
+/// How many slots exist (threads that ever entered a call, less those whose slot was reused).
+std::size_t slot_count() noexcept;
+/// For tests that run several close() in one process: calls may be entered again (threads
+/// parked by an earlier close stay parked).
+void reopen() noexcept;
 
 } // namespace courier::detail::transport_watch
