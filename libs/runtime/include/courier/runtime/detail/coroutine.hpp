@@ -144,16 +144,29 @@ public:
 
     future<T> get_return_object() { return future_access::make<T>(st_); }
     std::suspend_never initial_suspend() const noexcept { return {}; }
-    std::suspend_never final_suspend() const noexcept { return {}; }
-    void unhandled_exception() noexcept {
-        // Ready already: a local's destructor threw after co_return published the value.
-        if (!st_->is_ready()) {
-            st_->set_exception(std::current_exception());
+    /// Publishes an exception the body let escape, then ends without suspending. Not in
+    /// unhandled_exception(): that runs inside the body's implicit catch, whose end drops the
+    /// handler's reference to the exception after the waiter was woken; if that is the last
+    /// one, this thread frees the exception (and its message) after the waiter read it, a free
+    /// ordered only by libstdc++'s uninstrumented count (a TSan report). Here the catch has
+    /// ended and the frame's reference moves into the state.
+    struct publish_then_end {
+        coroutine_promise_base* promise;
+        bool await_ready() const noexcept {
+            if (promise->error_ && !promise->st_->is_ready()) {
+                promise->st_->set_exception(std::move(promise->error_));
+            }
+            return true;
         }
-    }
+        void await_suspend(std::coroutine_handle<>) const noexcept {}
+        void await_resume() const noexcept {}
+    };
+    publish_then_end final_suspend() noexcept { return {this}; }
+    void unhandled_exception() noexcept { error_ = std::current_exception(); }
 
 protected:
     state_ptr<T> st_;
+    std::exception_ptr error_; ///< escaped the body; published at the final suspend
 };
 
 template <class T>
