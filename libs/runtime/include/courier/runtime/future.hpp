@@ -84,23 +84,26 @@ auto then_impl(Fut self, F&& f) {
         [self = std::move(self), fn = std::decay_t<F>(std::forward<F>(f)), next]() mutable {
             auto run = [self = std::move(self), fn = std::move(fn), next]() mutable {
                 if constexpr (unwrap_future<R>::is_future) {
+                    std::exception_ptr error;
                     try {
                         forward_future(fn(std::move(self)), next);
+                        return;
                     } catch (...) {
-                        next->set_exception(std::current_exception());
+                        error = std::current_exception();
                     }
+                    fail_with(next.get(), std::move(error));
                 } else {
                     fulfil(next, [&]() -> R { return fn(std::move(self)); });
                 }
             };
+            std::exception_ptr error;
             try {
                 spawn_or_run(make_task(std::move(run)));
+                return;
             } catch (...) {
-                try {
-                    next->set_exception(std::current_exception());
-                } catch (...) {
-                }
+                error = std::current_exception();
             }
+            fail_with(next.get(), std::move(error));
         }));
     return future_access::make<U>(std::move(next));
 }
@@ -323,14 +326,14 @@ future<T>::future(future<future<T>>&& outer) {
         throw std::future_error(std::future_errc::no_state);
     }
     o->add_callback(detail::make_callback([outer = std::move(outer), st]() mutable {
+        std::exception_ptr error;
         try {
             detail::forward_future(outer.get(), st);
+            return;
         } catch (...) {
-            try {
-                st->set_exception(std::current_exception());
-            } catch (...) {
-            }
+            error = std::current_exception();
         }
+        detail::fail_with(st.get(), std::move(error));
     }));
 }
 
