@@ -138,9 +138,11 @@ inline void hllc(physics const& ph, double const* l, double const* r, int axis, 
 namespace detail {
 /// The Kelvin-Helmholtz state at (x, y) (uniform along z): rho, rho v_x, rho v_y, E.
 inline void kelvin_helmholtz_at(physics const& ph, double x, double y, double (&q)[4]) {
-    double band = 0.5 * (std::tanh((y - 0.3) / ph.kh_width) - std::tanh((y - 0.7) / ph.kh_width));
+    constexpr double lower = 0.3, upper = 0.7; // the interfaces: off the level-1 subgrid faces
+    double band =
+        0.5 * (std::tanh((y - lower) / ph.kh_width) - std::tanh((y - upper) / ph.kh_width));
     double rho = 1.0 + band, vx = ph.kh_shear * (band - 0.5);
-    double g1 = (y - 0.3) / ph.kh_sigma, g2 = (y - 0.7) / ph.kh_sigma;
+    double g1 = (y - lower) / ph.kh_sigma, g2 = (y - upper) / ph.kh_sigma;
     double vy = ph.kh_amplitude * std::sin(4.0 * M_PI * x) *
                 (std::exp(-0.5 * g1 * g1) + std::exp(-0.5 * g2 * g2));
     q[0] = rho;
@@ -151,33 +153,34 @@ inline void kelvin_helmholtz_at(physics const& ph, double x, double y, double (&
 } // namespace detail
 
 /// Fills the interior of subgrid k with the initial state: cell averages sampled with 4^3
-/// points per cell, so that every level holds the same mass and energy (the blast's deposit).
+/// points per cell (the blast) or 4^2 (the layer, uniform along z), so that every level holds
+/// the same mass and energy (the blast's deposit).
 inline void initial_state(physics const& ph, shape const& s, key k, std::span<double> u) {
     layout L(s.n);
     double h = cell_size(s, k.level());
     if (ph.kind == problem::kelvin_helmholtz) {
-        for (int c2 = 0; c2 < s.n; ++c2) {
-            for (int c1 = 0; c1 < s.n; ++c1) {
-                for (int c0 = 0; c0 < s.n; ++c0) {
-                    double lo[2] = {double(k.coord(0) * s.n + c0) * h,
-                                    double(k.coord(1) * s.n + c1) * h};
-                    double sum[4] = {0, 0, 0, 0};
-                    for (int a = 0; a < 4; ++a) {
-                        for (int b = 0; b < 4; ++b) {
-                            double q[4];
-                            detail::kelvin_helmholtz_at(ph, lo[0] + (a + 0.5) * h / 4,
-                                                        lo[1] + (b + 0.5) * h / 4, q);
-                            for (int v = 0; v < 4; ++v) {
-                                sum[v] += q[v];
-                            }
+        for (int c1 = 0; c1 < s.n; ++c1) {
+            for (int c0 = 0; c0 < s.n; ++c0) {
+                double lo[2] = {double(k.coord(0) * s.n + c0) * h,
+                                double(k.coord(1) * s.n + c1) * h};
+                double sum[4] = {0, 0, 0, 0};
+                for (int a = 0; a < 4; ++a) {
+                    for (int b = 0; b < 4; ++b) {
+                        double q[4];
+                        detail::kelvin_helmholtz_at(ph, lo[0] + (a + 0.5) * h / 4,
+                                                    lo[1] + (b + 0.5) * h / 4, q);
+                        for (int v = 0; v < 4; ++v) {
+                            sum[v] += q[v];
                         }
                     }
+                }
+                double const cell[nvar] = {sum[0] / 16.0, sum[1] / 16.0, sum[2] / 16.0, 0.0,
+                                           sum[3] / 16.0};
+                for (int c2 = 0; c2 < s.n; ++c2) { // the same along z
                     std::size_t i = L.at(c0 + ghost, c1 + ghost, c2 + ghost);
-                    u[0 * L.cells() + i] = sum[0] / 16.0;
-                    u[1 * L.cells() + i] = sum[1] / 16.0;
-                    u[2 * L.cells() + i] = sum[2] / 16.0;
-                    u[3 * L.cells() + i] = 0.0;
-                    u[4 * L.cells() + i] = sum[3] / 16.0;
+                    for (int v = 0; v < nvar; ++v) {
+                        u[v * L.cells() + i] = cell[v];
+                    }
                 }
             }
         }

@@ -100,6 +100,11 @@ add_test(NAME amr.kh.courier.2_localities_agree_with_1
     COMMAND amr_compare ${amr_dir}/kh.courier.1.dump ${amr_dir}/kh.courier.2.dump --tolerance=0)
 set_tests_properties(amr.kh.courier.2_localities_agree_with_1 PROPERTIES
     FIXTURES_REQUIRED "amr_kh_1;amr_kh_2" PASS_REGULAR_EXPRESSION "agree")
+# A problem it does not know is refused by name.
+add_test(NAME amr.unknown_problem_is_refused COMMAND courier_run -n 1
+    $<TARGET_FILE:amr_courier> --courier:spmd=1 --problem=sod)
+set_tests_properties(amr.unknown_problem_is_refused PROPERTIES ENVIRONMENT "${amr_env}"
+    PASS_REGULAR_EXPRESSION "amr: --problem is sedov or kh, not 'sod'")
 if(NOT COURIER_SANITIZER)
     amr_courier_test(kh.instability_grows 2 ${amr_kh} --t-end=1.2)
     set_tests_properties(amr.kh.instability_grows PROPERTIES

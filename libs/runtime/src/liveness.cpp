@@ -63,9 +63,7 @@ void remove_shared_memory_of(std::string const& name) {
 [[noreturn]] void end_now(locality_state& st) {
     static std::atomic<bool> ending{false};
     if (ending.exchange(true)) {
-        for (;;) { // another thread ends the locality (the watchdog and the liveness thread)
-            std::this_thread::sleep_for(std::chrono::hours(1));
-        }
+        transport_watch::sleep_for_good(); // the watchdog and the liveness thread may both end it
     }
     // Ending while a thread sends would leave the lock it holds in a peer's shared memory taken.
     transport_watch::close(std::chrono::seconds(1));
@@ -158,12 +156,7 @@ void watch(locality_state& st) {
             said = false; // a stuck call that returned after all is said again next time
             continue;
         }
-        std::int64_t failed = -1;
-        for (std::uint32_t r = 0; r < st.size && failed < 0; ++r) {
-            if (r != st.rank && has_failed(st, r)) {
-                failed = r;
-            }
-        }
+        std::int64_t failed = first_failed_peer(st);
         if (said || stuck < (failed >= 0 ? after_failure : normal)) {
             continue;
         }
@@ -238,13 +231,17 @@ bool distributed_failed() {
     return st.live.exit_on_failure && any_peer_failed(st);
 }
 
-bool any_peer_failed(locality_state& st) {
-    for (auto const& d : st.dead) {
-        if (d.load()) {
-            return true;
+std::int64_t first_failed_peer(locality_state const& st) {
+    for (std::uint32_t r = 0; r < st.dead.size(); ++r) {
+        if (st.dead[r].load()) {
+            return r;
         }
     }
-    return false;
+    return -1;
+}
+
+bool any_peer_failed(locality_state& st) {
+    return first_failed_peer(st) >= 0;
 }
 
 } // namespace courier::detail

@@ -234,5 +234,7 @@ void liveness_start(locality_state& st);
 void liveness_stop(locality_state& st);
 /// Whether any peer was reported or declared failed.
 bool any_peer_failed(locality_state& st);
+/// The lowest rank reported or declared failed; -1: none.
+std::int64_t first_failed_peer(locality_state const& st);
 
 } // namespace courier::detail

@@ -64,6 +64,10 @@ slot* register_thread() {
 
 void park(slot& s) {
     s.since.store(0, std::memory_order_release);
+    sleep_for_good();
+}
+
+void sleep_for_good() {
     for (;;) {
         std::this_thread::sleep_for(std::chrono::hours(1)); // the process ends meanwhile
     }

@@ -9,7 +9,8 @@
 //   lets its threads leave their transport calls, and lets none enter a new one (close());
 // - the liveness watchdog notices a thread stuck inside a call (stuck_for()) and ends the
 //   locality instead of letting it hang.
-// Entering a call costs two relaxed loads and a store to the thread's own cache line.
+// Entering a call costs a thread-local read, three relaxed loads and a store to the thread's
+// own cache line; leaving it, one store.
 #pragma once
 
 #include <atomic>
@@ -36,6 +37,8 @@ inline constexpr std::chrono::milliseconds period{100};
 
 slot* register_thread();
 [[noreturn]] void park(slot& s);
+/// Blocks the calling thread until the process ends (which another thread is doing).
+[[noreturn]] void sleep_for_good();
 
 /// Marks the calling thread inside the transport for its lifetime (nested calls count once).
 class call {

@@ -34,6 +34,33 @@ bool wait_for(std::atomic<bool> const& flag) {
     return true;
 }
 
+/// A thread inside one transport call until release() (as a send spinning on a lock a dead peer
+/// held); constructed once the thread is inside.
+class held_call {
+public:
+    held_call()
+        : thread_([this] {
+              tw::call inside;
+              entered_ = true;
+              while (!release_.load()) {
+                  std::this_thread::sleep_for(1ms);
+              }
+          }) {
+        EXPECT_TRUE(wait_for(entered_));
+    }
+    ~held_call() { release(); }
+    void release() {
+        release_ = true;
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+    }
+
+private:
+    std::atomic<bool> entered_{false}, release_{false};
+    std::thread thread_;
+};
+
 } // namespace
 
 TEST(transport_watch, the_oldest_call_is_measured_in_periods_and_nested_calls_count_once) {
@@ -56,19 +83,10 @@ TEST(transport_watch, the_oldest_call_is_measured_in_periods_and_nested_calls_co
 
 TEST(transport_watch, another_threads_call_is_seen_and_its_slot_reused_after_it_ends) {
     tw::reopen();
-    std::atomic<bool> entered{false}, release{false};
-    std::thread t([&] {
-        tw::call inside;
-        entered = true;
-        while (!release.load()) {
-            std::this_thread::sleep_for(1ms);
-        }
-    });
-    ASSERT_TRUE(wait_for(entered));
+    held_call other;
     tw::advance();
     EXPECT_EQ(tw::stuck_for(), tw::period);
-    release = true;
-    t.join();
+    other.release();
     EXPECT_EQ(tw::stuck_for().count(), 0);
     std::size_t before = tw::slot_count();
     for (int i = 0; i < 100; ++i) { // ended threads give their slot back
@@ -105,22 +123,12 @@ TEST(transport_watch, close_waits_for_a_thread_to_leave_its_call_and_parks_later
 
 TEST(transport_watch, close_gives_up_on_a_thread_that_never_leaves_its_call) {
     tw::reopen();
-    std::atomic<bool> entered{false}, release{false};
-    std::thread stuck([&] {
-        tw::call inside; // as a send spinning on a lock a dead peer held
-        entered = true;
-        while (!release.load()) {
-            std::this_thread::sleep_for(1ms);
-        }
-    });
-    ASSERT_TRUE(wait_for(entered));
+    held_call stuck;
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_FALSE(tw::close(200ms));
     double waited = seconds_since(t0);
     EXPECT_GE(waited, 0.19);
     EXPECT_LT(waited, 10.0);
-    release = true;
-    stuck.join();
 }
 
 TEST(transport_watch, the_closing_threads_own_call_does_not_hold_it_up) {
