@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: BSL-1.0
 // all_reduce and all_gather latency on Courier (osu_allreduce's method: coll_common.hpp).
-//   courier-run -n P coll_courier --courier:spmd=1
+//   courier-run -n P coll_courier --courier:spmd=1 [--label=NAME]
+// --label names the configuration in the RESULT lines (compare.sh runs this program with the
+// shared-memory collectives on, "courier", and off, "courier-parcels").
 #include "coll_common.hpp"
 
 #include <courier/courier.hpp>
 
 #include <chrono>
 #include <cstdlib>
+#include <string_view>
 
 namespace {
 
@@ -15,6 +18,8 @@ double now_us() {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
+
+char const* g_label = "courier";
 
 template <class Op>
 void measure(char const* name, std::size_t bytes, Op op) {
@@ -31,14 +36,20 @@ void measure(char const* name, std::size_t bytes, Op op) {
     double mean = (now_us() - t0) / iters;
     auto all = c::gather(mean, 0);
     if (courier::get_locality_id() == 0) {
-        coll::report("courier", name, bytes, all);
+        coll::report(g_label, name, bytes, all);
     }
     c::barrier();
 }
 
 } // namespace
 
-int courier_main(int, char**) {
+int courier_main(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a.starts_with("--label=")) {
+            g_label = argv[i] + 8;
+        }
+    }
     auto sum = [](std::vector<double> a, std::vector<double> const& b) {
         for (std::size_t i = 0; i < a.size(); ++i) {
             a[i] += b[i];

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSL-1.0
 # Courier's all_reduce / all_gather against OpenMPI's on P localities of this host, in
-# alternating rounds (each round runs Courier, then MPI); prints per case the median latency of
-# each over the rounds and the median of the per-round ratios courier/mpi.
+# alternating rounds (each round runs Courier with its shared-memory collectives, Courier with
+# every collective message a parcel (--courier:shm_collectives=0), then MPI); prints per case
+# the median latency of each over the rounds and the medians of the per-round ratios.
 # usage: benchmarks/collectives/compare.sh [--rounds=N] [--ranks="2 4 8 16"] [--build=DIR]
 # Courier runs on shm with one worker per locality, MPI on vader; both unbound (more ranks than
 # cores oversubscribe: OpenMPI then yields when idle, Courier's idle workers sleep).
@@ -26,9 +27,14 @@ raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 for p in $ranks; do
     for ((r = 0; r < rounds; r++)); do
-        COURIER_BIND=none "$bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
-            "$bin/coll_courier" --courier:spmd=1 --courier:provider=shm --courier:threads=1 |
-            sed -n "s/^RESULT /$r /p" >> "$raw"
+        for shm in 1 0; do
+            label=courier
+            [ "$shm" = 0 ] && label=courier-parcels
+            COURIER_BIND=none "$bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
+                "$bin/coll_courier" --courier:spmd=1 --courier:provider=shm --courier:threads=1 \
+                --courier:shm_collectives="$shm" --label="$label" |
+                sed -n "s/^RESULT /$r /p" >> "$raw"
+        done
         timeout 300 mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none --mca btl self,vader \
             "$bin/coll_mpi" | sed -n "s/^RESULT /$r /p" >> "$raw"
     done
@@ -39,13 +45,15 @@ rows = {}
 for line in open(sys.argv[1]):
     rnd, impl, op, size, ranks, avg, lo, hi = line.split()
     rows.setdefault((op, int(size), int(ranks)), {}).setdefault(impl, {})[int(rnd)] = float(avg)
-print(f"{'op':10} {'bytes':>6} {'ranks':>5} {'courier us':>11} {'mpi us':>9} {'ratio':>6}")
+print(f"{'op':10} {'bytes':>6} {'ranks':>5} {'courier us':>11} {'parcels us':>11} "
+      f"{'mpi us':>9} {'c/mpi':>6} {'p/mpi':>6} {'c/p':>6}")
+def ratio(a, b):
+    common = sorted(set(a) & set(b))
+    return statistics.median(a[r] / b[r] for r in common) if common else float('nan')
+def med(a):
+    return statistics.median(a.values()) if a else float('nan')
 for (op, size, ranks), by in sorted(rows.items()):
-    c, m = by.get('courier', {}), by.get('mpi', {})
-    common = sorted(set(c) & set(m))
-    if not common:
-        continue
-    ratio = statistics.median(c[r] / m[r] for r in common)
-    print(f"{op:10} {size:>6} {ranks:>5} {statistics.median(c.values()):>11.2f} "
-          f"{statistics.median(m.values()):>9.2f} {ratio:>6.2f}")
+    c, p, m = by.get('courier', {}), by.get('courier-parcels', {}), by.get('mpi', {})
+    print(f"{op:10} {size:>6} {ranks:>5} {med(c):>11.2f} {med(p):>11.2f} {med(m):>9.2f} "
+          f"{ratio(c, m):>6.2f} {ratio(p, m):>6.2f} {ratio(c, p):>6.2f}")
 PY

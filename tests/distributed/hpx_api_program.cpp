@@ -220,6 +220,82 @@ int scenario_collectives() {
     return courier_test::verdict("collectives");
 }
 
+// ---- the shared-memory path of collectives (collective_rings) ----
+double my_counter(char const* name) {
+    return courier::get_counters(courier::find_here())[name];
+}
+
+/// `expect_rings`: the localities share this host and --courier:shm_collectives is on, so small
+/// messages must take the rings; else none may.
+int scenario_shm_paths(bool expect_rings) {
+    std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
+    double const sent0 = my_counter("/collectives/count/shm-sent");
+    for (int i = 0; i < 50; ++i) {
+        CHECK(coll::all_reduce(int(r) + i, std::plus<>{}) == int(p * (p - 1) / 2) + i * int(p));
+    }
+    double const sent = my_counter("/collectives/count/shm-sent") - sent0;
+    if (p > 1) {
+        CHECK(expect_rings ? sent >= 50 : sent == 0);
+        std::printf("shm_paths: locality %u sent %.0f messages through shared memory\n", r, sent);
+    }
+
+    // More in flight than a ring holds (8 cells per pair): the rest travel as parcels, and
+    // every result is right whatever its path.
+    std::vector<courier::future<std::vector<std::vector<int>>>> many;
+    for (int i = 0; i < 64; ++i) {
+        many.push_back(coll::all_gather_async(std::vector<int>{int(r), i}));
+    }
+    for (int i = 63; i >= 0; --i) {
+        auto all = many[static_cast<std::size_t>(i)].get();
+        CHECK(all.size() == p);
+        for (std::uint32_t j = 0; j < all.size(); ++j) {
+            CHECK(all[j].size() == 2 && all[j][0] == int(j) && all[j][1] == i);
+        }
+    }
+
+    // Values on both sides of a cell's capacity (992 bytes: 123 doubles and their count fit,
+    // 124 do not), of different sizes on different localities in one collective.
+    for (std::size_t base : {100, 123, 124, 200, 1000}) {
+        std::size_t const n = base + r % 3;
+        auto all = coll::all_gather(std::vector<double>(n, double(r) + 0.5));
+        CHECK(all.size() == p);
+        for (std::uint32_t j = 0; j < all.size(); ++j) {
+            CHECK(all[j].size() == base + j % 3 && all[j].back() == double(j) + 0.5);
+        }
+        auto sum = coll::all_reduce(std::vector<double>(base, 1.0),
+                                    [](std::vector<double> a, std::vector<double> const& b) {
+                                        for (std::size_t k = 0; k < a.size(); ++k) {
+                                            a[k] += b[k];
+                                        }
+                                        return a;
+                                    });
+        CHECK(sum.size() == base && sum.front() == double(p) && sum.back() == double(p));
+    }
+    // Values that are not flat go serialized (strings, nested in vectors).
+    CHECK(coll::all_reduce(letter(r), concat) == letters(0, p - 1));
+    auto words = coll::all_gather(std::vector<std::string>{letter(r), std::string(r, 'z')});
+    for (std::uint32_t j = 0; j < words.size(); ++j) {
+        CHECK(words[j].size() == 2 && words[j][0] == letter(j) && words[j][1].size() == j);
+    }
+
+    // A late locality: its peers give up spinning and suspend, so its messages must wake them
+    // (a nudge parcel), or the collective would hang.
+    double const nudges0 = my_counter("/collectives/count/shm-nudges");
+    if (r == p - 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    CHECK(coll::all_reduce(1, std::plus<>{}) == int(p));
+    double const nudges =
+        coll::all_reduce(my_counter("/collectives/count/shm-nudges") - nudges0, std::plus<>{});
+    if (p > 1) {
+        CHECK(expect_rings ? nudges >= 1 : nudges == 0);
+        if (r == 0) {
+            std::printf("shm_paths: %.0f nudges after a late locality\n", nudges);
+        }
+    }
+    return courier_test::verdict("shm_paths");
+}
+
 // ---- names ----
 struct named_thing : courier::component_base<named_thing> {
     explicit named_thing(std::uint32_t w = 0) : who(w) {}
@@ -455,6 +531,8 @@ int courier_main(int argc, char** argv) {
         rc = scenario_channels();
     } else if (scenario == "future_actions") {
         rc = scenario_future_actions();
+    } else if (scenario == "shm_paths") {
+        rc = scenario_shm_paths(argc > 2 && std::string(argv[2]) == "rings");
     } else if (scenario == "bad_messages") {
         rc = scenario_bad_messages();
     } else {

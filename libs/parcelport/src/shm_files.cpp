@@ -70,8 +70,6 @@ void remove_shared_memory_files() noexcept {
     }
 }
 
-namespace detail {
-
 void own_shared_memory_file(std::string const& name) noexcept {
     if (directory.size() + name.size() >= path_size) {
         return;
@@ -103,7 +101,5 @@ void forget_shared_memory_file(std::string const& name) noexcept {
         }
     }
 }
-
-} // namespace detail
 
 } // namespace courier::parcelport

@@ -13,14 +13,13 @@
 // removed only by its owner's destructor).
 #pragma once
 
-#include <string>
+#include <courier/parcelport/transport.hpp>
 
 namespace courier::parcelport::detail {
 
 /// Records /dev/shm/`name` as this process's until forget_shared_memory_file(name); the first
-/// call installs the signal handlers.
-void own_shared_memory_file(std::string const& name) noexcept;
-/// The owner removed (or is about to remove) `name` itself.
-void forget_shared_memory_file(std::string const& name) noexcept;
+/// call installs the signal handlers (declared in transport.hpp for the runtime's own files).
+using parcelport::forget_shared_memory_file;
+using parcelport::own_shared_memory_file;
 
 } // namespace courier::parcelport::detail

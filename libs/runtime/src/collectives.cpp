@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: BSL-1.0
 // The mailbox behind the collectives: a message and its receive meet in a slot keyed by
 // (generation, round, source); whichever comes first creates it, the second takes it out.
+#include "collective_rings.hpp"
 #include "gid.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
+#include "scheduler.hpp"
 
+#include <courier/runtime/async.hpp>
 #include <courier/runtime/collectives.hpp>
+#include <courier/runtime/this_thread.hpp>
 
 #include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 namespace courier::collectives::detail {
 
@@ -26,7 +35,159 @@ std::exception_ptr failure(std::uint32_t rank) {
         network_error(fmt::format("courier: collective failed: locality {} has failed", rank)));
 }
 
+courier::detail::collective_rings* rings() noexcept {
+    return courier::detail::here().rings.get();
+}
+
+struct loader_table {
+    std::mutex mutex;
+    std::unordered_map<std::uint64_t, ring_loader> loaders;
+};
+loader_table& loaders() {
+    static auto* t = new loader_table; // used by static initializers; never destroyed
+    return *t;
+}
+
+// Moves a message out of an inbox into the mailbox (the collective_rings::drain callback).
+void load_into_mailbox(std::uint32_t from, courier::detail::collective_rings::view const& v) {
+    ring_loader load = nullptr;
+    {
+        auto& t = loaders();
+        std::lock_guard lk(t.mutex);
+        auto it = t.loaders.find(v.wire_id);
+        load = it == t.loaders.end() ? nullptr : it->second;
+    }
+    if (load == nullptr) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "collectives: dropped a message of unknown type {:#x} from "
+                               "locality {} (generation {})",
+                               v.wire_id, from, v.generation);
+        return;
+    }
+    load(key{v.generation, v.step, from}, v.payload);
+}
+
+void drain_inbox(courier::detail::collective_rings& r, std::uint32_t from) {
+    r.drain(from, [from](courier::detail::collective_rings::view const& v) {
+        load_into_mailbox(from, v);
+    });
+}
+
 } // namespace
+
+/// A locality that sent into this one's inbox while a receiver here slept on it: drain it.
+void drain_nudged_inbox() {
+    courier::detail::request_context* ctx = courier::detail::current_request();
+    courier::detail::collective_rings* r = rings();
+    if (ctx != nullptr && r != nullptr) {
+        drain_inbox(*r, ctx->source);
+    }
+}
+
+} // namespace courier::collectives::detail
+
+COURIER_PLAIN_ACTION(courier::collectives::detail::drain_nudged_inbox,
+                     courier_collectives_nudge_action);
+
+namespace courier::collectives::detail {
+
+bool register_ring_loader(std::uint64_t wire_id, ring_loader load) {
+    auto& t = loaders();
+    std::lock_guard lk(t.mutex);
+    t.loaders.emplace(wire_id, load);
+    return true;
+}
+
+serialization::options ring_serialization_options() noexcept {
+    serialization::options o;
+    o.zero_copy = false;
+    return o;
+}
+
+bool ring_sends_to(std::uint32_t rank) noexcept {
+    courier::detail::collective_rings* r = rings();
+    return r != nullptr && r->reaches(rank);
+}
+
+bool ring_listens_to(std::uint32_t rank) noexcept {
+    courier::detail::collective_rings* r = rings();
+    return r != nullptr && r->listens_to(rank);
+}
+
+bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
+               std::uint32_t step, std::span<std::byte const> payload) {
+    courier::detail::collective_rings* r = rings();
+    if (r == nullptr) {
+        return false;
+    }
+    using result = courier::detail::collective_rings::push_result;
+    result res = r->push(to, wire_id, generation, step, payload);
+    if (res == result::sent_wake) {
+        courier::post<courier_collectives_nudge_action>(locality(to));
+    }
+    return res == result::sent || res == result::sent_wake;
+}
+
+bool ring_take(key const& k, std::uint64_t wire_id,
+               courier::detail::function_ref<void(std::span<std::byte const>)> load) {
+    courier::detail::collective_rings* r = rings();
+    return r != nullptr &&
+           r->take_head(k.source, [&](courier::detail::collective_rings::view const& v) {
+               if (v.wire_id != wire_id || v.generation != k.generation || v.step != k.step) {
+                   return false;
+               }
+               load(v.payload);
+               return true;
+           });
+}
+
+void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
+               courier::detail::function_ref<void()> suspend) {
+    courier::detail::collective_rings* r = rings();
+    if (r == nullptr) {
+        suspend();
+        return;
+    }
+    auto const deadline = std::chrono::steady_clock::now() + r->spin();
+    courier::detail::worker* w = courier::detail::current_worker();
+    for (std::uint32_t spins = 1;; ++spins) {
+        drain_inbox(*r, from);
+        if (ready()) {
+            return;
+        }
+        // The message may come as a parcel instead (too large for a cell, a full ring): poll
+        // the network as an idle worker would, not only every few tasks.
+        if (w != nullptr && w->sched.has_hooks()) {
+            w->sched.run_hooks();
+            if (ready()) {
+                return;
+            }
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            break;
+        }
+        if (spins % 8 == 0) {
+            courier::this_thread::yield(); // the worker's other tasks
+            w = courier::detail::current_worker();
+        }
+        if (r->oversubscribed()) {
+            std::this_thread::yield(); // the sender may need this core
+        }
+    }
+    // Suspended: a sender that sees the count posts a nudge; what came before it is drained
+    // here (collective_rings.hpp, "Waiting").
+    r->wait_begin(from);
+    struct end_wait {
+        courier::detail::collective_rings& r;
+        std::uint32_t from;
+        ~end_wait() { r.wait_end(from); }
+    } ending{*r, from};
+    drain_inbox(*r, from);
+    if (!ready()) {
+        suspend();
+    }
+}
 
 std::shared_ptr<slot_base> match(key const& k, bool arriving,
                                  courier::detail::function_ref<std::shared_ptr<slot_base>()> make) {

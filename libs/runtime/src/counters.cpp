@@ -129,6 +129,11 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcels/bytes/received", bytes_received);
     put("/parcels/bytes/zero-copy", zero_copy);
 
+    collective_rings::statistics rs = st.rings ? st.rings->stats() : collective_rings::statistics{};
+    put("/collectives/count/shm-sent", rs.sent);
+    put("/collectives/count/shm-received", rs.received);
+    put("/collectives/count/shm-nudges", rs.nudges);
+
     put("/threads/count/executed", executed);
     put("/threads/count/os-threads", workers);
     double busy_ns = elapsed_ns * static_cast<double>(workers);

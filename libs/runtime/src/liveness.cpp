@@ -56,6 +56,7 @@ void remove_shared_memory_of(std::string const& name) {
     std::error_code ec;
     std::filesystem::remove("/dev/shm/" + name, ec);
     std::filesystem::remove("/dev/shm/" + name + "-bell", ec);
+    std::filesystem::remove("/dev/shm/" + name + "-coll", ec);
 }
 
 } // namespace

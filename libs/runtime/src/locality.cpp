@@ -133,6 +133,28 @@ void liveness_options_from(config const& cfg, std::chrono::milliseconds& timeout
     exit_on_failure = cfg.get_choice("on_peer_failure", {"exit", "continue"}) == "exit";
 }
 
+namespace {
+
+/// The collectives' shared-memory inbox (collective_rings.hpp), made before the address
+/// exchange so that every peer on this host finds it once the exchange is over. None when
+/// turned off, for a job too large for one, without a job id to name it by, or alone on its
+/// host; a failure to make it is logged, and collectives then use parcels.
+void open_collective_inbox(config const& cfg, locality_state& st, bootstrap const& boot) {
+    if (cfg.get_int("shm_collectives", 0, 1) == 0 || st.job_id.empty() || boot.size() < 2 ||
+        boot.size() > collective_rings::max_localities || boot.where().local_size < 2) {
+        return;
+    }
+    try {
+        st.rings = std::make_unique<collective_rings>(shm_name(st.job_id, boot.rank()) + "-coll",
+                                                      boot.rank(), boot.size());
+    } catch (std::exception const& e) {
+        log(log_level::warn, "collectives: no shared-memory inbox ({}); they use parcels",
+            e.what());
+    }
+}
+
+} // namespace
+
 bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstrap> boot) {
     // Published once the transport is set up (a failure below leaves the default state).
     auto owned = std::make_unique<locality_state>();
@@ -144,6 +166,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     }
     liveness_options_from(cfg, st.live.timeout, st.live.exit_on_failure);
     st.tp = parcelport::make_transport(o);
+    open_collective_inbox(cfg, st, *boot);
     auto result = boot->exchange(st.tp->address());
     st.rank = boot->rank();
     st.size = boot->size();
@@ -157,6 +180,20 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.job_token = result.token;
     st.tp->set_job_token(result.token);
     st.tp->set_peers(result.addresses, st.rank);
+    if (st.rings) {
+        // Every inbox exists once the exchange is over: each locality made its own before.
+        std::vector<std::string> names(st.size);
+        bool one_host = boot->where().host_count <= 1;
+        for (std::uint32_t r = 0; r < st.size; ++r) {
+            if (r != st.rank && (one_host || st.tp->same_host(r))) {
+                names[r] = shm_name(st.job_id, r) + "-coll";
+            }
+        }
+        std::size_t mapped = st.rings->connect(names);
+        st.rings->set_waiting(s.options().idle_spin, s.options().oversubscribed);
+        log(log_level::debug, "collectives: shared-memory inboxes of {} localities on this host",
+            mapped);
+    }
     st.tp->set_activity_handler([](std::uint32_t src) { heard_from(here(), src); });
     if (trace::recorder* tracer = trace::active()) {
         st.tp->set_read_handler([tracer](std::uint32_t src, std::size_t bytes,
@@ -226,6 +263,7 @@ void distributed_close() {
             ps.messages_sent, ps.parcels_in_batches, ps.batches_sent, ps.rendezvous_sends,
             ps.messages_received, ps.rma_bytes_read, ps.eagain_retries);
     }
+    st.rings.reset();
     st.tp.reset();
     replace_here(nullptr); // the state goes; a later run starts afresh
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "bootstrap.hpp"
+#include "collective_rings.hpp"
 #include "flow_control.hpp"
 #include "traffic.hpp"
 
@@ -154,6 +155,8 @@ struct locality_state {
     bool exit_requested = false;
     component_table components;
     collective_table collectives;
+    /// The collectives' shared-memory inbox and the peers' on this host (null: none).
+    std::unique_ptr<collective_rings> rings;
     naming_table names;
     flow_state flow;
     ordered_state ordered;

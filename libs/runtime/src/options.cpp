@@ -69,6 +69,11 @@ std::vector<option_spec> const& option_table() {
          "shm: 1 = a message of a little over 4 KiB (shm's inject size) goes as two parts "
          "within it, which the receiver joins (whole, it takes shm's slower CMA protocol: a "
          "4 KiB call measured 4.2 us whole, 2.6 us split); 0 = every message goes whole"},
+        {"shm_collectives", "1",
+         "1 = the small messages of collectives (up to ~1 KiB) between localities of one host "
+         "go through per-pair rings in shared memory (/dev/shm/courier-JOB-RANK-coll, 8 KiB "
+         "per pair; jobs of up to 64 localities), not as parcels; 0 = every message is a "
+         "parcel"},
         {"tcp_doorbell", "auto",
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "

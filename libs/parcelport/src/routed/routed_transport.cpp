@@ -133,10 +133,12 @@ void routed_transport::set_peers(std::vector<std::vector<std::byte>> const& addr
     std::vector<std::vector<std::vector<std::byte>>> per_rail(
         rails_.size(), std::vector<std::vector<std::byte>>(addresses.size()));
     route_.assign(addresses.size(), 0);
+    local_.assign(addresses.size(), false);
     std::size_t network = rails_.size() - 1;
     for (std::uint32_t i = 0; i < addresses.size(); ++i) {
         address_parts a = decode(addresses[i], i);
         bool local = a.host == host_;
+        local_[i] = local;
         if (local && i != my_rank && !local_rail_) {
             throw network_error(fmt::format("courier: locality {} reports this host ({}) but this "
                                             "locality was told it has no peers here",

@@ -49,6 +49,9 @@ public:
     statistics stats() const override;
     std::string provider_name() const override;
     std::vector<std::pair<std::string, statistics>> stats_by_provider() const override;
+    bool same_host(std::uint32_t rank) const override {
+        return rank < local_.size() && local_[rank];
+    }
 
 private:
     transport& rail_of(std::uint32_t dest) const;
@@ -57,6 +60,7 @@ private:
     std::vector<std::unique_ptr<transport>> rails_;
     bool local_rail_;
     std::vector<std::uint8_t> route_; // by rank: index into rails_
+    std::vector<bool> local_;         // by rank: on this host
     int epoll_fd_ = -1;               // every rail's wait fd; -1 if one has none
     bool may_miss_ = false;
 };

@@ -225,6 +225,10 @@ public:
     virtual bool can_sleep() = 0;
     virtual statistics stats() const = 0;
     virtual std::string provider_name() const = 0;
+    /// After set_peers(): whether locality `rank` runs on this host as the peers' addresses
+    /// say (a transport that routes by host knows it; others answer false: the caller then
+    /// relies on what its launcher says).
+    virtual bool same_host(std::uint32_t /*rank*/) const { return false; }
     /// stats() by provider, for a transport that uses several (provider "auto" across hosts).
     virtual std::vector<std::pair<std::string, statistics>> stats_by_provider() const {
         return {{provider_name(), stats()}};
@@ -264,5 +268,10 @@ std::unique_ptr<transport> make_mpi_transport(transport_options const& o);
 /// signals that end a process by default (SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGABRT,
 /// SIGBUS, SIGSEGV) call it once a transport is open, then the handler installed before.
 void remove_shared_memory_files() noexcept;
+/// Adds /dev/shm/`name`, made by this process outside a transport, to the files
+/// remove_shared_memory_files() and the signal handlers remove, until
+/// forget_shared_memory_file(name) (its owner removed it).
+void own_shared_memory_file(std::string const& name) noexcept;
+void forget_shared_memory_file(std::string const& name) noexcept;
 
 } // namespace courier::parcelport

@@ -20,6 +20,12 @@
 // rounds), broadcast, reduce, gather and scatter over binomial trees, all_gather and all_to_all
 // by Bruck's algorithms (ceil(log2 P) rounds), the scans by recursive doubling.
 //
+// Localities of one host send each other the small messages of collectives (up to ~1 KiB
+// serialized) through shared memory, not as parcels: the receiver drains its inbox while it
+// waits, spinning up to --courier:idle_spin_us before it suspends. Larger ones, those to other
+// hosts, and all of them with --courier:shm_collectives=0, are parcels (collective_rings.hpp in
+// the runtime's sources).
+//
 // Failure: once a locality has failed, every collective in progress fails with network_error
 // on every locality, and so does every later one (the group of all localities is broken).
 #pragma once
@@ -28,12 +34,16 @@
 #include <courier/runtime/actions.hpp>
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -92,6 +102,159 @@ id_type locality(std::uint32_t rank);
 std::exception_ptr type_mismatch(key const& k, std::type_info const& expected,
                                  std::type_info const& got);
 
+/// Shared memory between the localities of one host (collective_rings in the runtime).
+/// Whether messages to `rank` may go through its inbox / whether messages from `rank` may come
+/// through this locality's.
+bool ring_sends_to(std::uint32_t rank) noexcept;
+bool ring_listens_to(std::uint32_t rank) noexcept;
+/// Copies a message into `to`'s inbox; false: it was not sent (no inbox, full): post it.
+bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
+               std::uint32_t step, std::span<std::byte const> payload);
+/// If the message at the head of the inbox from `k.source` is `k` with `wire_id`, removes it
+/// and calls `load` on its payload (also when `load` throws). True if it did.
+bool ring_take(key const& k, std::uint64_t wire_id,
+               courier::detail::function_ref<void(std::span<std::byte const>)> load);
+/// Until `ready()`: moves the messages in the inbox from `from` into the mailbox, spinning up to
+/// the idle spin, then `suspend()`s (a sender then nudges this locality with a parcel).
+void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
+               courier::detail::function_ref<void()> suspend);
+/// How a message of one type leaves an inbox for the mailbox (registered per wire id).
+using ring_loader = void (*)(key const& k, std::span<std::byte const> payload);
+bool register_ring_loader(std::uint64_t wire_id, ring_loader load);
+
+/// The bytes of a value in an inbox cell. Flat values (arithmetic values, enums, and vectors
+/// of flat values) are written as they are, a vector as its element count (4 bytes) and its
+/// elements; anything else as a serialized message without zero copy (all in its index).
+template <class T>
+struct ring_flat : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T>> {};
+template <class U, class A>
+struct ring_flat<std::vector<U, A>> : std::bool_constant<ring_flat<U>::value> {};
+template <class A>
+struct ring_flat<std::vector<bool, A>> : std::false_type {};
+
+inline constexpr std::size_t ring_payload_limit = 992; // collective_rings::payload_capacity
+
+struct ring_writer {
+    std::byte* at;
+    std::byte* end;
+    bool put(void const* p, std::size_t n) noexcept {
+        if (static_cast<std::size_t>(end - at) < n) {
+            return false;
+        }
+        if (n != 0) {
+            std::memcpy(at, p, n);
+        }
+        at += n;
+        return true;
+    }
+};
+struct ring_reader {
+    std::span<std::byte const> rest;
+    void get(void* p, std::size_t n) {
+        if (rest.size() < n) {
+            throw serialization::serialization_error(
+                "courier: a collective message in shared memory ends early");
+        }
+        if (n != 0) {
+            std::memcpy(p, rest.data(), n);
+        }
+        rest = rest.subspan(n);
+    }
+};
+
+template <class T>
+bool ring_encode(T const& v, ring_writer& w) noexcept {
+    if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+        return w.put(&v, sizeof v);
+    } else { // a vector
+        if (v.size() > ring_payload_limit) {
+            return false;
+        }
+        auto const n = static_cast<std::uint32_t>(v.size());
+        if (!w.put(&n, sizeof n)) {
+            return false;
+        }
+        using U = typename T::value_type;
+        if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
+            return w.put(v.data(), v.size() * sizeof(U));
+        } else {
+            for (auto const& e : v) {
+                if (!ring_encode(e, w)) {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+}
+
+template <class T>
+void ring_decode_into(T& v, ring_reader& r) {
+    if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+        r.get(&v, sizeof v);
+    } else {
+        std::uint32_t n = 0;
+        r.get(&n, sizeof n);
+        using U = typename T::value_type;
+        if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
+            if (r.rest.size() / sizeof(U) < n) {
+                throw serialization::serialization_error(
+                    "courier: a collective message in shared memory ends early");
+            }
+            v.resize(n);
+            r.get(v.data(), std::size_t{n} * sizeof(U));
+        } else {
+            if (r.rest.size() < n) { // every element takes at least a byte
+                throw serialization::serialization_error(
+                    "courier: a collective message in shared memory ends early");
+            }
+            v.resize(n);
+            for (auto& e : v) {
+                ring_decode_into(e, r);
+            }
+        }
+    }
+}
+
+serialization::options ring_serialization_options() noexcept;
+
+template <class T>
+T ring_decode(std::span<std::byte const> payload) {
+    T v{};
+    if constexpr (ring_flat<T>::value) {
+        ring_reader r{payload};
+        ring_decode_into(v, r);
+        if (!r.rest.empty()) {
+            throw serialization::serialization_error(
+                "courier: a collective message in shared memory has " +
+                std::to_string(r.rest.size()) + " bytes too many");
+        }
+    } else {
+        serialization::message m = serialization::message::from_bytes(payload);
+        serialization::load(m, v);
+    }
+    return v;
+}
+
+template <class T>
+void deliver(key const& k, T&& value);
+
+template <class T>
+void ring_load(key const& k, std::span<std::byte const> payload) {
+    std::optional<T> v;
+    try {
+        v.emplace(ring_decode<T>(payload));
+    } catch (...) {
+        // The receiver learns it (its future fails) instead of waiting for good.
+        std::shared_ptr<slot_base> s = match(k, true, [] { return make_slot<T>(true); });
+        if (s) {
+            s->fail(std::current_exception());
+        }
+        throw;
+    }
+    deliver(k, std::move(*v));
+}
+
 template <class T>
 void deliver(key const& k, T&& value) {
     std::shared_ptr<slot_base> s = match(k, true, [] { return make_slot<T>(true); });
@@ -128,7 +291,8 @@ struct message_action {
         deliver(key{std::get<0>(args), std::get<1>(args), source}, std::move(std::get<2>(args)));
     }
     inline static bool const registered =
-        courier::detail::register_action(wire_id(), name, &invoke);
+        courier::detail::register_action(wire_id(), name, &invoke) &&
+        register_ring_loader(wire_id(), &ring_load<T>);
 };
 
 /// One collective on this locality: its generation, and messages to and from its peers.
@@ -141,17 +305,47 @@ public:
 
     template <class T>
     void send(std::uint32_t to, std::uint32_t step, T value) const {
+        if (ring_sends_to(to)) {
+            std::uint64_t const id = message_action<T>::wire_id();
+            if constexpr (ring_flat<T>::value) {
+                std::byte buf[ring_payload_limit];
+                ring_writer w{buf, buf + sizeof buf};
+                if (ring_encode(value, w) &&
+                    ring_send(to, id, generation_, step,
+                              {buf, static_cast<std::size_t>(w.at - buf)})) {
+                    return;
+                }
+            } else {
+                serialization::message m = serialization::save(ring_serialization_options(), value);
+                if (m.external_chunk_count() == 0 && m.index_size() <= ring_payload_limit &&
+                    ring_send(to, id, generation_, step, m.data())) {
+                    return;
+                }
+            }
+        }
         courier::post<message_action<T>>(locality(to), generation_, step, std::move(value));
     }
     template <class T>
     T receive(std::uint32_t from, std::uint32_t step) const {
-        std::shared_ptr<slot_base> s =
-            match(key{generation_, step, from}, false, [] { return make_slot<T>(false); });
-        if (*s->type != typeid(T)) {
-            std::rethrow_exception(
-                type_mismatch(key{generation_, step, from}, typeid(T), *s->type));
+        key const k{generation_, step, from};
+        bool const ring = ring_listens_to(from);
+        if (ring) {
+            std::optional<T> v;
+            if (ring_take(k, message_action<T>::wire_id(),
+                          [&](std::span<std::byte const> b) { v.emplace(ring_decode<T>(b)); })) {
+                return std::move(*v);
+            }
         }
-        return static_cast<slot<T>&>(*s).f.get();
+        std::shared_ptr<slot_base> s = match(k, false, [] { return make_slot<T>(false); });
+        if (*s->type != typeid(T)) {
+            std::rethrow_exception(type_mismatch(k, typeid(T), *s->type));
+        }
+        future<T>& f = static_cast<slot<T>&>(*s).f;
+        if (ring && !f.is_ready()) {
+            ring_wait(
+                from, [&] { return f.is_ready(); }, [&] { f.wait(); });
+        }
+        return f.get();
     }
 
 private:

@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: BSL-1.0
+#include "collective_rings.hpp"
+
+#include "log.hpp"
+
+#include <courier/parcelport/transport.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+namespace courier::detail {
+
+namespace {
+
+constexpr std::uint64_t inbox_magic = 0x63636f6c6c726e67ull; // "ccollrng"
+constexpr std::uint32_t inbox_version = 1;
+
+struct inbox_header {
+    std::atomic<std::uint64_t> magic; // written last by the owner
+    std::uint32_t version;
+    std::uint32_t size;
+    std::uint32_t cells;
+    std::uint32_t cell_size;
+    std::uint32_t owner;
+};
+constexpr std::size_t header_bytes = 64;
+static_assert(sizeof(inbox_header) <= header_bytes);
+
+struct cell_fields {
+    std::uint64_t wire_id;
+    std::uint64_t generation;
+    std::uint32_t step;
+    std::uint32_t size;
+};
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+} // namespace
+
+struct collective_rings::ring {
+    alignas(64) std::atomic<std::uint64_t> tail;    // messages published (the producer)
+    alignas(64) std::atomic<std::uint64_t> head;    // messages consumed (the consumer)
+    alignas(64) std::atomic<std::uint32_t> waiting; // the consumer's suspended receivers
+    alignas(64) std::byte cell[cells][cell_size];
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "the rings' words are shared between processes: they must be lock-free");
+static_assert(sizeof(cell_fields) <= collective_rings::cell_header);
+
+std::size_t collective_rings::inbox_bytes(std::uint32_t size) noexcept {
+    return header_bytes + std::size_t{size} * sizeof(ring);
+}
+
+collective_rings::ring& collective_rings::inbox_ring(std::uint32_t from) const noexcept {
+    return *reinterpret_cast<ring*>(inbox_ + header_bytes + std::size_t{from} * sizeof(ring));
+}
+
+collective_rings::ring& collective_rings::peer_ring(std::uint32_t to) const noexcept {
+    return *reinterpret_cast<ring*>(peers_[to].base + header_bytes +
+                                    std::size_t{rank_} * sizeof(ring));
+}
+
+collective_rings::collective_rings(std::string name, std::uint32_t rank, std::uint32_t size)
+    : name_(std::move(name)), rank_(rank), size_(size), peers_(size),
+      reading_(new local_ring[size]), writing_(new local_peer[size]) {
+    if (size > max_localities) {
+        throw std::invalid_argument("collective rings: more than 64 localities");
+    }
+    std::string path = "/" + name_;
+    int fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        throw std::system_error(errno, std::generic_category(), "shm_open " + path);
+    }
+    inbox_bytes_ = inbox_bytes(size);
+    if (::ftruncate(fd, static_cast<off_t>(inbox_bytes_)) != 0) {
+        int e = errno;
+        ::close(fd);
+        ::shm_unlink(path.c_str());
+        throw std::system_error(e, std::generic_category(), "ftruncate " + path);
+    }
+    void* p = ::mmap(nullptr, inbox_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) {
+        ::shm_unlink(path.c_str());
+        throw std::system_error(e, std::generic_category(), "mmap " + path);
+    }
+    parcelport::own_shared_memory_file(name_);
+    inbox_ = static_cast<std::byte*>(p); // zero-filled: every ring empty, nobody waiting
+    auto* h = reinterpret_cast<inbox_header*>(inbox_);
+    h->version = inbox_version;
+    h->size = size;
+    h->cells = cells;
+    h->cell_size = static_cast<std::uint32_t>(cell_size);
+    h->owner = rank;
+    h->magic.store(inbox_magic, std::memory_order_release);
+}
+
+collective_rings::~collective_rings() {
+    for (auto& p : peers_) {
+        if (p.base != nullptr) {
+            ::munmap(p.base, p.bytes);
+        }
+    }
+    ::munmap(inbox_, inbox_bytes_);
+    ::shm_unlink(("/" + name_).c_str());
+    parcelport::forget_shared_memory_file(name_);
+}
+
+std::size_t collective_rings::connect(std::vector<std::string> const& names) {
+    std::size_t mapped = 0;
+    same_host_.assign(size_, false);
+    for (std::uint32_t r = 0; r < names.size() && r < size_; ++r) {
+        if (names[r].empty() || r == rank_ || peers_[r].base != nullptr) {
+            continue;
+        }
+        same_host_[r] = true;
+        int fd = ::shm_open(("/" + names[r]).c_str(), O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0) {
+            log(log_level::debug, "collectives: no shared-memory inbox of locality {} ({}): {}", r,
+                names[r], std::strerror(errno));
+            continue;
+        }
+        struct stat st {};
+        void* p = MAP_FAILED;
+        if (::fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == inbox_bytes_) {
+            p = ::mmap(nullptr, inbox_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        }
+        ::close(fd);
+        if (p == MAP_FAILED) {
+            log(log_level::debug, "collectives: the inbox of locality {} is not {} bytes", r,
+                inbox_bytes_);
+            continue;
+        }
+        auto* h = static_cast<inbox_header*>(p);
+        if (h->magic.load(std::memory_order_acquire) != inbox_magic ||
+            h->version != inbox_version || h->size != size_ || h->cells != cells ||
+            h->cell_size != cell_size || h->owner != r) {
+            log(log_level::debug, "collectives: the inbox of locality {} has another layout", r);
+            ::munmap(p, inbox_bytes_);
+            continue;
+        }
+        peers_[r] = peer{static_cast<std::byte*>(p), inbox_bytes_};
+        ++mapped;
+    }
+    return mapped;
+}
+
+collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint64_t wire_id,
+                                                     std::uint64_t generation, std::uint32_t step,
+                                                     std::span<std::byte const> payload) noexcept {
+    if (!reaches(to) || payload.size() > payload_capacity) {
+        return push_result::no_ring;
+    }
+    std::atomic_flag& lock = writing_[to].writing;
+    while (lock.test_and_set(std::memory_order_acquire)) {
+        cpu_relax();
+    }
+    ring& r = peer_ring(to);
+    std::uint64_t t = r.tail.load(std::memory_order_relaxed);
+    if (t - r.head.load(std::memory_order_acquire) >= cells) {
+        lock.clear(std::memory_order_release);
+        return push_result::full;
+    }
+    std::byte* c = r.cell[t % cells];
+    cell_fields f{wire_id, generation, step, static_cast<std::uint32_t>(payload.size())};
+    std::memcpy(c, &f, sizeof f);
+    if (!payload.empty()) {
+        std::memcpy(c + cell_header, payload.data(), payload.size());
+    }
+    // Publish, then look whether the receiver sleeps (its side: count itself, then drain).
+    r.tail.store(t + 1, std::memory_order_seq_cst);
+    bool wake = r.waiting.load(std::memory_order_seq_cst) != 0;
+    lock.clear(std::memory_order_release);
+    sent_.fetch_add(1, std::memory_order_relaxed);
+    if (wake) {
+        nudges_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return wake ? push_result::sent_wake : push_result::sent;
+}
+
+bool collective_rings::take_head(std::uint32_t from, function_ref<bool(view const&)> take) {
+    if (from >= size_) {
+        return false;
+    }
+    std::atomic_flag& lock = reading_[from].reading;
+    if (lock.test_and_set(std::memory_order_acquire)) {
+        return false;
+    }
+    struct unlock {
+        std::atomic_flag& f;
+        ~unlock() { f.clear(std::memory_order_release); }
+    } release{lock};
+    ring& r = inbox_ring(from);
+    std::uint64_t h = r.head.load(std::memory_order_relaxed);
+    if (h == r.tail.load(std::memory_order_acquire)) {
+        return false;
+    }
+    std::byte const* c = r.cell[h % cells];
+    cell_fields f;
+    std::memcpy(&f, c, sizeof f);
+    if (f.size > payload_capacity) {
+        // Not written by this code: drop it (drain() logs it).
+        return false;
+    }
+    view v{f.wire_id, f.generation, f.step, {c + cell_header, f.size}};
+    bool taken = false;
+    try {
+        taken = take(v);
+    } catch (...) {
+        r.head.store(h + 1, std::memory_order_release);
+        received_.fetch_add(1, std::memory_order_relaxed);
+        throw;
+    }
+    if (taken) {
+        r.head.store(h + 1, std::memory_order_release);
+        received_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return taken;
+}
+
+std::size_t collective_rings::drain(std::uint32_t from,
+                                    function_ref<void(view const&)> each) noexcept {
+    if (from >= size_) {
+        return 0;
+    }
+    std::atomic_flag& lock = reading_[from].reading;
+    if (lock.test_and_set(std::memory_order_acquire)) {
+        return 0;
+    }
+    ring& r = inbox_ring(from);
+    std::uint64_t h = r.head.load(std::memory_order_relaxed);
+    std::uint64_t const t = r.tail.load(std::memory_order_acquire);
+    std::size_t n = 0;
+    for (; h != t; ++h, ++n) {
+        std::byte const* c = r.cell[h % cells];
+        cell_fields f;
+        std::memcpy(&f, c, sizeof f);
+        if (f.size > payload_capacity) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "collectives: dropped a message of {} bytes from locality {} "
+                                   "(a cell holds {})",
+                                   f.size, from, payload_capacity);
+        } else {
+            try {
+                each(view{f.wire_id, f.generation, f.step, {c + cell_header, f.size}});
+            } catch (std::exception const& e) {
+                static logging::rate_limit limit;
+                logging::error_limited(limit,
+                                       "collectives: a message from locality {} (generation "
+                                       "{}, round {}) could not be delivered: {}",
+                                       from, f.generation, f.step, e.what());
+            } catch (...) {
+                static logging::rate_limit limit;
+                logging::error_limited(limit,
+                                       "collectives: a message from locality {} could not be "
+                                       "delivered",
+                                       from);
+            }
+        }
+        r.head.store(h + 1, std::memory_order_release);
+    }
+    lock.clear(std::memory_order_release);
+    received_.fetch_add(n, std::memory_order_relaxed);
+    return n;
+}
+
+void collective_rings::wait_begin(std::uint32_t from) noexcept {
+    if (from < size_) {
+        inbox_ring(from).waiting.fetch_add(1, std::memory_order_seq_cst);
+        // The drain that follows must see what a sender published before it read the count.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+}
+
+void collective_rings::wait_end(std::uint32_t from) noexcept {
+    if (from < size_) {
+        inbox_ring(from).waiting.fetch_sub(1, std::memory_order_seq_cst);
+    }
+}
+
+} // namespace courier::detail

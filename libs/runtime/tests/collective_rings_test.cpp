@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: BSL-1.0
+// The collectives' shared-memory inboxes (src/collective_rings.hpp) within one process: two
+// "localities" each own an inbox and map the other's. What the rings promise: messages arrive
+// whole and in order, a full ring or a message too large refuses (the caller then sends a
+// parcel), a suspended receiver is seen by the sender, an inbox of another layout is not used,
+// and the inbox's file goes with its owner. Also the flat encoding of collective values
+// (courier/runtime/collectives.hpp), which must refuse malformed bytes. Across processes:
+// tests/distributed (api.*.collectives_through_shared_memory.*).
+#include "../src/collective_rings.hpp"
+
+#include <courier/runtime/collectives.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace cd = courier::detail;
+namespace cc = courier::collectives::detail;
+using rings = cd::collective_rings;
+using push_result = rings::push_result;
+
+namespace {
+
+std::string unique_name(char const* what) {
+    static std::atomic<int> n{0};
+    return "courier-test-" + std::to_string(::getpid()) + "-" + what + "-" + std::to_string(n++);
+}
+
+std::span<std::byte const> bytes_of(std::string const& s) {
+    return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+struct pair_of_localities : ::testing::Test {
+    std::string name0 = unique_name("a"), name1 = unique_name("b");
+    rings a{name0, 0, 2}, b{name1, 1, 2};
+    void SetUp() override {
+        ASSERT_EQ(a.connect({"", name1}), 1u);
+        ASSERT_EQ(b.connect({name0, ""}), 1u);
+    }
+    /// Every message waiting in b's ring from a, as strings.
+    std::vector<std::string> drain_b() {
+        std::vector<std::string> got;
+        b.drain(0, [&](rings::view const& v) {
+            got.emplace_back(reinterpret_cast<char const*>(v.payload.data()), v.payload.size());
+        });
+        return got;
+    }
+};
+
+TEST_F(pair_of_localities, a_message_arrives_whole_with_its_key) {
+    EXPECT_TRUE(a.reaches(1));
+    EXPECT_TRUE(b.listens_to(0));
+    EXPECT_FALSE(b.listens_to(1)); // itself
+    std::string const text = "all_reduce value";
+    EXPECT_EQ(a.push(1, 77, 5, 3, bytes_of(text)), push_result::sent);
+    bool seen = false;
+    EXPECT_TRUE(b.take_head(0, [&](rings::view const& v) {
+        seen = true;
+        EXPECT_EQ(v.wire_id, 77u);
+        EXPECT_EQ(v.generation, 5u);
+        EXPECT_EQ(v.step, 3u);
+        EXPECT_EQ(std::string(reinterpret_cast<char const*>(v.payload.data()), v.payload.size()),
+                  text);
+        return true;
+    }));
+    EXPECT_TRUE(seen);
+    EXPECT_FALSE(b.take_head(0, [](rings::view const&) { return true; })); // gone
+    EXPECT_EQ(a.stats().sent, 1u);
+    EXPECT_EQ(b.stats().received, 1u);
+}
+
+TEST_F(pair_of_localities, a_declined_head_stays_and_a_throwing_taker_consumes_it) {
+    ASSERT_EQ(a.push(1, 1, 0, 0, bytes_of("x")), push_result::sent);
+    EXPECT_FALSE(b.take_head(0, [](rings::view const&) { return false; }));
+    EXPECT_THROW(
+        b.take_head(0, [](rings::view const&) -> bool { throw std::runtime_error("bad"); }),
+        std::runtime_error);
+    EXPECT_TRUE(drain_b().empty());
+}
+
+TEST_F(pair_of_localities, a_full_ring_refuses_and_frees_up_when_drained) {
+    for (std::uint32_t i = 0; i < rings::cells; ++i) {
+        ASSERT_EQ(a.push(1, 1, i, 0, bytes_of(std::to_string(i))), push_result::sent);
+    }
+    EXPECT_EQ(a.push(1, 1, 99, 0, bytes_of("overflow")), push_result::full);
+    auto got = drain_b();
+    ASSERT_EQ(got.size(), rings::cells);
+    for (std::uint32_t i = 0; i < rings::cells; ++i) {
+        EXPECT_EQ(got[i], std::to_string(i)); // in order
+    }
+    EXPECT_EQ(a.push(1, 1, 100, 0, bytes_of("again")), push_result::sent);
+    EXPECT_EQ(drain_b(), std::vector<std::string>{"again"});
+}
+
+TEST_F(pair_of_localities, what_does_not_fit_a_cell_or_has_no_ring_is_refused) {
+    std::string const big(rings::payload_capacity + 1, 'x');
+    EXPECT_EQ(a.push(1, 1, 0, 0, bytes_of(big)), push_result::no_ring);
+    std::string const fits(rings::payload_capacity, 'y');
+    EXPECT_EQ(a.push(1, 1, 0, 0, bytes_of(fits)), push_result::sent);
+    EXPECT_EQ(drain_b(), std::vector<std::string>{fits});
+    EXPECT_EQ(a.push(0, 1, 0, 0, bytes_of("self")), push_result::no_ring);
+    EXPECT_EQ(a.push(7, 1, 0, 0, bytes_of("nobody")), push_result::no_ring);
+}
+
+TEST_F(pair_of_localities, a_sender_sees_a_suspended_receiver) {
+    b.wait_begin(0);
+    EXPECT_EQ(a.push(1, 1, 0, 0, bytes_of("wake")), push_result::sent_wake);
+    b.wait_end(0);
+    EXPECT_EQ(a.push(1, 1, 1, 0, bytes_of("quiet")), push_result::sent);
+    EXPECT_EQ(a.stats().nudges, 1u);
+    EXPECT_EQ(drain_b().size(), 2u);
+}
+
+TEST_F(pair_of_localities, concurrent_senders_and_receivers_lose_nothing) {
+    // Two threads of locality 0 send to locality 1 (one producer lock), two threads of
+    // locality 1 drain (one consumer at a time); every message arrives once, each thread's in
+    // its order.
+    constexpr int per_thread = 20000;
+    std::atomic<int> received{0};
+    std::vector<int> last(2, -1);
+    std::atomic<bool> order_ok{true};
+    auto producer = [&](int who) {
+        for (int i = 0; i < per_thread;) {
+            int msg[2] = {who, i};
+            if (a.push(1, 1, 0, 0, std::as_bytes(std::span(msg))) == push_result::sent) {
+                ++i;
+            }
+        }
+    };
+    auto consumer = [&] {
+        while (received.load() < 2 * per_thread) {
+            b.drain(0, [&](rings::view const& v) {
+                int msg[2];
+                std::memcpy(msg, v.payload.data(), sizeof msg);
+                // Drains do not overlap (the consumer lock), so `last` needs no lock of its own.
+                if (msg[1] != last[static_cast<std::size_t>(msg[0])] + 1) {
+                    order_ok = false;
+                }
+                last[static_cast<std::size_t>(msg[0])] = msg[1];
+                received.fetch_add(1);
+            });
+        }
+    };
+    std::thread p0(producer, 0), p1(producer, 1), c0(consumer), c1(consumer);
+    p0.join();
+    p1.join();
+    c0.join();
+    c1.join();
+    EXPECT_EQ(received.load(), 2 * per_thread);
+    EXPECT_TRUE(order_ok.load());
+}
+
+TEST(collective_rings, an_inbox_of_another_layout_is_not_used) {
+    std::string n0 = unique_name("a"), n1 = unique_name("c");
+    rings a(n0, 0, 2);
+    rings other(n1, 1, 3); // a job of 3: another size
+    EXPECT_EQ(a.connect({"", n1}), 0u);
+    EXPECT_FALSE(a.reaches(1));
+    EXPECT_TRUE(a.listens_to(1)); // named: its ring here is still read
+    std::string n2 = unique_name("d");
+    rings not_rank_1(n2, 0, 2); // the inbox of a locality 0, offered as locality 1's
+    EXPECT_EQ(a.connect({"", n2}), 0u);
+    EXPECT_FALSE(a.reaches(1));
+}
+
+TEST(collective_rings, a_missing_inbox_leaves_the_peer_to_parcels) {
+    rings a(unique_name("a"), 0, 2);
+    EXPECT_EQ(a.connect({"", "courier-test-no-such-inbox"}), 0u);
+    EXPECT_FALSE(a.reaches(1));
+}
+
+TEST(collective_rings, the_inbox_file_goes_with_its_owner_and_is_never_shared) {
+    std::string name = unique_name("f");
+    {
+        rings a(name, 0, 2);
+        EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + name));
+        EXPECT_THROW(rings(name, 1, 2), std::system_error); // exists: never reused
+    }
+    EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
+    EXPECT_THROW(rings(unique_name("g"), 0, rings::max_localities + 1), std::invalid_argument);
+}
+
+// ---- the flat encoding ----
+template <class T>
+T round_trip(T const& v) {
+    std::byte buf[cc::ring_payload_limit];
+    cc::ring_writer w{buf, buf + sizeof buf};
+    EXPECT_TRUE(cc::ring_encode(v, w));
+    return cc::ring_decode<T>({buf, static_cast<std::size_t>(w.at - buf)});
+}
+
+TEST(collective_values, flat_values_round_trip) {
+    static_assert(cc::ring_flat<double>::value && cc::ring_flat<std::vector<int>>::value &&
+                  cc::ring_flat<std::vector<std::vector<char>>>::value);
+    static_assert(!cc::ring_flat<std::string>::value && !cc::ring_flat<std::vector<bool>>::value);
+    EXPECT_EQ(round_trip(3.25), 3.25);
+    EXPECT_EQ(round_trip(std::vector<int>{1, 2, 3}), (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(round_trip(std::vector<int>{}), std::vector<int>{});
+    std::vector<std::vector<char>> nested{{'a'}, {}, {'b', 'c'}};
+    EXPECT_EQ(round_trip(nested), nested);
+}
+
+TEST(collective_values, what_does_not_fit_is_not_encoded) {
+    std::byte buf[cc::ring_payload_limit];
+    cc::ring_writer w{buf, buf + sizeof buf};
+    EXPECT_FALSE(cc::ring_encode(std::vector<double>(124), w)); // 4 + 992 bytes
+    cc::ring_writer w2{buf, buf + sizeof buf};
+    EXPECT_TRUE(cc::ring_encode(std::vector<double>(123), w2)); // 4 + 984
+}
+
+TEST(collective_values, malformed_bytes_are_refused) {
+    std::byte buf[cc::ring_payload_limit];
+    cc::ring_writer w{buf, buf + sizeof buf};
+    ASSERT_TRUE(cc::ring_encode(std::vector<std::vector<int>>{{1, 2}, {3}}, w));
+    std::size_t const n = static_cast<std::size_t>(w.at - buf);
+    for (std::size_t cut = 0; cut < n; ++cut) { // every truncation
+        EXPECT_THROW(cc::ring_decode<std::vector<std::vector<int>>>({buf, cut}),
+                     courier::serialization::serialization_error)
+            << cut;
+    }
+    // Trailing bytes, a wrong size for a scalar, an absurd count.
+    EXPECT_THROW(cc::ring_decode<std::vector<std::vector<int>>>({buf, n + 1}),
+                 courier::serialization::serialization_error);
+    EXPECT_THROW(cc::ring_decode<double>({buf, 4}), courier::serialization::serialization_error);
+    std::uint32_t huge = 0xffffffffu;
+    std::memcpy(buf, &huge, sizeof huge);
+    EXPECT_THROW(cc::ring_decode<std::vector<double>>({buf, 16}),
+                 courier::serialization::serialization_error);
+    EXPECT_THROW(cc::ring_decode<std::vector<std::vector<int>>>({buf, 16}),
+                 courier::serialization::serialization_error);
+}
+
+} // namespace
