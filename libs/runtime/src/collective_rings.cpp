@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -19,7 +20,7 @@ namespace courier::detail {
 namespace {
 
 constexpr std::uint64_t inbox_magic = 0x63636f6c6c726e67ull; // "ccollrng"
-constexpr std::uint32_t inbox_version = 1;
+constexpr std::uint32_t inbox_version = 2;
 
 struct inbox_header {
     std::atomic<std::uint64_t> magic; // written last by the owner
@@ -28,7 +29,13 @@ struct inbox_header {
     std::uint32_t cells;
     std::uint32_t cell_size;
     std::uint32_t owner;
+    std::int32_t pid;    // the owner's process
+    std::uint64_t probe; // the address of probe_word in the owner's process
 };
+
+// Peers read it with process_vm_readv to learn whether they can read this process's memory.
+constexpr std::uint64_t probe_value = 0x70726f6265636d61ull; // "probecma"
+std::uint64_t const probe_word = probe_value;
 constexpr std::size_t header_bytes = 64;
 static_assert(sizeof(inbox_header) <= header_bytes);
 
@@ -37,6 +44,8 @@ struct cell_fields {
     std::uint64_t generation;
     std::uint32_t step;
     std::uint32_t size;
+    std::int32_t pid; // the sender, when the payload names its memory; else 0
+    std::uint32_t unused;
 };
 
 inline void cpu_relax() noexcept {
@@ -51,6 +60,7 @@ struct collective_rings::ring {
     alignas(64) std::atomic<std::uint64_t> tail;    // messages published (the producer)
     alignas(64) std::atomic<std::uint64_t> head;    // messages consumed (the consumer)
     alignas(64) std::atomic<std::uint32_t> waiting; // the consumer's suspended receivers
+    std::atomic<std::uint32_t> reads_producer;      // the consumer can read the producer's memory
     alignas(64) std::byte cell[cells][cell_size];
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
@@ -76,6 +86,9 @@ collective_rings::collective_rings(std::string name, std::uint32_t rank, std::ui
       reading_(new local_ring[size]), writing_(new local_peer[size]) {
     if (size > max_localities) {
         throw std::invalid_argument("collective rings: more than 64 localities");
+    }
+    for (std::uint32_t i = 0; i < size; ++i) {
+        writing_[i].kept.reserve(cells); // push() then never allocates
     }
     std::string path = "/" + name_;
     int fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -104,6 +117,8 @@ collective_rings::collective_rings(std::string name, std::uint32_t rank, std::ui
     h->cells = cells;
     h->cell_size = static_cast<std::uint32_t>(cell_size);
     h->owner = rank;
+    h->pid = static_cast<std::int32_t>(::getpid());
+    h->probe = reinterpret_cast<std::uintptr_t>(&probe_word);
     h->magic.store(inbox_magic, std::memory_order_release);
 }
 
@@ -153,13 +168,32 @@ std::size_t collective_rings::connect(std::vector<std::string> const& names) {
         }
         peers_[r] = peer{static_cast<std::byte*>(p), inbox_bytes_};
         ++mapped;
+        // Can this process read the peer's memory? Then the peer may name large vectors by
+        // address in messages to it (the flag is in this inbox's ring from the peer).
+        std::uint64_t seen = 0;
+        iovec local{&seen, sizeof seen};
+        iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(h->probe)), sizeof seen};
+        if (h->pid > 0 &&
+            ::process_vm_readv(h->pid, &local, 1, &remote, 1, 0) ==
+                static_cast<ssize_t>(sizeof seen) &&
+            seen == probe_value) {
+            inbox_ring(r).reads_producer.store(1, std::memory_order_release);
+        } else {
+            log(log_level::debug, "collectives: cannot read the memory of locality {} ({})", r,
+                std::strerror(errno));
+        }
     }
     return mapped;
 }
 
+bool collective_rings::reads_from_me(std::uint32_t to) const noexcept {
+    return reaches(to) && peer_ring(to).reads_producer.load(std::memory_order_acquire) != 0;
+}
+
 collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint64_t wire_id,
                                                      std::uint64_t generation, std::uint32_t step,
-                                                     std::span<std::byte const> payload) noexcept {
+                                                     std::span<std::byte const> payload,
+                                                     std::shared_ptr<void const> keep) noexcept {
     if (!reaches(to) || payload.size() > payload_capacity) {
         return push_result::no_ring;
     }
@@ -169,12 +203,31 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
     }
     ring& r = peer_ring(to);
     std::uint64_t t = r.tail.load(std::memory_order_relaxed);
-    if (t - r.head.load(std::memory_order_acquire) >= cells) {
+    std::uint64_t const head = r.head.load(std::memory_order_acquire);
+    auto& kept = writing_[to].kept;
+    while (!kept.empty() && kept.front().first < head) { // taken: the receiver has copied it
+        kept.erase(kept.begin());
+    }
+    if (t - head >= cells) {
         lock.clear(std::memory_order_release);
         return push_result::full;
     }
+    if (keep) {
+        try {
+            kept.emplace_back(t, std::move(keep));
+        } catch (...) {
+            lock.clear(std::memory_order_release);
+            return push_result::no_ring;
+        }
+    }
     std::byte* c = r.cell[t % cells];
-    cell_fields f{wire_id, generation, step, static_cast<std::uint32_t>(payload.size())};
+    cell_fields f{wire_id,
+                  generation,
+                  step,
+                  static_cast<std::uint32_t>(payload.size()),
+                  kept.empty() || kept.back().first != t ? 0
+                                                         : static_cast<std::int32_t>(::getpid()),
+                  0};
     std::memcpy(c, &f, sizeof f);
     if (!payload.empty()) {
         std::memcpy(c + cell_header, payload.data(), payload.size());
@@ -214,7 +267,7 @@ bool collective_rings::take_head(std::uint32_t from, function_ref<bool(view cons
         // Not written by this code: drop it (drain() logs it).
         return false;
     }
-    view v{f.wire_id, f.generation, f.step, {c + cell_header, f.size}};
+    view v{f.wire_id, f.generation, f.step, {c + cell_header, f.size}, f.pid};
     bool taken = false;
     try {
         taken = take(v);
@@ -255,7 +308,7 @@ std::size_t collective_rings::drain(std::uint32_t from,
                                    f.size, from, payload_capacity);
         } else {
             try {
-                each(view{f.wire_id, f.generation, f.step, {c + cell_header, f.size}});
+                each(view{f.wire_id, f.generation, f.step, {c + cell_header, f.size}, f.pid});
             } catch (std::exception const& e) {
                 static logging::rate_limit limit;
                 logging::error_limited(limit,

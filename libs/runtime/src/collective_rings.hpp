@@ -55,6 +55,7 @@ public:
         std::uint64_t generation;
         std::uint32_t step;
         std::span<std::byte const> payload;
+        std::int32_t pid; ///< the sender's process if the payload names its memory, else 0
     };
     enum class push_result {
         no_ring, ///< not sent: no ring to that locality (or the message does not fit a cell)
@@ -97,9 +98,17 @@ public:
     std::chrono::microseconds spin() const noexcept { return spin_; }
     bool oversubscribed() const noexcept { return oversubscribed_; }
 
-    /// Copies a message into `to`'s inbox. Never blocks on the receiver.
+    /// Whether `to` has found that it can read this process's memory (process_vm_readv: the
+    /// same user and process namespace, no ptrace restriction). Tested by each receiver when it
+    /// connects; false until then.
+    bool reads_from_me(std::uint32_t to) const noexcept;
+
+    /// Copies a message into `to`'s inbox. Never blocks on the receiver. `keep` non-null: the
+    /// payload names memory of this process that `keep` holds; it is kept until the receiver
+    /// has taken the message.
     push_result push(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
-                     std::uint32_t step, std::span<std::byte const> payload) noexcept;
+                     std::uint32_t step, std::span<std::byte const> payload,
+                     std::shared_ptr<void const> keep = nullptr) noexcept;
 
     /// Offers the message at the head of the ring from `from` to `take`; removes it if `take`
     /// returns true (also when `take` throws: the exception propagates). False if the ring is
@@ -110,13 +119,18 @@ public:
     std::size_t drain(std::uint32_t from, function_ref<void(view const&)> each) noexcept;
 
     struct statistics {
-        std::uint64_t sent = 0;     ///< messages pushed into peers' inboxes
-        std::uint64_t received = 0; ///< messages taken from this locality's inbox
-        std::uint64_t nudges = 0;   ///< pushes that found the receiver suspended
+        std::uint64_t sent = 0;       ///< messages pushed into peers' inboxes
+        std::uint64_t received = 0;   ///< messages taken from this locality's inbox
+        std::uint64_t nudges = 0;     ///< pushes that found the receiver suspended
+        std::uint64_t bytes_read = 0; ///< copied from senders' memory (vectors by address)
     };
     statistics stats() const noexcept {
         return {sent_.load(std::memory_order_relaxed), received_.load(std::memory_order_relaxed),
-                nudges_.load(std::memory_order_relaxed)};
+                nudges_.load(std::memory_order_relaxed),
+                bytes_read_.load(std::memory_order_relaxed)};
+    }
+    void count_read(std::uint64_t bytes) noexcept {
+        bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
     }
 
     /// A receiver of messages from `from` is about to suspend (then drains once more) / has
@@ -135,6 +149,9 @@ private:
     };
     struct alignas(64) local_peer {
         std::atomic_flag writing = ATOMIC_FLAG_INIT; // one producer at a time
+        // What messages to the peer name by address, by their cell's sequence number: freed
+        // once the peer's head has passed it (under `writing`).
+        std::vector<std::pair<std::uint64_t, std::shared_ptr<void const>>> kept;
     };
 
     ring& inbox_ring(std::uint32_t from) const noexcept;
@@ -147,7 +164,7 @@ private:
     std::size_t inbox_bytes_ = 0;
     std::vector<peer> peers_;
     std::vector<bool> same_host_;
-    std::atomic<std::uint64_t> sent_{0}, received_{0}, nudges_{0};
+    std::atomic<std::uint64_t> sent_{0}, received_{0}, nudges_{0}, bytes_read_{0};
     std::chrono::microseconds spin_{50};
     bool oversubscribed_ = false;
     std::unique_ptr<local_ring[]> reading_;

@@ -13,7 +13,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -65,7 +70,7 @@ void load_into_mailbox(std::uint32_t from, courier::detail::collective_rings::vi
                                v.wire_id, from, v.generation);
         return;
     }
-    load(key{v.generation, v.step, from}, v.payload);
+    load(key{v.generation, v.step, from}, v.payload, v.pid);
 }
 
 void drain_inbox(courier::detail::collective_rings& r, std::uint32_t from) {
@@ -115,14 +120,48 @@ bool ring_listens_to(std::uint32_t rank) noexcept {
     return r != nullptr && r->listens_to(rank);
 }
 
+bool ring_reads_from_sender(std::uint32_t rank) noexcept {
+    courier::detail::collective_rings* r = rings();
+    return r != nullptr && r->reads_from_me(rank);
+}
+
+void ring_read_pieces(std::int32_t pid, ring_piece const* pieces, std::size_t count) {
+    // process_vm_readv takes at most IOV_MAX pieces per call, and may stop short.
+    constexpr std::size_t batch = 64;
+    iovec local[batch], remote[batch];
+    std::uint64_t total = 0;
+    for (std::size_t first = 0; first < count; first += batch) {
+        std::size_t const n = std::min(batch, count - first);
+        std::size_t want = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            ring_piece const& p = pieces[first + i];
+            local[i] = iovec{p.local, p.bytes};
+            remote[i] =
+                iovec{reinterpret_cast<void*>(static_cast<std::uintptr_t>(p.remote)), p.bytes};
+            want += p.bytes;
+        }
+        ssize_t got = ::process_vm_readv(pid, local, n, remote, n, 0);
+        if (got != static_cast<ssize_t>(want)) {
+            throw network_error(
+                fmt::format("courier: collective: could not read {} bytes of process {} ({})", want,
+                            pid, got < 0 ? std::strerror(errno) : fmt::format("read {}", got)));
+        }
+        total += want;
+    }
+    if (courier::detail::collective_rings* r = rings()) {
+        r->count_read(total);
+    }
+}
+
 bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
-               std::uint32_t step, std::span<std::byte const> payload) {
+               std::uint32_t step, std::span<std::byte const> payload,
+               std::shared_ptr<void const> keep) {
     courier::detail::collective_rings* r = rings();
     if (r == nullptr) {
         return false;
     }
     using result = courier::detail::collective_rings::push_result;
-    result res = r->push(to, wire_id, generation, step, payload);
+    result res = r->push(to, wire_id, generation, step, payload, std::move(keep));
     if (res == result::sent_wake) {
         courier::post<courier_collectives_nudge_action>(locality(to));
     }
@@ -130,14 +169,14 @@ bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation
 }
 
 bool ring_take(key const& k, std::uint64_t wire_id,
-               courier::detail::function_ref<void(std::span<std::byte const>)> load) {
+               courier::detail::function_ref<void(std::span<std::byte const>, std::int32_t)> load) {
     courier::detail::collective_rings* r = rings();
     return r != nullptr &&
            r->take_head(k.source, [&](courier::detail::collective_rings::view const& v) {
                if (v.wire_id != wire_id || v.generation != k.generation || v.step != k.step) {
                    return false;
                }
-               load(v.payload);
+               load(v.payload, v.pid);
                return true;
            });
 }

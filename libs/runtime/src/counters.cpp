@@ -133,6 +133,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/collectives/count/shm-sent", rs.sent);
     put("/collectives/count/shm-received", rs.received);
     put("/collectives/count/shm-nudges", rs.nudges);
+    put("/collectives/bytes/shm-read", rs.bytes_read);
 
     put("/threads/count/executed", executed);
     put("/threads/count/os-threads", workers);

@@ -58,7 +58,8 @@ struct pair_of_localities : ::testing::Test {
 TEST_F(pair_of_localities, a_message_arrives_whole_with_its_key) {
     EXPECT_TRUE(a.reaches(1));
     EXPECT_TRUE(b.listens_to(0));
-    EXPECT_FALSE(b.listens_to(1)); // itself
+    EXPECT_FALSE(b.listens_to(1));   // itself
+    EXPECT_TRUE(a.reads_from_me(1)); // b could read a's memory (one process here)
     std::string const text = "all_reduce value";
     EXPECT_EQ(a.push(1, 77, 5, 3, bytes_of(text)), push_result::sent);
     bool seen = false;
@@ -108,6 +109,30 @@ TEST_F(pair_of_localities, what_does_not_fit_a_cell_or_has_no_ring_is_refused) {
     EXPECT_EQ(drain_b(), std::vector<std::string>{fits});
     EXPECT_EQ(a.push(0, 1, 0, 0, bytes_of("self")), push_result::no_ring);
     EXPECT_EQ(a.push(7, 1, 0, 0, bytes_of("nobody")), push_result::no_ring);
+}
+
+TEST_F(pair_of_localities, what_a_message_names_by_address_lives_until_it_is_taken) {
+    auto value = std::make_shared<std::vector<double>>(1000, 2.5);
+    std::weak_ptr<std::vector<double>> alive = value;
+    std::uint64_t const addr = reinterpret_cast<std::uintptr_t>(value->data());
+    ASSERT_EQ(a.push(1, 1, 0, 0, std::as_bytes(std::span(&addr, 1)), std::move(value)),
+              push_result::sent);
+    EXPECT_FALSE(alive.expired());
+    std::vector<double> copy(1000);
+    EXPECT_TRUE(b.take_head(0, [&](rings::view const& v) {
+        EXPECT_EQ(v.pid, ::getpid());
+        std::uint64_t at;
+        std::memcpy(&at, v.payload.data(), sizeof at);
+        cc::ring_piece piece{copy.data(), at, copy.size() * sizeof(double)};
+        cc::ring_read_pieces(v.pid, &piece, 1);
+        return true;
+    }));
+    EXPECT_EQ(copy.back(), 2.5);
+    EXPECT_FALSE(alive.expired()); // freed by the sender's next push, not by the receiver
+    ASSERT_EQ(a.push(1, 1, 1, 0, bytes_of("next")), push_result::sent);
+    EXPECT_TRUE(alive.expired());
+    cc::ring_piece bad{copy.data(), 8, 8}; // an address nobody maps
+    EXPECT_THROW(cc::ring_read_pieces(::getpid(), &bad, 1), courier::network_error);
 }
 
 TEST_F(pair_of_localities, a_sender_sees_a_suspended_receiver) {

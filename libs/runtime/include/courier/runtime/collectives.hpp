@@ -107,24 +107,41 @@ std::exception_ptr type_mismatch(key const& k, std::type_info const& expected,
 /// through this locality's.
 bool ring_sends_to(std::uint32_t rank) noexcept;
 bool ring_listens_to(std::uint32_t rank) noexcept;
+/// Whether `rank` can read this process's memory (one copy, by process_vm_readv): large
+/// vectors in a message to it may then stay where they are, named by address.
+bool ring_reads_from_sender(std::uint32_t rank) noexcept;
 /// Copies a message into `to`'s inbox; false: it was not sent (no inbox, full): post it.
+/// `keep` (if any) holds what the message names by address until the receiver has taken it.
 bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
-               std::uint32_t step, std::span<std::byte const> payload);
+               std::uint32_t step, std::span<std::byte const> payload,
+               std::shared_ptr<void const> keep = nullptr);
 /// If the message at the head of the inbox from `k.source` is `k` with `wire_id`, removes it
-/// and calls `load` on its payload (also when `load` throws). True if it did.
+/// and calls `load` on its payload and its sender's process id (also when `load` throws). True
+/// if it did.
 bool ring_take(key const& k, std::uint64_t wire_id,
-               courier::detail::function_ref<void(std::span<std::byte const>)> load);
+               courier::detail::function_ref<void(std::span<std::byte const>, std::int32_t)> load);
+/// Reads `count` pieces of process `pid`'s memory into this one's (process_vm_readv); throws
+/// network_error if it cannot read them all.
+struct ring_piece {
+    void* local;
+    std::uint64_t remote;
+    std::size_t bytes;
+};
+void ring_read_pieces(std::int32_t pid, ring_piece const* pieces, std::size_t count);
 /// Until `ready()`: moves the messages in the inbox from `from` into the mailbox, spinning up to
 /// the idle spin, then `suspend()`s (a sender then nudges this locality with a parcel).
 void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
                courier::detail::function_ref<void()> suspend);
 /// How a message of one type leaves an inbox for the mailbox (registered per wire id).
-using ring_loader = void (*)(key const& k, std::span<std::byte const> payload);
+using ring_loader = void (*)(key const& k, std::span<std::byte const> payload, std::int32_t pid);
 bool register_ring_loader(std::uint64_t wire_id, ring_loader load);
 
 /// The bytes of a value in an inbox cell. Flat values (arithmetic values, enums, and vectors
-/// of flat values) are written as they are, a vector as its element count (4 bytes) and its
-/// elements; anything else as a serialized message without zero copy (all in its index).
+/// of flat values) are written as they are, a vector as its element count (4 bytes), a tag
+/// (1 byte) and its elements, or, for a vector of arithmetic values too large for the cell
+/// when the receiver can read the sender's memory, tag 1 and the address of its elements,
+/// which the receiver copies straight into its own vector (one copy, as MPI's CMA path);
+/// anything else as a serialized message without zero copy (all in its index).
 template <class T>
 struct ring_flat : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T>> {};
 template <class U, class A>
@@ -133,6 +150,9 @@ template <class A>
 struct ring_flat<std::vector<bool, A>> : std::false_type {};
 
 inline constexpr std::size_t ring_payload_limit = 992; // collective_rings::payload_capacity
+/// Vectors named by address: at least this many bytes, at most ring_max_by_address.
+inline constexpr std::size_t ring_by_address_min = 512;
+inline constexpr std::size_t ring_max_by_address = std::size_t{256} << 20;
 
 struct ring_writer {
     std::byte* at;
@@ -150,6 +170,7 @@ struct ring_writer {
 };
 struct ring_reader {
     std::span<std::byte const> rest;
+    std::vector<ring_piece>* pieces = nullptr; // where vectors named by address go
     void get(void* p, std::size_t n) {
         if (rest.size() < n) {
             throw serialization::serialization_error(
@@ -162,24 +183,38 @@ struct ring_reader {
     }
 };
 
+/// `by_address`: vectors of arithmetic values of at least ring_by_address_min bytes are named
+/// by address (set by the caller only when the receiver can read this process's memory and
+/// the value stays alive until it has).
 template <class T>
-bool ring_encode(T const& v, ring_writer& w) noexcept {
+bool ring_encode(T const& v, ring_writer& w, bool by_address = false) noexcept {
     if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
         return w.put(&v, sizeof v);
     } else { // a vector
+        using U = typename T::value_type;
+        std::size_t const bytes = v.size() * sizeof(U);
+        if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
+            if (by_address && bytes >= ring_by_address_min && bytes <= ring_max_by_address) {
+                auto const n = static_cast<std::uint32_t>(v.size());
+                std::uint8_t const tag = 1;
+                auto const at = reinterpret_cast<std::uintptr_t>(v.data());
+                std::uint64_t const addr = at;
+                return w.put(&n, sizeof n) && w.put(&tag, 1) && w.put(&addr, sizeof addr);
+            }
+        }
         if (v.size() > ring_payload_limit) {
             return false;
         }
         auto const n = static_cast<std::uint32_t>(v.size());
-        if (!w.put(&n, sizeof n)) {
+        std::uint8_t const tag = 0;
+        if (!w.put(&n, sizeof n) || !w.put(&tag, 1)) {
             return false;
         }
-        using U = typename T::value_type;
         if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
-            return w.put(v.data(), v.size() * sizeof(U));
+            return w.put(v.data(), bytes);
         } else {
             for (auto const& e : v) {
-                if (!ring_encode(e, w)) {
+                if (!ring_encode(e, w, by_address)) {
                     return false;
                 }
             }
@@ -194,8 +229,29 @@ void ring_decode_into(T& v, ring_reader& r) {
         r.get(&v, sizeof v);
     } else {
         std::uint32_t n = 0;
+        std::uint8_t tag = 0;
         r.get(&n, sizeof n);
+        r.get(&tag, 1);
         using U = typename T::value_type;
+        if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
+            if (tag == 1) {
+                std::uint64_t addr = 0;
+                r.get(&addr, sizeof addr);
+                std::size_t const bytes = std::size_t{n} * sizeof(U);
+                if (r.pieces == nullptr || bytes > ring_max_by_address) {
+                    throw serialization::serialization_error(
+                        "courier: a collective message in shared memory names " +
+                        std::to_string(bytes) + " bytes by address");
+                }
+                v.resize(n);
+                r.pieces->push_back(ring_piece{v.data(), addr, bytes});
+                return;
+            }
+        }
+        if (tag != 0) {
+            throw serialization::serialization_error(
+                "courier: a collective message in shared memory has a bad tag");
+        }
         if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
             if (r.rest.size() / sizeof(U) < n) {
                 throw serialization::serialization_error(
@@ -218,16 +274,22 @@ void ring_decode_into(T& v, ring_reader& r) {
 
 serialization::options ring_serialization_options() noexcept;
 
+/// `pid`: the sender's process, whose memory holds the vectors named by address (0: none may
+/// be).
 template <class T>
-T ring_decode(std::span<std::byte const> payload) {
+T ring_decode(std::span<std::byte const> payload, std::int32_t pid = 0) {
     T v{};
     if constexpr (ring_flat<T>::value) {
-        ring_reader r{payload};
+        std::vector<ring_piece> pieces;
+        ring_reader r{payload, pid != 0 ? &pieces : nullptr};
         ring_decode_into(v, r);
         if (!r.rest.empty()) {
             throw serialization::serialization_error(
                 "courier: a collective message in shared memory has " +
                 std::to_string(r.rest.size()) + " bytes too many");
+        }
+        if (!pieces.empty()) {
+            ring_read_pieces(pid, pieces.data(), pieces.size());
         }
     } else {
         serialization::message m = serialization::message::from_bytes(payload);
@@ -240,10 +302,10 @@ template <class T>
 void deliver(key const& k, T&& value);
 
 template <class T>
-void ring_load(key const& k, std::span<std::byte const> payload) {
+void ring_load(key const& k, std::span<std::byte const> payload, std::int32_t pid) {
     std::optional<T> v;
     try {
-        v.emplace(ring_decode<T>(payload));
+        v.emplace(ring_decode<T>(payload, pid));
     } catch (...) {
         // The receiver learns it (its future fails) instead of waiting for good.
         std::shared_ptr<slot_base> s = match(k, true, [] { return make_slot<T>(true); });
@@ -310,10 +372,22 @@ public:
             if constexpr (ring_flat<T>::value) {
                 std::byte buf[ring_payload_limit];
                 ring_writer w{buf, buf + sizeof buf};
-                if (ring_encode(value, w) &&
-                    ring_send(to, id, generation_, step,
-                              {buf, static_cast<std::size_t>(w.at - buf)})) {
-                    return;
+                if (ring_encode(value, w)) {
+                    if (ring_send(to, id, generation_, step,
+                                  {buf, static_cast<std::size_t>(w.at - buf)})) {
+                        return;
+                    }
+                } else if (ring_reads_from_sender(to)) {
+                    // Too large for the cell: name its vectors by address, kept alive until
+                    // the receiver has copied them.
+                    auto keep = std::make_shared<T>(std::move(value));
+                    w = ring_writer{buf, buf + sizeof buf};
+                    if (ring_encode(*keep, w, true) &&
+                        ring_send(to, id, generation_, step,
+                                  {buf, static_cast<std::size_t>(w.at - buf)}, keep)) {
+                        return;
+                    }
+                    value = std::move(*keep); // not sent: as a parcel after all
                 }
             } else {
                 serialization::message m = serialization::save(ring_serialization_options(), value);
@@ -332,7 +406,9 @@ public:
         if (ring) {
             std::optional<T> v;
             if (ring_take(k, message_action<T>::wire_id(),
-                          [&](std::span<std::byte const> b) { v.emplace(ring_decode<T>(b)); })) {
+                          [&](std::span<std::byte const> b, std::int32_t pid) {
+                              v.emplace(ring_decode<T>(b, pid));
+                          })) {
                 return std::move(*v);
             }
         }
