@@ -61,6 +61,7 @@ struct collective_rings::ring {
     alignas(64) std::atomic<std::uint64_t> head;    // messages consumed (the consumer)
     alignas(64) std::atomic<std::uint32_t> waiting; // the consumer's suspended receivers
     std::atomic<std::uint32_t> reads_producer;      // the consumer can read the producer's memory
+    std::atomic<std::uint32_t> mapped;              // the producer has mapped this inbox
     alignas(64) std::byte cell[cells][cell_size];
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
@@ -129,8 +130,26 @@ collective_rings::~collective_rings() {
         }
     }
     ::munmap(inbox_, inbox_bytes_);
-    ::shm_unlink(("/" + name_).c_str());
-    parcelport::forget_shared_memory_file(name_);
+    if (!unlinked_.exchange(true)) {
+        ::shm_unlink(("/" + name_).c_str());
+        parcelport::forget_shared_memory_file(name_);
+    }
+}
+
+bool collective_rings::unlink_when_mapped() noexcept {
+    if (unlinked_.load(std::memory_order_acquire)) {
+        return true;
+    }
+    for (std::uint32_t r = 0; r < same_host_.size(); ++r) {
+        if (same_host_[r] && inbox_ring(r).mapped.load(std::memory_order_acquire) == 0) {
+            return false;
+        }
+    }
+    if (!unlinked_.exchange(true)) {
+        ::shm_unlink(("/" + name_).c_str());
+        parcelport::forget_shared_memory_file(name_);
+    }
+    return true;
 }
 
 std::size_t collective_rings::connect(std::vector<std::string> const& names) {
@@ -168,6 +187,7 @@ std::size_t collective_rings::connect(std::vector<std::string> const& names) {
         }
         peers_[r] = peer{static_cast<std::byte*>(p), inbox_bytes_};
         ++mapped;
+        peer_ring(r).mapped.store(1, std::memory_order_release); // its owner may unlink it
         // Can this process read the peer's memory? Then the peer may name large vectors by
         // address in messages to it (the flag is in this inbox's ring from the peer).
         std::uint64_t seen = 0;

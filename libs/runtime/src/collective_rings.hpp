@@ -98,6 +98,11 @@ public:
     std::chrono::microseconds spin() const noexcept { return spin_; }
     bool oversubscribed() const noexcept { return oversubscribed_; }
 
+    /// Removes this inbox's name once every peer on this host has mapped it (the memory stays
+    /// while mapped), so that a job killed later leaves nothing in /dev/shm. True once removed.
+    /// Called periodically (the liveness thread); the destructor removes it otherwise.
+    bool unlink_when_mapped() noexcept;
+
     /// Whether `to` has found that it can read this process's memory (process_vm_readv: the
     /// same user and process namespace, no ptrace restriction). Tested by each receiver when it
     /// connects; false until then.
@@ -165,6 +170,7 @@ private:
     std::vector<peer> peers_;
     std::vector<bool> same_host_;
     std::atomic<std::uint64_t> sent_{0}, received_{0}, nudges_{0}, bytes_read_{0};
+    std::atomic<bool> unlinked_{false};
     std::chrono::microseconds spin_{50};
     bool oversubscribed_ = false;
     std::unique_ptr<local_ring[]> reading_;

@@ -188,6 +188,7 @@ void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
         suspend();
         return;
     }
+    r->unlink_when_mapped(); // also done by the liveness thread, which may not run
     auto const deadline = std::chrono::steady_clock::now() + r->spin();
     courier::detail::worker* w = courier::detail::current_worker();
     for (std::uint32_t spins = 1;; ++spins) {

@@ -105,6 +105,9 @@ void run(locality_state& st) {
             progress_scope inside;
             st.tp->progress();
         }
+        if (st.rings) {
+            st.rings->unlink_when_mapped();
+        }
         for (std::uint32_t r = 0; r < st.size; ++r) {
             if (r == st.rank || st.dead[r].load() || st.live.departed[r].load()) {
                 continue;

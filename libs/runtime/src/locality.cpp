@@ -191,6 +191,13 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
         }
         std::size_t mapped = st.rings->connect(names);
         st.rings->set_waiting(s.options().idle_spin, s.options().oversubscribed);
+        // The peers map this inbox right after their exchange too: its name can usually go
+        // now, so that a job killed at any later moment leaves nothing in /dev/shm. A peer
+        // that takes longer leaves it to the liveness thread and the collectives' waits.
+        auto const until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+        while (!st.rings->unlink_when_mapped() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
         log(log_level::debug, "collectives: shared-memory inboxes of {} localities on this host",
             mapped);
     }

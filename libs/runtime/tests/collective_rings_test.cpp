@@ -183,6 +183,21 @@ TEST_F(pair_of_localities, concurrent_senders_and_receivers_lose_nothing) {
     EXPECT_TRUE(order_ok.load());
 }
 
+TEST(collective_rings, an_inbox_loses_its_name_once_every_peer_has_mapped_it) {
+    std::string n0 = unique_name("a"), n1 = unique_name("b"), n2 = unique_name("c");
+    rings a(n0, 0, 3), b(n1, 1, 3), c(n2, 2, 3);
+    ASSERT_EQ(a.connect({"", n1, n2}), 2u);
+    EXPECT_FALSE(a.unlink_when_mapped()); // b and c have not mapped a's inbox yet
+    ASSERT_EQ(b.connect({n0, "", n2}), 2u);
+    EXPECT_FALSE(a.unlink_when_mapped());
+    ASSERT_EQ(c.connect({n0, n1, ""}), 2u);
+    EXPECT_TRUE(a.unlink_when_mapped());
+    EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + n0));
+    // Still usable: the mappings stay.
+    ASSERT_EQ(b.push(0, 1, 0, 0, bytes_of("after")), push_result::sent);
+    EXPECT_EQ(a.drain(1, [](rings::view const&) {}), 1u);
+}
+
 TEST(collective_rings, an_inbox_of_another_layout_is_not_used) {
     std::string n0 = unique_name("a"), n1 = unique_name("c");
     rings a(n0, 0, 2);
