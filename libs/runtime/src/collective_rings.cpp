@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <system_error>
 
@@ -31,11 +32,16 @@ struct inbox_header {
     std::uint32_t owner;
     std::int32_t pid;    // the owner's process
     std::uint64_t probe; // the address of probe_word in the owner's process
+    std::uint64_t nonce; // what probe_word holds there
 };
 
 // Peers read it with process_vm_readv to learn whether they can read this process's memory.
-constexpr std::uint64_t probe_value = 0x70726f6265636d61ull; // "probecma"
-std::uint64_t const probe_word = probe_value;
+// Its value is random per process: a read that lands in another process (another pid
+// namespace, the same binary without ASLR) does not find it.
+std::uint64_t const probe_word = [] {
+    std::random_device rd;
+    return (std::uint64_t{rd()} << 32) ^ rd() ^ 1;
+}();
 constexpr std::size_t header_bytes = 64;
 static_assert(sizeof(inbox_header) <= header_bytes);
 
@@ -93,18 +99,28 @@ collective_rings::collective_rings(std::string name, std::uint32_t rank, std::ui
     }
     std::string path = "/" + name_;
     int fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        // The name is this locality's in this job: what has it is a leftover (a killed job
+        // of the same id). Peers must not find it instead of this inbox.
+        log(log_level::warn, "collectives: replacing a leftover /dev/shm{}", path);
+        ::shm_unlink(path.c_str());
+        fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    }
     if (fd < 0) {
         throw std::system_error(errno, std::generic_category(), "shm_open " + path);
     }
     inbox_bytes_ = inbox_bytes(size);
-    if (::ftruncate(fd, static_cast<off_t>(inbox_bytes_)) != 0) {
-        int e = errno;
+    // Allocated now: a /dev/shm too full for it fails here, not as a peer's SIGBUS later.
+    int e = ::ftruncate(fd, static_cast<off_t>(inbox_bytes_)) != 0
+                ? errno
+                : ::posix_fallocate(fd, 0, static_cast<off_t>(inbox_bytes_));
+    if (e != 0) {
         ::close(fd);
         ::shm_unlink(path.c_str());
-        throw std::system_error(e, std::generic_category(), "ftruncate " + path);
+        throw std::system_error(e, std::generic_category(), "allocating " + path);
     }
     void* p = ::mmap(nullptr, inbox_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
+    e = errno;
     ::close(fd);
     if (p == MAP_FAILED) {
         ::shm_unlink(path.c_str());
@@ -120,6 +136,7 @@ collective_rings::collective_rings(std::string name, std::uint32_t rank, std::ui
     h->owner = rank;
     h->pid = static_cast<std::int32_t>(::getpid());
     h->probe = reinterpret_cast<std::uintptr_t>(&probe_word);
+    h->nonce = probe_word;
     h->magic.store(inbox_magic, std::memory_order_release);
 }
 
@@ -196,7 +213,7 @@ std::size_t collective_rings::connect(std::vector<std::string> const& names) {
         if (h->pid > 0 &&
             ::process_vm_readv(h->pid, &local, 1, &remote, 1, 0) ==
                 static_cast<ssize_t>(sizeof seen) &&
-            seen == probe_value) {
+            seen == h->nonce) {
             inbox_ring(r).reads_producer.store(1, std::memory_order_release);
         } else {
             log(log_level::debug, "collectives: cannot read the memory of locality {} ({})", r,
@@ -267,17 +284,26 @@ bool collective_rings::take_head(std::uint32_t from, function_ref<bool(view cons
     if (from >= size_) {
         return false;
     }
-    std::atomic_flag& lock = reading_[from].reading;
-    if (lock.test_and_set(std::memory_order_acquire)) {
+    local_ring& lr = reading_[from];
+    if (lr.reading.test_and_set(std::memory_order_seq_cst)) {
         return false;
     }
     struct unlock {
-        std::atomic_flag& f;
-        ~unlock() { f.clear(std::memory_order_release); }
-    } release{lock};
+        collective_rings& self;
+        local_ring& lr;
+        std::uint32_t from;
+        ~unlock() {
+            lr.reading.clear(std::memory_order_seq_cst);
+            if (lr.requested.load(std::memory_order_seq_cst) && self.deliver_ != nullptr) {
+                deliver_fn d = self.deliver_;
+                self.drain(from, [d, f = from](view const& v) { d(f, v); });
+            }
+        }
+    } release{*this, lr, from};
     ring& r = inbox_ring(from);
     std::uint64_t h = r.head.load(std::memory_order_relaxed);
-    if (h == r.tail.load(std::memory_order_acquire)) {
+    std::uint64_t const t = r.tail.load(std::memory_order_seq_cst);
+    if (h == t || t - h > cells) { // empty, or not written by this code (drain() drops it)
         return false;
     }
     std::byte const* c = r.cell[h % cells];
@@ -287,7 +313,7 @@ bool collective_rings::take_head(std::uint32_t from, function_ref<bool(view cons
         // Not written by this code: drop it (drain() logs it).
         return false;
     }
-    view v{f.wire_id, f.generation, f.step, {c + cell_header, f.size}, f.pid};
+    view v{f.wire_id, f.generation, f.step, {c + cell_header, f.size}, sender_pid(from, f.pid)};
     bool taken = false;
     try {
         taken = take(v);
@@ -303,18 +329,75 @@ bool collective_rings::take_head(std::uint32_t from, function_ref<bool(view cons
     return taken;
 }
 
-std::size_t collective_rings::drain(std::uint32_t from,
-                                    function_ref<void(view const&)> each) noexcept {
+std::int32_t collective_rings::sender_pid(std::uint32_t from, std::int32_t claimed) const noexcept {
+    if (claimed == 0 || !reaches(from) ||
+        inbox_ring(from).reads_producer.load(std::memory_order_acquire) == 0 ||
+        reinterpret_cast<inbox_header const*>(peers_[from].base)->pid != claimed) {
+        return 0; // nothing may be read: a message naming memory then fails to load
+    }
+    return claimed;
+}
+
+void collective_rings::release_taken() noexcept {
+    for (std::uint32_t to = 0; to < size_; ++to) {
+        if (!reaches(to) || writing_[to].writing.test_and_set(std::memory_order_acquire)) {
+            continue;
+        }
+        auto& kept = writing_[to].kept;
+        std::uint64_t const head = peer_ring(to).head.load(std::memory_order_acquire);
+        while (!kept.empty() && kept.front().first < head) {
+            kept.erase(kept.begin());
+        }
+        writing_[to].writing.clear(std::memory_order_release);
+    }
+}
+
+std::size_t collective_rings::drain(std::uint32_t from, function_ref<void(view const&)> each,
+                                    bool ask) noexcept {
     if (from >= size_) {
         return 0;
     }
-    std::atomic_flag& lock = reading_[from].reading;
-    if (lock.test_and_set(std::memory_order_acquire)) {
-        return 0;
+    local_ring& lr = reading_[from];
+    if (!ask) {
+        if (lr.reading.test_and_set(std::memory_order_seq_cst)) {
+            return 0;
+        }
+        std::size_t n = drain_locked(from, each);
+        lr.reading.clear(std::memory_order_seq_cst);
+        if (lr.requested.load(std::memory_order_seq_cst)) {
+            n += drain(from, each, true); // asked for meanwhile
+        }
+        return n;
     }
+    // Ask first, then try: a thread that holds the lock reads `requested` after letting go
+    // (all sequentially consistent), so either this thread drains or that one drains again.
+    lr.requested.store(true, std::memory_order_seq_cst);
+    std::size_t n = 0;
+    while (lr.requested.load(std::memory_order_seq_cst)) {
+        if (lr.reading.test_and_set(std::memory_order_seq_cst)) {
+            break; // its holder drains again
+        }
+        lr.requested.store(false, std::memory_order_seq_cst);
+        n += drain_locked(from, each);
+        lr.reading.clear(std::memory_order_seq_cst);
+    }
+    return n;
+}
+
+std::size_t collective_rings::drain_locked(std::uint32_t from,
+                                           function_ref<void(view const&)> each) noexcept {
     ring& r = inbox_ring(from);
     std::uint64_t h = r.head.load(std::memory_order_relaxed);
-    std::uint64_t const t = r.tail.load(std::memory_order_acquire);
+    std::uint64_t const t = r.tail.load(std::memory_order_seq_cst);
+    if (t - h > cells) { // not written by this code
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "collectives: the ring from locality {} claims {} messages (it "
+                               "holds {}); dropped them",
+                               from, t - h, cells);
+        r.head.store(t, std::memory_order_release);
+        return 0;
+    }
     std::size_t n = 0;
     for (; h != t; ++h, ++n) {
         std::byte const* c = r.cell[h % cells];
@@ -328,7 +411,11 @@ std::size_t collective_rings::drain(std::uint32_t from,
                                    f.size, from, payload_capacity);
         } else {
             try {
-                each(view{f.wire_id, f.generation, f.step, {c + cell_header, f.size}, f.pid});
+                each(view{f.wire_id,
+                          f.generation,
+                          f.step,
+                          {c + cell_header, f.size},
+                          sender_pid(from, f.pid)});
             } catch (std::exception const& e) {
                 static logging::rate_limit limit;
                 logging::error_limited(limit,
@@ -345,7 +432,6 @@ std::size_t collective_rings::drain(std::uint32_t from,
         }
         r.head.store(h + 1, std::memory_order_release);
     }
-    lock.clear(std::memory_order_release);
     received_.fetch_add(n, std::memory_order_relaxed);
     return n;
 }

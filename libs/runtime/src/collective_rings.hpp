@@ -120,8 +120,20 @@ public:
     /// empty, being read by another thread, or `take` declined.
     bool take_head(std::uint32_t from, function_ref<bool(view const&)> take);
     /// Removes every message in the ring from `from`, calling `each` on each (exceptions from
-    /// `each` are caught and logged). Returns how many; 0 also when another thread is reading.
-    std::size_t drain(std::uint32_t from, function_ref<void(view const&)> each) noexcept;
+    /// `each` are caught and logged). Returns how many. When another thread is reading the
+    /// ring, returns 0 at once and that thread drains it again (with `each` if it is a drain,
+    /// with the function set_drain() gave if it is take_head()) before it lets go.
+    /// `ask` false: only if the lock is free (a poll while spinning, which must not make
+    /// others drain for it).
+    std::size_t drain(std::uint32_t from, function_ref<void(view const&)> each,
+                      bool ask = true) noexcept;
+    /// Lets go of what messages named by address once their receivers have taken them (push()
+    /// does it too, for its destination): called periodically (the liveness thread).
+    void release_taken() noexcept;
+    /// What a drain asked for during take_head() does with each message (the locality's
+    /// mailbox); none: such a drain waits for the next one.
+    using deliver_fn = void (*)(std::uint32_t from, view const& v);
+    void set_drain(deliver_fn f) noexcept { deliver_ = f; }
 
     struct statistics {
         std::uint64_t sent = 0;       ///< messages pushed into peers' inboxes
@@ -151,6 +163,10 @@ private:
     };
     struct local_ring {
         std::atomic_flag reading = ATOMIC_FLAG_INIT; // one consumer at a time
+        // A drain was asked for while another thread read the ring: that thread drains again
+        // before it leaves (so a waiter about to suspend never loses the race for the lock
+        // to a thread that read the ring's tail before the waiter's message was published).
+        std::atomic<bool> requested{false};
     };
     struct alignas(64) local_peer {
         std::atomic_flag writing = ATOMIC_FLAG_INIT; // one producer at a time
@@ -171,10 +187,18 @@ private:
     std::vector<bool> same_host_;
     std::atomic<std::uint64_t> sent_{0}, received_{0}, nudges_{0}, bytes_read_{0};
     std::atomic<bool> unlinked_{false};
+    deliver_fn deliver_ = nullptr;
+    std::size_t drain_locked(std::uint32_t from, function_ref<void(view const&)> each) noexcept;
+    /// `claimed` if it is `from`'s process and this one can read it, else 0.
+    std::int32_t sender_pid(std::uint32_t from, std::int32_t claimed) const noexcept;
     std::chrono::microseconds spin_{50};
     bool oversubscribed_ = false;
     std::unique_ptr<local_ring[]> reading_;
     std::unique_ptr<local_peer[]> writing_;
 };
+
+/// Moves a message out of an inbox into this locality's mailbox (collectives.cpp): the
+/// function set_drain() gets.
+void deliver_from_inbox(std::uint32_t from, collective_rings::view const& v);
 
 } // namespace courier::detail

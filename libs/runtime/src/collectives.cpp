@@ -68,15 +68,26 @@ void load_into_mailbox(std::uint32_t from, courier::detail::collective_rings::vi
                                "collectives: dropped a message of unknown type {:#x} from "
                                "locality {} (generation {})",
                                v.wire_id, from, v.generation);
+        // Its receiver learns it (a type error) instead of waiting for good.
+        key const k{v.generation, v.step, from};
+        if (auto s = match(k, true, [] { return make_slot<std::uint8_t>(true); })) {
+            s->fail(std::make_exception_ptr(std::runtime_error(fmt::format(
+                "courier: collective generation {} round {} from locality {}: a message of "
+                "an unknown type",
+                k.generation, k.step, from))));
+        }
         return;
     }
     load(key{v.generation, v.step, from}, v.payload, v.pid);
 }
 
-void drain_inbox(courier::detail::collective_rings& r, std::uint32_t from) {
-    r.drain(from, [from](courier::detail::collective_rings::view const& v) {
-        load_into_mailbox(from, v);
-    });
+/// `ask`: make sure the ring is drained after this call began, by this thread or by the one
+/// reading it now (before suspending, and for a nudge); else only if nobody reads it.
+void drain_inbox(courier::detail::collective_rings& r, std::uint32_t from, bool ask = true) {
+    r.drain(
+        from,
+        [from](courier::detail::collective_rings::view const& v) { load_into_mailbox(from, v); },
+        ask);
 }
 
 } // namespace
@@ -163,7 +174,15 @@ bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation
     using result = courier::detail::collective_rings::push_result;
     result res = r->push(to, wire_id, generation, step, payload, std::move(keep));
     if (res == result::sent_wake) {
-        courier::post<courier_collectives_nudge_action>(locality(to));
+        try {
+            courier::post<courier_collectives_nudge_action>(locality(to));
+        } catch (std::exception const& e) {
+            // The message is in the ring: the receiver's failure, if that is it, is reported
+            // by the failure detection.
+            courier::detail::log(courier::detail::log_level::warn,
+                                 "collectives: could not wake locality {} for a message: {}", to,
+                                 e.what());
+        }
     }
     return res == result::sent || res == result::sent_wake;
 }
@@ -192,7 +211,7 @@ void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
     auto const deadline = std::chrono::steady_clock::now() + r->spin();
     courier::detail::worker* w = courier::detail::current_worker();
     for (std::uint32_t spins = 1;; ++spins) {
-        drain_inbox(*r, from);
+        drain_inbox(*r, from, false);
         if (ready()) {
             return;
         }
@@ -304,6 +323,10 @@ std::exception_ptr type_mismatch(key const& k, std::type_info const& expected,
 } // namespace courier::collectives::detail
 
 namespace courier::detail {
+
+void deliver_from_inbox(std::uint32_t from, collective_rings::view const& v) {
+    collectives::detail::load_into_mailbox(from, v);
+}
 
 void collectives_peer_failed(locality_state& st, std::uint32_t rank) {
     std::vector<std::shared_ptr<collectives::detail::slot_base>> waiting;

@@ -107,6 +107,7 @@ void run(locality_state& st) {
         }
         if (st.rings) {
             st.rings->unlink_when_mapped();
+            st.rings->release_taken();
         }
         for (std::uint32_t r = 0; r < st.size; ++r) {
             if (r == st.rank || st.dead[r].load() || st.live.departed[r].load()) {

@@ -191,6 +191,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
         }
         std::size_t mapped = st.rings->connect(names);
         st.rings->set_waiting(s.options().idle_spin, s.options().oversubscribed);
+        st.rings->set_drain(&deliver_from_inbox);
         // The peers map this inbox right after their exchange too: its name can usually go
         // now, so that a job killed at any later moment leaves nothing in /dev/shm. A peer
         // that takes longer leaves it to the liveness thread and the collectives' waits.

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -144,6 +146,39 @@ TEST_F(pair_of_localities, a_sender_sees_a_suspended_receiver) {
     EXPECT_EQ(drain_b().size(), 2u);
 }
 
+std::vector<std::string> g_drained; // what set_drain's function received
+void collect_drained(std::uint32_t, rings::view const& v) {
+    g_drained.emplace_back(reinterpret_cast<char const*>(v.payload.data()), v.payload.size());
+}
+
+TEST_F(pair_of_localities, a_drain_asked_for_while_another_reads_is_done_by_that_reader) {
+    // The reader is take_head: the drain asked for inside it (as by another thread, whose
+    // try-lock fails) happens when it lets go, through the function set_drain gave.
+    g_drained.clear();
+    b.set_drain(&collect_drained);
+    ASSERT_EQ(a.push(1, 1, 0, 0, bytes_of("m1")), push_result::sent);
+    ASSERT_EQ(a.push(1, 1, 1, 0, bytes_of("m2")), push_result::sent);
+    EXPECT_FALSE(b.take_head(0, [&](rings::view const&) {
+        EXPECT_EQ(b.drain(0, [](rings::view const&) { ADD_FAILURE() << "lock not held"; }), 0u);
+        return false; // not the message it waits for
+    }));
+    EXPECT_EQ(g_drained, (std::vector<std::string>{"m1", "m2"}));
+    // The reader is a drain: a message published while it reads, and a drain asked for then,
+    // are not left behind.
+    ASSERT_EQ(a.push(1, 1, 2, 0, bytes_of("m3")), push_result::sent);
+    std::vector<std::string> got;
+    std::size_t n = b.drain(0, [&](rings::view const& v) {
+        got.emplace_back(reinterpret_cast<char const*>(v.payload.data()), v.payload.size());
+        if (got.size() == 1) {
+            EXPECT_EQ(a.push(1, 1, 3, 0, bytes_of("m4")), push_result::sent);
+            EXPECT_EQ(b.drain(0, [](rings::view const&) { ADD_FAILURE() << "lock not held"; }), 0u);
+        }
+    });
+    EXPECT_EQ(n, 2u);
+    EXPECT_EQ(got, (std::vector<std::string>{"m3", "m4"}));
+    b.set_drain(nullptr);
+}
+
 TEST_F(pair_of_localities, concurrent_senders_and_receivers_lose_nothing) {
     // Two threads of locality 0 send to locality 1 (one producer lock), two threads of
     // locality 1 drain (one consumer at a time); every message arrives once, each thread's in
@@ -217,12 +252,19 @@ TEST(collective_rings, a_missing_inbox_leaves_the_peer_to_parcels) {
     EXPECT_FALSE(a.reaches(1));
 }
 
-TEST(collective_rings, the_inbox_file_goes_with_its_owner_and_is_never_shared) {
+TEST(collective_rings, the_inbox_file_goes_with_its_owner_and_a_leftover_is_replaced) {
     std::string name = unique_name("f");
     {
+        // A leftover of a killed job with the same name (a locality's name is its job's and
+        // rank's): replaced, so that peers map the live inbox, not one nobody reads.
+        int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::ftruncate(fd, 100), 0);
+        ::close(fd);
         rings a(name, 0, 2);
-        EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + name));
-        EXPECT_THROW(rings(name, 1, 2), std::system_error); // exists: never reused
+        EXPECT_GT(std::filesystem::file_size("/dev/shm/" + name), 100u);
+        rings peer(unique_name("g"), 1, 2);
+        EXPECT_EQ(peer.connect({name, ""}), 1u);
     }
     EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
     EXPECT_THROW(rings(unique_name("g"), 0, rings::max_localities + 1), std::invalid_argument);
@@ -241,6 +283,7 @@ TEST(collective_values, flat_values_round_trip) {
     static_assert(cc::ring_flat<double>::value && cc::ring_flat<std::vector<int>>::value &&
                   cc::ring_flat<std::vector<std::vector<char>>>::value);
     static_assert(!cc::ring_flat<std::string>::value && !cc::ring_flat<std::vector<bool>>::value);
+    static_assert(!cc::ring_flat<bool>::value); // a byte that is not 0 or 1 is no bool
     EXPECT_EQ(round_trip(3.25), 3.25);
     EXPECT_EQ(round_trip(std::vector<int>{1, 2, 3}), (std::vector<int>{1, 2, 3}));
     EXPECT_EQ(round_trip(std::vector<int>{}), std::vector<int>{});
@@ -275,6 +318,20 @@ TEST(collective_values, malformed_bytes_are_refused) {
     EXPECT_THROW(cc::ring_decode<std::vector<double>>({buf, 16}),
                  courier::serialization::serialization_error);
     EXPECT_THROW(cc::ring_decode<std::vector<std::vector<int>>>({buf, 16}),
+                 courier::serialization::serialization_error);
+    // Vectors named by address: refused without a sender to read from, and once their total
+    // passes the bound (each one within it): at most that much is ever allocated for them.
+    std::vector<std::vector<double>> big(3, std::vector<double>(1000));
+    cc::ring_writer w3{buf, buf + sizeof buf};
+    ASSERT_TRUE(cc::ring_encode(big, w3, true));
+    std::size_t const n3 = static_cast<std::size_t>(w3.at - buf);
+    EXPECT_THROW(cc::ring_decode<std::vector<std::vector<double>>>({buf, n3}, 0),
+                 courier::serialization::serialization_error);
+    std::uint32_t const many = (cc::ring_max_by_address / 2) / sizeof(double) + 1;
+    for (int i = 0; i < 3; ++i) { // patch each element's count: 3 x (half the bound + 8 B)
+        std::memcpy(buf + 5 + i * 13, &many, sizeof many);
+    }
+    EXPECT_THROW(cc::ring_decode<std::vector<std::vector<double>>>({buf, n3}, ::getpid()),
                  courier::serialization::serialization_error);
 }
 

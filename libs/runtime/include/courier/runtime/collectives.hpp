@@ -148,6 +148,8 @@ template <class U, class A>
 struct ring_flat<std::vector<U, A>> : std::bool_constant<ring_flat<U>::value> {};
 template <class A>
 struct ring_flat<std::vector<bool, A>> : std::false_type {};
+template <>
+struct ring_flat<bool> : std::false_type {}; // not every byte is a bool: serialized
 
 inline constexpr std::size_t ring_payload_limit = 992; // collective_rings::payload_capacity
 /// Vectors named by address: at least this many bytes, at most ring_max_by_address.
@@ -157,6 +159,7 @@ inline constexpr std::size_t ring_max_by_address = std::size_t{256} << 20;
 struct ring_writer {
     std::byte* at;
     std::byte* end;
+    std::size_t by_address = 0; // bytes named by address so far (at most ring_max_by_address)
     bool put(void const* p, std::size_t n) noexcept {
         if (static_cast<std::size_t>(end - at) < n) {
             return false;
@@ -171,6 +174,7 @@ struct ring_writer {
 struct ring_reader {
     std::span<std::byte const> rest;
     std::vector<ring_piece>* pieces = nullptr; // where vectors named by address go
+    std::size_t by_address = 0;                // their bytes so far (at most ring_max_by_address)
     void get(void* p, std::size_t n) {
         if (rest.size() < n) {
             throw serialization::serialization_error(
@@ -194,7 +198,9 @@ bool ring_encode(T const& v, ring_writer& w, bool by_address = false) noexcept {
         using U = typename T::value_type;
         std::size_t const bytes = v.size() * sizeof(U);
         if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
-            if (by_address && bytes >= ring_by_address_min && bytes <= ring_max_by_address) {
+            if (by_address && bytes >= ring_by_address_min &&
+                bytes <= ring_max_by_address - w.by_address) {
+                w.by_address += bytes;
                 auto const n = static_cast<std::uint32_t>(v.size());
                 std::uint8_t const tag = 1;
                 auto const at = reinterpret_cast<std::uintptr_t>(v.data());
@@ -238,7 +244,9 @@ void ring_decode_into(T& v, ring_reader& r) {
                 std::uint64_t addr = 0;
                 r.get(&addr, sizeof addr);
                 std::size_t const bytes = std::size_t{n} * sizeof(U);
-                if (r.pieces == nullptr || bytes > ring_max_by_address) {
+                r.by_address += bytes;
+                if (r.pieces == nullptr || bytes > ring_max_by_address ||
+                    r.by_address > ring_max_by_address) {
                     throw serialization::serialization_error(
                         "courier: a collective message in shared memory names " +
                         std::to_string(bytes) + " bytes by address");
