@@ -438,9 +438,9 @@ std::size_t collective_rings::drain_locked(std::uint32_t from,
 
 void collective_rings::wait_begin(std::uint32_t from) noexcept {
     if (from < size_) {
+        // Sequentially consistent, as the drain's read of the tail that follows and the
+        // sender's store of the tail and read of this count: one of the two sees the other.
         inbox_ring(from).waiting.fetch_add(1, std::memory_order_seq_cst);
-        // The drain that follows must see what a sender published before it read the count.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
     }
 }
 
