@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: BSL-1.0
+// The algorithms of the collectives (courier/runtime/collectives.hpp), each in O(log P) rounds
+// of round_trip messages, for any number of localities P.
+#pragma once
+
+#include <courier/runtime/detail/collective_mailbox.hpp>
+
+#include <bit>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace courier::collectives::detail {
+
+template <class T, class Op>
+T all_reduce(round_trip const& c, T value, Op& op) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    if (p == 1) {
+        return value;
+    }
+    std::uint32_t const pof2 = std::bit_floor(p);
+    std::uint32_t const rem = p - pof2;
+    // Fold: below 2*rem, each even locality gives its value to the odd one above it and waits
+    // for the result, which comes after the log2(pof2) rounds of recursive doubling.
+    std::uint32_t const last_step = 1 + static_cast<std::uint32_t>(std::countr_zero(pof2));
+    if (r < 2 * rem && r % 2 == 0) {
+        c.send(r + 1, 0, std::move(value));
+        return c.receive<T>(r + 1, last_step);
+    }
+    T acc = std::move(value);
+    std::uint32_t newrank = r < 2 * rem ? r / 2 : r - rem;
+    if (r < 2 * rem) {
+        acc = op(c.receive<T>(r - 1, 0), std::move(acc));
+    }
+    std::uint32_t step = 1;
+    for (std::uint32_t mask = 1; mask < pof2; mask <<= 1, ++step) {
+        std::uint32_t partner_new = newrank ^ mask;
+        std::uint32_t partner = partner_new < rem ? partner_new * 2 + 1 : partner_new + rem;
+        c.send(partner, step, acc);
+        T other = c.receive<T>(partner, step);
+        acc = partner_new < newrank ? op(std::move(other), std::move(acc))
+                                    : op(std::move(acc), std::move(other));
+    }
+    if (r < 2 * rem) {
+        c.send(r - 1, last_step, acc);
+    }
+    return acc;
+}
+
+template <class T>
+T broadcast(round_trip const& c, T value, std::uint32_t root) {
+    std::uint32_t const p = c.size();
+    std::uint32_t const vr = (c.rank() + p - root) % p;
+    std::uint32_t mask = 1;
+    while (mask < p) {
+        if ((vr & mask) != 0) {
+            value = c.receive<T>((vr - mask + root) % p, 0);
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask < p) {
+            c.send((vr + mask + root) % p, 0, value);
+        }
+    }
+    return value;
+}
+
+template <class T, class Op>
+T reduce(round_trip const& c, T value, Op& op, std::uint32_t root) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    // A binomial tree towards locality 0 (contiguous ranks: the order of op is kept), then to
+    // the root.
+    for (std::uint32_t mask = 1; mask < p; mask <<= 1) {
+        if ((r & mask) != 0) {
+            c.send(r & ~mask, 0, std::move(value));
+            value = T{};
+            break;
+        }
+        if ((r | mask) < p) {
+            value = op(std::move(value), c.receive<T>(r | mask, 0));
+        }
+    }
+    if (root != 0) {
+        if (r == 0) {
+            c.send(root, 1, std::move(value));
+            value = T{};
+        } else if (r == root) {
+            value = c.receive<T>(0, 1);
+        }
+    }
+    return value;
+}
+
+template <class T>
+std::vector<T> gather(round_trip const& c, T value, std::uint32_t root) {
+    std::uint32_t const p = c.size();
+    std::uint32_t const vr = (c.rank() + p - root) % p;
+    // block[i]: the value of virtual rank vr + i, for the subtree under vr.
+    std::vector<T> block;
+    block.push_back(std::move(value));
+    for (std::uint32_t mask = 1; mask < p; mask <<= 1) {
+        if ((vr & mask) != 0) {
+            c.send(((vr & ~mask) + root) % p, 0, std::move(block));
+            return {};
+        }
+        if ((vr | mask) < p) {
+            auto more = c.receive<std::vector<T>>(((vr | mask) + root) % p, 0);
+            if (more.size() != std::min(mask, p - (vr | mask))) {
+                throw std::runtime_error("courier: gather: a subtree sent " +
+                                         std::to_string(more.size()) + " values");
+            }
+            for (auto& v : more) {
+                block.push_back(std::move(v));
+            }
+        }
+    }
+    std::vector<T> result(p);
+    for (std::uint32_t i = 0; i < p; ++i) {
+        result[(i + root) % p] = std::move(block[i]);
+    }
+    return result;
+}
+
+template <class T>
+T scatter(round_trip const& c, std::vector<T> values, std::uint32_t root) {
+    std::uint32_t const p = c.size();
+    std::uint32_t const vr = (c.rank() + p - root) % p;
+    std::vector<T> block; // the values of virtual ranks vr, vr + 1, ... of this subtree
+    std::uint32_t mask = 1;
+    if (vr == 0) {
+        if (values.size() != p) {
+            throw std::invalid_argument("courier: scatter needs one value per locality, got " +
+                                        std::to_string(values.size()));
+        }
+        block.resize(p);
+        for (std::uint32_t i = 0; i < p; ++i) {
+            block[i] = std::move(values[(i + root) % p]);
+        }
+        mask = std::bit_ceil(p);
+    } else {
+        mask = vr & (~vr + 1); // the lowest bit set: vr's parent is vr - mask
+        block = c.receive<std::vector<T>>((vr - mask + root) % p, 0);
+        if (block.size() != std::min(mask, p - vr)) {
+            throw std::runtime_error("courier: scatter: received " + std::to_string(block.size()) +
+                                     " values for a subtree");
+        }
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+        if (vr + mask < p) {
+            std::uint32_t n = std::min(mask, p - vr - mask);
+            std::vector<T> part(std::make_move_iterator(block.begin() + mask),
+                                std::make_move_iterator(block.begin() + mask + n));
+            c.send((vr + mask + root) % p, 0, std::move(part));
+        }
+    }
+    return std::move(block[0]);
+}
+
+template <class T>
+std::vector<T> all_gather(round_trip const& c, T value) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    std::vector<T> buf; // buf[j]: the value of locality (r + j) % p
+    buf.push_back(std::move(value));
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        std::uint32_t n = std::min(dist, p - dist);
+        c.send((r + p - dist) % p, step, std::vector<T>(buf.begin(), buf.begin() + n));
+        auto more = c.receive<std::vector<T>>((r + dist) % p, step);
+        if (more.size() != n) {
+            throw std::runtime_error("courier: all_gather: a round brought " +
+                                     std::to_string(more.size()) + " values");
+        }
+        for (auto& v : more) {
+            buf.push_back(std::move(v));
+        }
+    }
+    std::vector<T> result(p);
+    for (std::uint32_t j = 0; j < p; ++j) {
+        result[(r + j) % p] = std::move(buf[j]);
+    }
+    return result;
+}
+
+template <class T>
+std::vector<T> all_to_all(round_trip const& c, std::vector<T> values) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    if (values.size() != p) {
+        throw std::invalid_argument("courier: all_to_all needs one value per locality, got " +
+                                    std::to_string(values.size()));
+    }
+    // tmp[i]: the value travelling i localities forward; in round k the values whose index has
+    // bit k set move 2^k further. At the end tmp[i] came from locality r - i.
+    std::vector<T> tmp(p);
+    for (std::uint32_t i = 0; i < p; ++i) {
+        tmp[i] = std::move(values[(r + i) % p]);
+    }
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        std::vector<T> out;
+        for (std::uint32_t i = dist; i < p; ++i) {
+            if ((i & dist) != 0) {
+                out.push_back(std::move(tmp[i]));
+            }
+        }
+        std::size_t n = out.size();
+        c.send((r + dist) % p, step, std::move(out));
+        auto in = c.receive<std::vector<T>>((r + p - dist) % p, step);
+        if (in.size() != n) {
+            throw std::runtime_error("courier: all_to_all: a round brought " +
+                                     std::to_string(in.size()) + " values");
+        }
+        std::size_t next = 0;
+        for (std::uint32_t i = dist; i < p; ++i) {
+            if ((i & dist) != 0) {
+                tmp[i] = std::move(in[next++]);
+            }
+        }
+    }
+    std::vector<T> result(p);
+    for (std::uint32_t src = 0; src < p; ++src) {
+        result[src] = std::move(tmp[(r + p - src) % p]);
+    }
+    return result;
+}
+
+/// The prefix over localities 0..r (inclusive), and over 0..r-1 (exclusive: empty on 0).
+template <class T, class Op>
+std::pair<T, std::optional<T>> scan(round_trip const& c, T value, Op& op) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    T acc = std::move(value);
+    std::optional<T> before;
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        if (r + dist < p) {
+            c.send(r + dist, step, acc);
+        }
+        if (r >= dist) {
+            T other = c.receive<T>(r - dist, step);
+            before = before ? op(other, std::move(*before)) : other;
+            acc = op(std::move(other), std::move(acc));
+        }
+    }
+    return {std::move(acc), std::move(before)};
+}
+
+inline void barrier(round_trip const& c) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    std::uint32_t step = 0;
+    for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
+        c.send((r + dist) % p, step, std::uint8_t{0});
+        (void)c.receive<std::uint8_t>((r + p - dist) % p, step);
+    }
+}
+
+} // namespace courier::collectives::detail
