@@ -11,7 +11,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -54,12 +56,6 @@ struct cell_fields {
     std::uint32_t unused;
 };
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 } // namespace
 
 struct collective_rings::ring {
@@ -75,17 +71,26 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
               "the rings' words are shared between processes: they must be lock-free");
 static_assert(sizeof(cell_fields) <= collective_rings::cell_header);
 
+std::size_t collective_rings::ring_offset(std::uint32_t from) noexcept {
+    return header_bytes + std::size_t{from} * sizeof(ring);
+}
+std::size_t collective_rings::tail_offset() noexcept {
+    return offsetof(ring, tail);
+}
+std::size_t collective_rings::cell_offset(std::uint32_t i) noexcept {
+    return offsetof(ring, cell) + std::size_t{i % cells} * cell_size;
+}
+
 std::size_t collective_rings::inbox_bytes(std::uint32_t size) noexcept {
     return header_bytes + std::size_t{size} * sizeof(ring);
 }
 
 collective_rings::ring& collective_rings::inbox_ring(std::uint32_t from) const noexcept {
-    return *reinterpret_cast<ring*>(inbox_ + header_bytes + std::size_t{from} * sizeof(ring));
+    return *reinterpret_cast<ring*>(inbox_ + ring_offset(from));
 }
 
 collective_rings::ring& collective_rings::peer_ring(std::uint32_t to) const noexcept {
-    return *reinterpret_cast<ring*>(peers_[to].base + header_bytes +
-                                    std::size_t{rank_} * sizeof(ring));
+    return *reinterpret_cast<ring*>(peers_[to].base + ring_offset(rank_));
 }
 
 collective_rings::collective_rings(std::string name, std::uint32_t rank, std::uint32_t size)
@@ -234,10 +239,7 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
     if (!reaches(to) || payload.size() > payload_capacity) {
         return push_result::no_ring;
     }
-    std::atomic_flag& lock = writing_[to].writing;
-    while (lock.test_and_set(std::memory_order_acquire)) {
-        cpu_relax();
-    }
+    std::unique_lock lock(writing_[to].writing);
     ring& r = peer_ring(to);
     std::uint64_t t = r.tail.load(std::memory_order_relaxed);
     std::uint64_t const head = r.head.load(std::memory_order_acquire);
@@ -246,14 +248,12 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
         kept.erase(kept.begin());
     }
     if (t - head >= cells) {
-        lock.clear(std::memory_order_release);
         return push_result::full;
     }
     if (keep) {
         try {
             kept.emplace_back(t, std::move(keep));
         } catch (...) {
-            lock.clear(std::memory_order_release);
             return push_result::no_ring;
         }
     }
@@ -272,7 +272,7 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
     // Publish, then look whether the receiver sleeps (its side: count itself, then drain).
     r.tail.store(t + 1, std::memory_order_seq_cst);
     bool wake = r.waiting.load(std::memory_order_seq_cst) != 0;
-    lock.clear(std::memory_order_release);
+    lock.unlock();
     sent_.fetch_add(1, std::memory_order_relaxed);
     if (wake) {
         nudges_.fetch_add(1, std::memory_order_relaxed);
@@ -340,7 +340,7 @@ std::int32_t collective_rings::sender_pid(std::uint32_t from, std::int32_t claim
 
 void collective_rings::release_taken() noexcept {
     for (std::uint32_t to = 0; to < size_; ++to) {
-        if (!reaches(to) || writing_[to].writing.test_and_set(std::memory_order_acquire)) {
+        if (!reaches(to) || !writing_[to].writing.try_lock()) {
             continue;
         }
         auto& kept = writing_[to].kept;
@@ -348,7 +348,7 @@ void collective_rings::release_taken() noexcept {
         while (!kept.empty() && kept.front().first < head) {
             kept.erase(kept.begin());
         }
-        writing_[to].writing.clear(std::memory_order_release);
+        writing_[to].writing.unlock();
     }
 }
 

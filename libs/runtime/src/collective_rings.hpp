@@ -29,9 +29,9 @@
 #pragma once
 
 #include <courier/runtime/actions.hpp>
+#include <courier/runtime/detail/spinlock.hpp>
 
 #include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -88,15 +88,6 @@ public:
     bool listens_to(std::uint32_t rank) const noexcept {
         return rank < same_host_.size() && same_host_[rank];
     }
-
-    /// How a receiver waits: spin this long (draining, yielding), then suspend; oversubscribed,
-    /// also yield the core while spinning.
-    void set_waiting(std::chrono::microseconds spin, bool oversubscribed) noexcept {
-        spin_ = spin;
-        oversubscribed_ = oversubscribed;
-    }
-    std::chrono::microseconds spin() const noexcept { return spin_; }
-    bool oversubscribed() const noexcept { return oversubscribed_; }
 
     /// Removes this inbox's name once every peer on this host has mapped it (the memory stays
     /// while mapped), so that a job killed later leaves nothing in /dev/shm. True once removed.
@@ -155,6 +146,12 @@ public:
     void wait_begin(std::uint32_t from) noexcept;
     void wait_end(std::uint32_t from) noexcept;
 
+    /// Where an inbox keeps the ring from `from`, its tail and its cell `i` (bytes from the
+    /// inbox's start): for tests that write into an inbox what this code never writes.
+    static std::size_t ring_offset(std::uint32_t from) noexcept;
+    static std::size_t tail_offset() noexcept;
+    static std::size_t cell_offset(std::uint32_t i) noexcept;
+
 private:
     struct ring;
     struct peer {
@@ -169,7 +166,7 @@ private:
         std::atomic<bool> requested{false};
     };
     struct alignas(64) local_peer {
-        std::atomic_flag writing = ATOMIC_FLAG_INIT; // one producer at a time
+        spinlock writing; // one producer at a time: a copy of at most a cell
         // What messages to the peer name by address, by their cell's sequence number: freed
         // once the peer's head has passed it (under `writing`).
         std::vector<std::pair<std::uint64_t, std::shared_ptr<void const>>> kept;
@@ -191,8 +188,6 @@ private:
     std::size_t drain_locked(std::uint32_t from, function_ref<void(view const&)> each) noexcept;
     /// `claimed` if it is `from`'s process and this one can read it, else 0.
     std::int32_t sender_pid(std::uint32_t from, std::int32_t claimed) const noexcept;
-    std::chrono::microseconds spin_{50};
-    bool oversubscribed_ = false;
     std::unique_ptr<local_ring[]> reading_;
     std::unique_ptr<local_peer[]> writing_;
 };

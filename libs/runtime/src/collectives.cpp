@@ -6,6 +6,7 @@
 #include "locality_state.hpp"
 #include "log.hpp"
 #include "scheduler.hpp"
+#include "wire_id_table.hpp"
 
 #include <courier/runtime/async.hpp>
 #include <courier/runtime/collectives.hpp>
@@ -18,10 +19,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 namespace courier::collectives::detail {
 
@@ -44,24 +45,15 @@ courier::detail::collective_rings* rings() noexcept {
     return courier::detail::here().rings.get();
 }
 
-struct loader_table {
-    std::mutex mutex;
-    std::unordered_map<std::uint64_t, ring_loader> loaders;
-};
-loader_table& loaders() {
-    static auto* t = new loader_table; // used by static initializers; never destroyed
+/// How each message type leaves an inbox (by the wire id of its message_action).
+courier::detail::wire_id_table<ring_loader>& loaders() {
+    static auto* t = new courier::detail::wire_id_table<ring_loader>; // never destroyed
     return *t;
 }
 
 // Moves a message out of an inbox into the mailbox (the collective_rings::drain callback).
 void load_into_mailbox(std::uint32_t from, courier::detail::collective_rings::view const& v) {
-    ring_loader load = nullptr;
-    {
-        auto& t = loaders();
-        std::lock_guard lk(t.mutex);
-        auto it = t.loaders.find(v.wire_id);
-        load = it == t.loaders.end() ? nullptr : it->second;
-    }
+    ring_loader const* load = loaders().find(v.wire_id);
     if (load == nullptr) {
         static logging::rate_limit limit;
         logging::error_limited(limit,
@@ -78,7 +70,7 @@ void load_into_mailbox(std::uint32_t from, courier::detail::collective_rings::vi
         }
         return;
     }
-    load(key{v.generation, v.step, from}, v.payload, v.pid);
+    (*load)(key{v.generation, v.step, from}, v.payload, v.pid);
 }
 
 /// `ask`: make sure the ring is drained after this call began, by this thread or by the one
@@ -109,9 +101,14 @@ COURIER_PLAIN_ACTION(courier::collectives::detail::drain_nudged_inbox,
 namespace courier::collectives::detail {
 
 bool register_ring_loader(std::uint64_t wire_id, ring_loader load) {
-    auto& t = loaders();
-    std::lock_guard lk(t.mutex);
-    t.loaders.emplace(wire_id, load);
+    // The id is also the message action's, whose registration judges collisions; the same
+    // type registered again (another translation unit) keeps its first loader.
+    if (loaders().add(wire_id, load) == courier::detail::wire_id_table<ring_loader>::added::full) {
+        courier::detail::log(courier::detail::log_level::error,
+                             "more than {} collective message types registered",
+                             courier::detail::wire_id_table<ring_loader>::max_entries);
+        std::abort();
+    }
     return true;
 }
 
@@ -208,8 +205,12 @@ void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
         return;
     }
     r->unlink_when_mapped(); // also done by the liveness thread, which may not run
-    auto const deadline = std::chrono::steady_clock::now() + r->spin();
+    // As an idle worker: spin for --courier:idle_spin_us, giving the core away between polls
+    // when the host is oversubscribed (a thread that is no worker: the defaults).
     courier::detail::worker* w = courier::detail::current_worker();
+    courier::detail::scheduler_options const idle =
+        w != nullptr ? w->sched.options() : courier::detail::scheduler_options{};
+    auto const deadline = std::chrono::steady_clock::now() + idle.idle_spin;
     for (std::uint32_t spins = 1;; ++spins) {
         drain_inbox(*r, from, false);
         if (ready()) {
@@ -230,7 +231,7 @@ void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
             courier::this_thread::yield(); // the worker's other tasks
             w = courier::detail::current_worker();
         }
-        if (r->oversubscribed()) {
+        if (idle.oversubscribed) {
             std::this_thread::yield(); // the sender may need this core
         }
     }

@@ -52,11 +52,12 @@ void beat(locality_state& st, std::uint32_t r) {
 }
 
 // What a killed locality leaves in /dev/shm.
-void remove_shared_memory_of(std::string const& name) {
+void remove_shared_memory_of(std::string const& job_id, std::uint32_t rank) {
     std::error_code ec;
+    std::string const name = shm_name(job_id, rank);
     std::filesystem::remove("/dev/shm/" + name, ec);
     std::filesystem::remove("/dev/shm/" + name + "-bell", ec);
-    std::filesystem::remove("/dev/shm/" + name + "-coll", ec);
+    std::filesystem::remove("/dev/shm/" + collective_inbox_name(job_id, rank), ec);
 }
 
 } // namespace
@@ -71,7 +72,7 @@ void remove_shared_memory_of(std::string const& name) {
     parcelport::remove_shared_memory_files();
     for (std::uint32_t r = 0; r < st.size && !st.job_id.empty(); ++r) {
         if (r != st.rank && has_failed(st, r)) {
-            remove_shared_memory_of(shm_name(st.job_id, r));
+            remove_shared_memory_of(st.job_id, r);
         }
     }
     std::fflush(nullptr);

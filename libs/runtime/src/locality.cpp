@@ -145,7 +145,7 @@ void open_collective_inbox(config const& cfg, locality_state& st, bootstrap cons
         return;
     }
     try {
-        st.rings = std::make_unique<collective_rings>(shm_name(st.job_id, boot.rank()) + "-coll",
+        st.rings = std::make_unique<collective_rings>(collective_inbox_name(st.job_id, boot.rank()),
                                                       boot.rank(), boot.size());
     } catch (std::exception const& e) {
         log(log_level::warn, "collectives: no shared-memory inbox ({}); they use parcels",
@@ -186,11 +186,10 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
         bool one_host = boot->where().host_count <= 1;
         for (std::uint32_t r = 0; r < st.size; ++r) {
             if (r != st.rank && (one_host || st.tp->same_host(r))) {
-                names[r] = shm_name(st.job_id, r) + "-coll";
+                names[r] = collective_inbox_name(st.job_id, r);
             }
         }
         std::size_t mapped = st.rings->connect(names);
-        st.rings->set_waiting(s.options().idle_spin, s.options().oversubscribed);
         st.rings->set_drain(&deliver_from_inbox);
         // The peers map this inbox right after their exchange too: its name can usually go
         // now, so that a job killed at any later moment leaves nothing in /dev/shm. A peer

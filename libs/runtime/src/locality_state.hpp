@@ -215,6 +215,10 @@ void collectives_peer_failed(locality_state& st, std::uint32_t rank);
 inline std::string shm_name(std::string const& job_id, std::uint32_t rank) {
     return "courier-" + job_id + "-" + std::to_string(rank);
 }
+/// Its collectives' inbox (collective_rings.hpp): /dev/shm/NAME-coll.
+inline std::string collective_inbox_name(std::string const& job_id, std::uint32_t rank) {
+    return shm_name(job_id, rank) + "-coll";
+}
 /// Whether locality `rank` was reported or declared failed.
 inline bool has_failed(locality_state const& st, std::uint32_t rank) noexcept {
     return rank < st.dead.size() && st.dead[rank].load(std::memory_order_acquire);

@@ -179,6 +179,64 @@ TEST_F(pair_of_localities, a_drain_asked_for_while_another_reads_is_done_by_that
     b.set_drain(nullptr);
 }
 
+/// b's inbox, mapped by the test as a hostile process on the host would map it.
+struct forged_inbox {
+    std::byte* base = nullptr;
+    std::size_t bytes = 0;
+    explicit forged_inbox(std::string const& name) {
+        int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
+        EXPECT_GE(fd, 0);
+        bytes = std::filesystem::file_size("/dev/shm/" + name);
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ::close(fd);
+        EXPECT_NE(p, MAP_FAILED);
+        base = static_cast<std::byte*>(p);
+    }
+    ~forged_inbox() { ::munmap(base, bytes); }
+    /// The cell header's fields in the ring from `from`, cell `i`: wire id, generation, step,
+    /// size, pid.
+    std::byte* cell(std::uint32_t from, std::uint32_t i) const {
+        return base + rings::ring_offset(from) + rings::cell_offset(i);
+    }
+    void set_tail(std::uint32_t from, std::uint64_t t) const {
+        std::memcpy(base + rings::ring_offset(from) + rings::tail_offset(), &t, sizeof t);
+    }
+};
+
+TEST_F(pair_of_localities, what_a_hostile_writer_puts_in_an_inbox_is_refused) {
+    forged_inbox forged(name1);
+    // A size beyond the cell: not offered, dropped by the drain (logged).
+    ASSERT_EQ(a.push(1, 1, 0, 0, bytes_of("size")), push_result::sent);
+    std::uint32_t const huge = 1u << 30;
+    std::memcpy(forged.cell(0, 0) + 20, &huge, sizeof huge);
+    EXPECT_FALSE(b.take_head(0, [](rings::view const&) {
+        ADD_FAILURE() << "offered";
+        return true;
+    }));
+    EXPECT_TRUE(drain_b().empty());
+    // A message naming memory of another process than the peer's: its pid is not believed, so
+    // nothing may be read for it (decoding a vector named by address then fails).
+    auto value = std::make_shared<std::vector<double>>(100, 1.0);
+    ASSERT_EQ(a.push(1, 1, 1, 0, bytes_of("pid"), value), push_result::sent);
+    std::int32_t const other = 1; // init, say
+    std::memcpy(forged.cell(0, 1) + 24, &other, sizeof other);
+    bool offered = false;
+    EXPECT_TRUE(b.take_head(0, [&](rings::view const& v) {
+        offered = true;
+        EXPECT_EQ(v.pid, 0);
+        return true;
+    }));
+    EXPECT_TRUE(offered);
+    // A tail far ahead of the head: the claimed messages are dropped at once (one error line),
+    // not delivered 2^64 times, and the ring works again.
+    forged.set_tail(0, 1000);
+    EXPECT_FALSE(b.take_head(0, [](rings::view const&) { return true; }));
+    EXPECT_TRUE(drain_b().empty());
+    forged.set_tail(0, 1000); // the producer's own count follows the shared tail
+    ASSERT_EQ(a.push(1, 1, 2, 0, bytes_of("after")), push_result::sent);
+    EXPECT_EQ(drain_b(), std::vector<std::string>{"after"});
+}
+
 TEST_F(pair_of_localities, concurrent_senders_and_receivers_lose_nothing) {
     // Two threads of locality 0 send to locality 1 (one producer lock), two threads of
     // locality 1 drain (one consumer at a time); every message arrives once, each thread's in
