@@ -114,6 +114,9 @@ std::string first_network_interface() {
 std::string network_provider() {
     // Probed once per process: the runtime asks for its defaults and make_transport to open it.
     static std::string const chosen = [] {
+        transport_options defaults;
+        defaults.eager_threshold = 0; // the tcp default
+        prepare_libfabric(defaults);  // unless the runtime did already: the probe loads rxm
         for (char const* p : {"verbs", "efa", "cxi"}) {
             if (offered(p)) {
                 return std::string(std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p);

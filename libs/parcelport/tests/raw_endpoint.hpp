@@ -16,7 +16,7 @@ namespace courier::parcelport::test {
 
 class raw_endpoint {
 public:
-    explicit raw_endpoint(transport_options const& o) : ep_(o, 4096) {
+    explicit raw_endpoint(transport_options const& o) : ep_(o) {
         static std::atomic<unsigned> counter{0};
         ep_.enable(false,
                    "courier-raw-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));

@@ -80,6 +80,19 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
         o.peers_on_this_host = where->local_size > 1;
         o.peers_on_other_hosts = where->host_count > 1;
     }
+    o.tcp_send_queue = static_cast<std::size_t>(cfg.get_int("tcp_send_queue", 0, 1 << 16));
+    o.tcp_receive_buffers =
+        static_cast<std::size_t>(cfg.get_int("tcp_receive_buffers", 0, 1 << 20));
+    if (o.parcelport == "libfabric") {
+        // Before anything loads libfabric's providers (threshold_provider may probe them): rxm
+        // reads these only then.
+        parcelport::transport_options prepared = o;
+        prepared.eager_threshold = cfg.get("eager_threshold") == "auto"
+                                       ? 0
+                                       : static_cast<std::size_t>(cfg.get_threshold(
+                                             "eager_threshold", 256, 1 << 24, "tcp;ofi_rxm"));
+        parcelport::prepare_libfabric(prepared);
+    }
     // "auto" across hosts: each of the two providers gets its own default (0).
     bool per_rail = o.provider == "auto" && o.peers_on_other_hosts;
     o.eager_threshold = per_rail && cfg.get("eager_threshold") == "auto"

@@ -78,6 +78,13 @@ std::vector<option_spec> const& option_table() {
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
          "workers wait on the completion queue's fd; auto = 1 with one worker, else 0"},
+        {"tcp_send_queue", "16",
+         "tcp: messages one connection takes at a time (rxm copies each into a 16 KiB buffer "
+         "it holds until the kernel took it); more wait in Courier's queue, where small parcels "
+         "coalesce; 0 = rxm's default (128, FI_OFI_RXM_MSG_TX_SIZE, which wins if set)"},
+        {"tcp_receive_buffers", "256",
+         "tcp: 16 KiB receive buffers posted for all peers together; 0 = rxm's default (4096, "
+         "64 MiB; FI_OFI_RXM_MSG_RX_SIZE, which wins if set)"},
         {"peer_timeout", "5",
          "seconds of silence after which a locality is declared failed by every peer (killed, "
          "stopped, unreachable); calls to it then fail with network_error; also how long "

@@ -42,7 +42,7 @@ std::string_view core_provider(std::string_view provider) noexcept {
     return provider.substr(0, provider.find(';'));
 }
 
-endpoint::endpoint(transport_options const& o, std::size_t max_message) {
+endpoint::endpoint(transport_options const& o) {
     opening_step("fi_getinfo");
     info_ptr hints(fi_allocinfo());
     if (!hints) {
@@ -57,14 +57,6 @@ endpoint::endpoint(transport_options const& o, std::size_t max_message) {
     auto core = core_provider(o.provider);
     if ((core == "tcp" || core == "sockets") && !o.interface.empty()) {
         hints->domain_attr->name = strdup(o.interface.c_str());
-    }
-    if (core == "tcp" && std::getenv("FI_OFI_RXM_EAGER_LIMIT") == nullptr && max_message > 16384) {
-        // rxm sends a message over its eager limit (16 KiB by default) by segments or by its
-        // own rendezvous, a round trip more; over tcp it places an eager message straight
-        // into the posted buffer, so the limit is raised to our largest eager message. rxm
-        // reads it only from the environment, once, when libfabric loads its providers: set
-        // before the process's first fi_getinfo; a user's own setting wins.
-        ::setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(max_message).c_str(), 0);
     }
     fi_info* info = nullptr;
     int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &info);

@@ -90,8 +90,8 @@ std::string_view core_provider(std::string_view provider) noexcept;
 class endpoint {
 public:
     /// Picks the provider (FI_EP_RDM with FI_MSG and FI_RMA) and opens fabric, domain and
-    /// address vector. `max_message`: the largest eager message (rxm's eager limit follows).
-    endpoint(transport_options const& o, std::size_t max_message);
+    /// address vector.
+    explicit endpoint(transport_options const& o);
     ~endpoint() { close_endpoint(); }
     endpoint(endpoint const&) = delete;
     endpoint& operator=(endpoint const&) = delete;

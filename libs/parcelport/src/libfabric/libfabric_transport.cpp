@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <random>
 #include <stdexcept>
 
@@ -42,6 +43,32 @@ std::size_t default_read_piece(std::string_view provider) noexcept {
     return defaults_for(provider).read_piece;
 }
 
+namespace {
+/// The largest eager message of a transport with `eager_threshold`: a receive buffer.
+std::size_t receive_size_for(std::size_t eager_threshold) noexcept {
+    return sizeof(wire::header) + eager_threshold + 32 * sizeof(wire::descriptor);
+}
+} // namespace
+
+void prepare_libfabric(transport_options const& o) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+        auto set = [](char const* name, std::size_t value) {
+            if (value != 0) {
+                ::setenv(name, std::to_string(value).c_str(), 0); // a user's own value wins
+            }
+        };
+        // rxm sends a message over its eager limit (16 KiB by default) by segments or by its
+        // own rendezvous, a round trip more; over tcp it places an eager message straight
+        // into the posted buffer, so the limit is raised to our largest eager message.
+        std::size_t const largest = receive_size_for(
+            o.eager_threshold != 0 ? o.eager_threshold : default_eager_threshold("tcp"));
+        set("FI_OFI_RXM_EAGER_LIMIT", largest > 16384 ? largest : 0);
+        set("FI_OFI_RXM_MSG_TX_SIZE", o.tcp_send_queue);
+        set("FI_OFI_RXM_MSG_RX_SIZE", o.tcp_receive_buffers);
+    });
+}
+
 std::unique_ptr<transport> make_libfabric_transport(transport_options const& o) {
     return std::make_unique<fabric::libfabric_transport>(o);
 }
@@ -55,9 +82,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         opts_.eager_threshold = default_eager_threshold(opts_.provider);
     }
     peers_.set_token(opts_.job_token);
-    std::size_t recv_size =
-        sizeof(wire::header) + opts_.eager_threshold + 32 * sizeof(wire::descriptor);
-    endpoint_ = std::make_unique<endpoint>(opts_, recv_size);
+    prepare_libfabric(opts_);
+    std::size_t const recv_size = receive_size_for(opts_.eager_threshold);
+    endpoint_ = std::make_unique<endpoint>(opts_);
     endpoint& ep = *endpoint_;
     std::string prov = ep.provider();
     if (opts_.read_budget == 0) {

@@ -165,7 +165,24 @@ struct transport_options {
     /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
     std::size_t registration_cache_entries = 1024;
     std::size_t registration_cache_bytes = std::size_t{4} << 30;
+    /// tcp (rxm): messages one connection takes at a time. rxm copies each into a 16 KiB
+    /// bounce buffer it keeps until the kernel took the bytes; past this many, the send waits
+    /// in the transport's own queue (the -FI_EAGAIN backlog, a few dozen bytes each) and small
+    /// parcels coalesce. rxm's own default (128) lets a slow peer's queue hold 2 MiB per
+    /// connection, touched a little more each time the queue runs deeper. 0: rxm's default.
+    std::size_t tcp_send_queue = 16;
+    /// tcp (rxm): 16 KiB receive buffers rxm posts for all peers together (its shared receive
+    /// context; rxm's default is 4096 of them, 64 MiB per process). 0: rxm's default.
+    std::size_t tcp_receive_buffers = 256;
 };
+
+/// Sets what libfabric's rxm reads from the environment only once, when libfabric loads its
+/// providers at the process's first libfabric call: its eager limit (raised to the largest
+/// eager message of a transport with `o.eager_threshold`, or with tcp's default if 0), and
+/// o.tcp_send_queue and o.tcp_receive_buffers. A user's own FI_OFI_RXM_* variable wins. The
+/// first call in a process decides; make_transport and network_provider() call it too, so a
+/// program calls it only to choose values before either.
+void prepare_libfabric(transport_options const& o);
 
 class transport {
 public:
