@@ -115,6 +115,7 @@ std::string network_provider() {
     // Probed once per process: the runtime asks for its defaults and make_transport to open it.
     static std::string const chosen = [] {
         transport_options defaults;
+        defaults.provider = "auto";   // not known yet: that is what the probe finds out
         defaults.eager_threshold = 0; // the tcp default
         prepare_libfabric(defaults);  // unless the runtime did already: the probe loads rxm
         for (char const* p : {"verbs", "efa", "cxi"}) {

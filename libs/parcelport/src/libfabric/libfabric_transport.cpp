@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -50,9 +51,24 @@ std::size_t receive_size_for(std::size_t eager_threshold) noexcept {
 }
 } // namespace
 
+namespace {
+/// Whether this host has RDMA devices, where rxm may run over verbs: its eager limit must then
+/// equal its buffer size, and its queues are the NIC's. (Read without libfabric: this decides
+/// what to set before libfabric loads.)
+bool rdma_devices_present() {
+    std::error_code ec;
+    std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+    return !ec && it != std::filesystem::directory_iterator();
+}
+} // namespace
+
 void prepare_libfabric(transport_options const& o) {
     static std::once_flag once;
     std::call_once(once, [&] {
+        auto const core = fabric::core_provider(o.provider);
+        if (core != "tcp" && (core == "verbs" || rdma_devices_present())) {
+            return; // rxm may run over verbs: its settings stay as they are
+        }
         auto set = [](char const* name, std::size_t value) {
             if (value != 0) {
                 ::setenv(name, std::to_string(value).c_str(), 0); // a user's own value wins

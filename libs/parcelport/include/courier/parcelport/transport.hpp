@@ -179,8 +179,10 @@ struct transport_options {
 /// Sets what libfabric's rxm reads from the environment only once, when libfabric loads its
 /// providers at the process's first libfabric call: its eager limit (raised to the largest
 /// eager message of a transport with `o.eager_threshold`, or with tcp's default if 0), and
-/// o.tcp_send_queue and o.tcp_receive_buffers. A user's own FI_OFI_RXM_* variable wins. The
-/// first call in a process decides; make_transport and network_provider() call it too, so a
+/// o.tcp_send_queue and o.tcp_receive_buffers. A user's own FI_OFI_RXM_* variable wins. Nothing
+/// is set when rxm may run over verbs (o.provider is verbs, or is not tcp on a host with RDMA
+/// devices): there its eager limit must equal its buffer size. The first call in a process
+/// decides; make_transport and network_provider() call it too, so a
 /// program calls it only to choose values before either.
 void prepare_libfabric(transport_options const& o);
 
