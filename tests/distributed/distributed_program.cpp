@@ -823,6 +823,28 @@ void scenario_wedged_send() {
     ++failures;
 }
 
+/// A component whose destructor stays inside a (simulated) transport call for good: what the
+/// heartbeat thread or the endpoint's close does when a dead peer left a lock in shared memory
+/// taken while this locality shuts down.
+struct wedged_at_close : courier::component_base<wedged_at_close> {
+    ~wedged_at_close() {
+        courier::detail::transport_watch::call inside;
+        std::this_thread::sleep_for(std::chrono::hours(1)); // never leaves the call
+    }
+};
+COURIER_REGISTER_COMPONENT(wedged_at_close);
+
+void scenario_wedged_shutdown() {
+    // Locality 1 dies; this locality's shutdown then wedges in a transport call (components are
+    // destroyed as the transport closes). The watchdog must still be watching: the locality
+    // ends 2 s after the failure instead of hanging until the launcher's grace period.
+    static auto* kept =
+        new courier::id_type(courier::new_<wedged_at_close>(courier::find_here()).get());
+    (void)kept; // held until shutdown destroys the component
+    courier::post<die_action>(courier::find_all_localities()[1]);
+    calls_until_network_error("wedged_shutdown", 100000000);
+}
+
 void scenario_posted_throw() {
     // A posted action throws on locality 1; nobody waits for it. The job then goes on and ends
     // normally: its status says whether the failure counts (--courier:posted_errors).
@@ -1528,6 +1550,7 @@ int courier_main(int argc, char** argv) {
         {"exit_early", scenario_exit_early},
         {"exit_busy", scenario_exit_busy},
         {"wedged_send", scenario_wedged_send},
+        {"wedged_shutdown", scenario_wedged_shutdown},
         {"posted_throw", scenario_posted_throw},
         {"huge_killed", scenario_huge_killed},
         {"huge_sender_killed", scenario_huge_sender_killed},

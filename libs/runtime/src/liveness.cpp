@@ -151,10 +151,10 @@ void watch(locality_state& st) {
     auto const after_failure = std::min<std::chrono::milliseconds>(normal, std::chrono::seconds(2));
     bool said = false;
     std::unique_lock lk(st.live.mutex);
-    while (!st.live.stopping) {
-        st.live.cv.wait_for(lk, transport_watch::period, [&] { return st.live.stopping; });
+    while (!st.live.watchdog_stopping) {
+        st.live.cv.wait_for(lk, transport_watch::period, [&] { return st.live.watchdog_stopping; });
         transport_watch::advance();
-        if (st.live.stopping) {
+        if (st.live.watchdog_stopping) {
             break;
         }
         auto stuck = transport_watch::stuck_for();
@@ -228,7 +228,21 @@ void liveness_stop(locality_state& st) {
         st.live.stopping = true;
         st.live.cv.notify_all();
     }
+    // The heartbeat thread may be wedged in a transport call (a heartbeat sent just before the
+    // peer's failure was known, to a peer that died holding the lock of its shared memory):
+    // then this join never returns, and the watchdog, still running, ends the locality.
     st.live.thread.join();
+}
+
+void watchdog_stop(locality_state& st) {
+    if (!st.live.watchdog.joinable()) {
+        return;
+    }
+    {
+        std::lock_guard lk(st.live.mutex);
+        st.live.watchdog_stopping = true;
+        st.live.cv.notify_all();
+    }
     st.live.watchdog.join();
 }
 

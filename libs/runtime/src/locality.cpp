@@ -284,7 +284,13 @@ void distributed_close() {
             ps.messages_received, ps.rma_bytes_read, ps.eagain_retries);
     }
     st.rings.reset();
-    st.tp.reset();
+    {
+        // Closing the endpoint can wedge as a send can (a lock a dead peer held in shared
+        // memory): the watchdog watches it, and stops only when no thread can be inside.
+        transport_watch::call in_transport;
+        st.tp.reset();
+    }
+    watchdog_stop(st);
     replace_here(nullptr); // the state goes; a later run starts afresh
 }
 

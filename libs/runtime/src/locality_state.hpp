@@ -105,10 +105,12 @@ struct liveness_state {
     bool exit_on_failure = true;
     std::thread thread;
     /// Watches every thread's transport calls (transport_watch.hpp); never enters one itself.
+    /// It outlives the heartbeat thread: it is stopped last, once the transport is closed.
     std::thread watchdog;
     std::mutex mutex;
     std::condition_variable cv;
-    bool stopping = false;
+    bool stopping = false;          // the heartbeat thread
+    bool watchdog_stopping = false; // the watchdog
 };
 
 /// Ordered requests (async_ordered, post_ordered): the next sequence number to each
@@ -237,8 +239,12 @@ inline void heard_from(locality_state& st, std::uint32_t source) noexcept {
 serialization::message control_word(parcel_kind kind);
 /// Starts the heartbeat thread (after the transport is set up).
 void liveness_start(locality_state& st);
-/// Leaving normally: tells every peer not to miss this locality, then stops the thread.
+/// Leaving normally: tells every peer not to miss this locality, then stops the heartbeat
+/// thread. The watchdog keeps watching (a thread can still wedge in the transport until it is
+/// closed, the heartbeat thread itself included).
 void liveness_stop(locality_state& st);
+/// Stops the watchdog: after the transport is closed, when no thread can be inside it.
+void watchdog_stop(locality_state& st);
 /// Whether any peer was reported or declared failed.
 bool any_peer_failed(locality_state& st);
 /// The lowest rank reported or declared failed; -1: none.
