@@ -6,8 +6,10 @@
 //       [--ordered=1: post_ordered / async_ordered]
 //       [--courier:parcels_in_flight=0 for the unbounded baseline]
 // One line of key=value pairs: mode size count flow (window, or off) seconds rate (calls/s
-// from the first start to the last, on the receiver) best_phase_rate worst_phase_rate
-// sender_rss_mib receiver_rss_mib waits (requests that waited for the window).
+// from the first start to the last, on the receiver) best_phase_rate best_receiving_phase_rate
+// (the best tenth that ended before the last call had arrived; 0: none did) worst_phase_rate
+// sender_rss_mib receiver_rss_mib waits (requests that waited for the window), then a line
+// phase_rates= with each tenth's rate.
 // benchmarks/flood/run.sh runs it bounded and unbounded, interleaved.
 #include <courier/courier.hpp>
 
@@ -33,6 +35,9 @@ struct receiver_state {
     std::int64_t work_ns = 0;
     clock_type::time_point start;
     std::vector<clock_type::time_point> phase_end = std::vector<clock_type::time_point>(phases);
+    // Messages this locality had received when each tenth ended, and when the run began.
+    std::vector<std::uint64_t> phase_received = std::vector<std::uint64_t>(phases);
+    std::uint64_t received_at_start = 0;
     std::atomic<std::uint64_t> checksum{0};
 };
 receiver_state g_receiver;
@@ -47,6 +52,7 @@ void prepare(std::uint64_t count, std::int64_t work_ns) {
     g_receiver.count = count;
     g_receiver.work_ns = work_ns;
     g_receiver.ran = 0;
+    g_receiver.received_at_start = courier::get_parcelport_statistics().messages_received;
     g_receiver.start = clock_type::now();
 }
 COURIER_PLAIN_ACTION(prepare, prepare_action);
@@ -64,16 +70,23 @@ void consume(std::vector<char> const& v) {
     std::uint64_t per_phase = std::max<std::uint64_t>(1, g_receiver.count / phases);
     if (n % per_phase == 0 && n / per_phase <= phases) {
         g_receiver.phase_end[n / per_phase - 1] = clock_type::now();
+        g_receiver.phase_received[n / per_phase - 1] =
+            courier::get_parcelport_statistics().messages_received;
     }
 }
 COURIER_PLAIN_ACTION(consume, consume_action);
 
 struct report {
     double seconds = 0, best = 0, worst = 0, rss = 0;
+    /// The best tenth among those that ended before the last call had arrived here: the
+    /// receiver both receiving and running. A tenth after that only runs calls received
+    /// earlier (an unbounded run's queue draining once everything arrived).
+    double best_while_receiving = 0;
     std::uint64_t checksum = 0;
+    std::vector<double> phase_rates; // calls/s of each tenth, in order
     template <class Archive>
     void serialize(Archive& ar) {
-        ar& seconds& best& worst& rss& checksum;
+        ar& seconds& best& worst& best_while_receiving& rss& checksum& phase_rates;
     }
 };
 
@@ -88,10 +101,15 @@ report finish() {
     auto prev = g_receiver.start;
     r.best = 0;
     r.worst = 1e300;
-    for (auto t : p) {
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        auto t = p[i];
         double s = std::chrono::duration<double>(t - prev).count();
         double rate = s > 0 ? per_phase / s : 0;
         r.best = std::max(r.best, rate);
+        if (g_receiver.phase_received[i] - g_receiver.received_at_start < g_receiver.count) {
+            r.best_while_receiving = std::max(r.best_while_receiving, rate);
+        }
+        r.phase_rates.push_back(rate);
         r.worst = std::min(r.worst, rate);
         prev = t;
     }
@@ -160,12 +178,20 @@ int courier_main(int argc, char** argv) {
                              : std::to_string(flow.window_parcels) + "/" +
                                    std::to_string(flow.window_bytes >> 10) + "KiB";
     std::printf("mode=%s%s size=%llu count=%llu flow=%s seconds=%.3f rate=%.0f "
-                "best_phase_rate=%.0f worst_phase_rate=%.0f sender_rss_mib=%.1f "
+                "best_phase_rate=%.0f best_receiving_phase_rate=%.0f worst_phase_rate=%.0f "
+                "sender_rss_mib=%.1f "
                 "receiver_rss_mib=%.1f waits=%llu checksum_ok=%d\n",
                 mode.c_str(), ordered ? "_ordered" : "", static_cast<unsigned long long>(size),
                 static_cast<unsigned long long>(count), window.c_str(), r.seconds,
-                static_cast<double>(count) / r.seconds, r.best, r.worst, peak_rss_mib(), r.rss,
-                static_cast<unsigned long long>(flow.waits), r.checksum == expected * count);
+                static_cast<double>(count) / r.seconds, r.best, r.best_while_receiving, r.worst,
+                peak_rss_mib(), r.rss, static_cast<unsigned long long>(flow.waits),
+                r.checksum == expected * count);
+    // The rate of each tenth, on a line of its own (run.sh reads the line above).
+    std::printf("phase_rates=");
+    for (std::size_t i = 0; i < r.phase_rates.size(); ++i) {
+        std::printf("%s%.0f", i == 0 ? "" : ",", r.phase_rates[i]);
+    }
+    std::printf("\n");
     std::fflush(stdout);
     int rc = r.checksum == expected * count ? 0 : 1;
     courier::finalize();
