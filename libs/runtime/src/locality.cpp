@@ -12,6 +12,7 @@
 #include <courier/runtime/init.hpp>
 
 #include <cstdlib>
+#include <optional>
 
 namespace courier {
 
@@ -285,12 +286,16 @@ void distributed_close() {
     }
     st.rings.reset();
     {
-        // Closing the endpoint can wedge as a send can (a lock a dead peer held in shared
-        // memory): the watchdog watches it, and stops only when no thread can be inside.
-        transport_watch::call in_transport;
+        // Closing the endpoint after a peer failed can wedge as a send can (a lock the dead
+        // peer held in shared memory): the watchdog watches it then. Not otherwise: the MPI
+        // transport's close is MPI_Finalize, which rightly waits for every peer to get there.
+        std::optional<transport_watch::call> in_transport;
+        if (any_peer_failed(st)) {
+            in_transport.emplace();
+        }
         st.tp.reset();
     }
-    watchdog_stop(st);
+    watchdog_stop(st);     // no thread can be inside the transport now
     replace_here(nullptr); // the state goes; a later run starts afresh
 }
 
