@@ -35,7 +35,9 @@ struct receiver_state {
     std::int64_t work_ns = 0;
     clock_type::time_point start;
     std::vector<clock_type::time_point> phase_end = std::vector<clock_type::time_point>(phases);
-    // Messages this locality had received when each tenth ended, and when the run began.
+    // Messages this locality had received when each tenth ended, and when the run began. The
+    // count includes the sender's heartbeats (one per peer_timeout/10): a tenth is taken for
+    // one that received nothing when at most those few calls had still to arrive.
     std::vector<std::uint64_t> phase_received = std::vector<std::uint64_t>(phases);
     std::uint64_t received_at_start = 0;
     std::atomic<std::uint64_t> checksum{0};

@@ -838,9 +838,8 @@ void scenario_wedged_shutdown() {
     // Locality 1 dies; this locality's shutdown then wedges in a transport call (components are
     // destroyed as the transport closes). The watchdog must still be watching: the locality
     // ends 2 s after the failure instead of hanging until the launcher's grace period.
-    static auto* kept =
-        new courier::id_type(courier::new_<wedged_at_close>(courier::find_here()).get());
-    (void)kept; // held until shutdown destroys the component
+    // The id is never released, so the component lives until shutdown destroys it.
+    new courier::id_type(courier::new_<wedged_at_close>(courier::find_here()).get());
     courier::post<die_action>(courier::find_all_localities()[1]);
     calls_until_network_error("wedged_shutdown", 100000000);
 }

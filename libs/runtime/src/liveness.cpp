@@ -195,6 +195,18 @@ void liveness_start(locality_state& st) {
     st.live.watchdog = std::thread([&st] { watch(st); });
 }
 
+namespace {
+/// Raises `flag` (under the liveness mutex, which both threads wait on) and joins `t`.
+void stop_thread(locality_state& st, bool& flag, std::thread& t) {
+    {
+        std::lock_guard lk(st.live.mutex);
+        flag = true;
+        st.live.cv.notify_all();
+    }
+    t.join();
+}
+} // namespace
+
 void liveness_stop(locality_state& st) {
     if (!st.live.thread.joinable()) {
         return;
@@ -223,27 +235,17 @@ void liveness_stop(locality_state& st) {
             }
         }
     }
-    {
-        std::lock_guard lk(st.live.mutex);
-        st.live.stopping = true;
-        st.live.cv.notify_all();
-    }
     // The heartbeat thread may be wedged in a transport call (a heartbeat sent just before the
     // peer's failure was known, to a peer that died holding the lock of its shared memory):
-    // then this join never returns, and the watchdog, still running, ends the locality.
-    st.live.thread.join();
+    // then this never returns, and the watchdog, still running, ends the locality
+    // (on_peer_failure=exit; with continue it only logs the wedge).
+    stop_thread(st, st.live.stopping, st.live.thread);
 }
 
 void watchdog_stop(locality_state& st) {
-    if (!st.live.watchdog.joinable()) {
-        return;
+    if (st.live.watchdog.joinable()) {
+        stop_thread(st, st.live.watchdog_stopping, st.live.watchdog);
     }
-    {
-        std::lock_guard lk(st.live.mutex);
-        st.live.watchdog_stopping = true;
-        st.live.cv.notify_all();
-    }
-    st.live.watchdog.join();
 }
 
 bool distributed_failed() {
