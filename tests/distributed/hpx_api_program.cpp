@@ -2,6 +2,7 @@
 // The HPX-style API across real localities (run with --courier:spmd=1: every locality runs the
 // scenario): every collective and its _async form, names, distributed channels and actions
 // that answer with a future. Each locality checks its own results; the job fails if any does.
+#include <algorithm>
 #include "check.hpp"
 
 #include <courier/courier.hpp>
@@ -303,6 +304,38 @@ int scenario_shm_paths(bool expect_rings) {
             std::printf("shm_paths: %.0f nudges after a late locality\n", nudges);
         }
     }
+
+    // Lent values. A large vector passed to all_gather by reference is read by the others
+    // where it is: it stays as it was, and the result holds a copy of it.
+    std::vector<double> const big(4096, double(r) + 0.25);
+    double const big_read0 = my_counter("/collectives/bytes/shm-read");
+    coll::barrier(); // no locality sends its value before every one has read big_read0
+    auto gathered = coll::all_gather(big);
+    CHECK(gathered.size() == p && gathered[r].data() != big.data());
+    CHECK(big.size() == 4096 && big.front() == double(r) + 0.25);
+    for (std::uint32_t j = 0; j < gathered.size(); ++j) {
+        CHECK(gathered[j].size() == 4096 && gathered[j].front() == double(j) + 0.25 &&
+              gathered[j].back() == double(j) + 0.25);
+    }
+    double const big_read =
+        coll::all_reduce(my_counter("/collectives/bytes/shm-read") - big_read0, std::plus<>{});
+    if (p > 1) {
+        CHECK(expect_rings ? big_read >= double(p * (p - 1) * 4096 * sizeof(double))
+                           : big_read == 0);
+    }
+    // The root of a broadcast lends its value to a late child and returns it: it may return
+    // only once the child has copied it, so overwriting it at once must not reach the child.
+    std::vector<double> root_value(8192, r == 0 ? 7.0 : 0.0);
+    if (r == p - 1 && r != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    auto cast = coll::broadcast(std::move(root_value), 0);
+    if (r == 0) {
+        std::fill(cast.begin(), cast.end(), -1.0);
+    } else {
+        CHECK(cast.size() == 8192 &&
+              std::all_of(cast.begin(), cast.end(), [](double x) { return x == 7.0; }));
+    }
     return courier_test::verdict("shm_paths");
 }
 
@@ -399,6 +432,41 @@ int scenario_names_dead() {
         std::printf("names_dead: barrier failed: %s\n", e.what());
     }
     return courier_test::verdict("names_dead");
+}
+
+/// A locality dies before it has copied a value lent to it (a large broadcast value, named by
+/// address in shared memory): the root's broadcast fails with network_error, neither hanging
+/// nor returning a value the dead locality could still be reading.
+std::atomic<bool> doomed_left{false};
+void note_doomed_left() {
+    doomed_left = true;
+}
+COURIER_PLAIN_ACTION(note_doomed_left, doomed_left_action);
+
+int scenario_lend_dead() {
+    std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
+    coll::barrier();
+    if (r == p - 1) {
+        // Out of every collective (nothing drains its inbox), alive while the root lends.
+        // (Its worker keeps running: the post and the barrier's last nudge must leave.)
+        courier::post<doomed_left_action>(courier::find_all_localities()[0]);
+        courier::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::_Exit(3); // dies without a word, before its broadcast
+    }
+    while (r == 0 && !doomed_left.load()) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    auto const t0 = std::chrono::steady_clock::now();
+    try {
+        auto v = coll::broadcast(std::vector<double>(8192, 1.0), 0);
+        CHECK(r != 0 && v.size() == 8192); // the root lent to the dying locality
+    } catch (courier::network_error const& e) {
+        CHECK(r == 0 || p > 2);
+        std::printf("lend_dead: locality %u: network_error after %.2f s: %s\n", r,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    e.what());
+    }
+    return courier_test::verdict("lend_dead");
 }
 
 // ---- channels ----
@@ -537,6 +605,8 @@ int courier_main(int argc, char** argv) {
         rc = scenario_names();
     } else if (scenario == "names_dead") {
         rc = scenario_names_dead();
+    } else if (scenario == "lend_dead") {
+        rc = scenario_lend_dead();
     } else if (scenario == "channels") {
         rc = scenario_channels();
     } else if (scenario == "future_actions") {

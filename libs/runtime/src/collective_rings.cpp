@@ -235,7 +235,8 @@ bool collective_rings::reads_from_me(std::uint32_t to) const noexcept {
 collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint64_t wire_id,
                                                      std::uint64_t generation, std::uint32_t step,
                                                      std::span<std::byte const> payload,
-                                                     std::shared_ptr<void const> keep) noexcept {
+                                                     std::shared_ptr<void const> keep,
+                                                     std::uint64_t* lent) noexcept {
     if (!reaches(to) || payload.size() > payload_capacity) {
         return push_result::no_ring;
     }
@@ -257,13 +258,16 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
             return push_result::no_ring;
         }
     }
+    bool const by_address = (!kept.empty() && kept.back().first == t) || lent != nullptr;
+    if (lent != nullptr) {
+        *lent = t;
+    }
     std::byte* c = r.cell[t % cells];
     cell_fields f{wire_id,
                   generation,
                   step,
                   static_cast<std::uint32_t>(payload.size()),
-                  kept.empty() || kept.back().first != t ? 0
-                                                         : static_cast<std::int32_t>(::getpid()),
+                  by_address ? static_cast<std::int32_t>(::getpid()) : 0,
                   0};
     std::memcpy(c, &f, sizeof f);
     if (!payload.empty()) {
@@ -336,6 +340,10 @@ std::int32_t collective_rings::sender_pid(std::uint32_t from, std::int32_t claim
         return 0; // nothing may be read: a message naming memory then fails to load
     }
     return claimed;
+}
+
+bool collective_rings::taken(std::uint32_t to, std::uint64_t seq) const noexcept {
+    return !reaches(to) || peer_ring(to).head.load(std::memory_order_acquire) > seq;
 }
 
 void collective_rings::release_taken() noexcept {

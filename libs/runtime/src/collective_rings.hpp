@@ -101,10 +101,15 @@ public:
 
     /// Copies a message into `to`'s inbox. Never blocks on the receiver. `keep` non-null: the
     /// payload names memory of this process that `keep` holds; it is kept until the receiver
-    /// has taken the message.
+    /// has taken the message. `lent` non-null (and `keep` null): the payload names memory of
+    /// this process that the caller keeps unchanged until taken(to, *lent); *lent gets the
+    /// message's sequence number.
     push_result push(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
                      std::uint32_t step, std::span<std::byte const> payload,
-                     std::shared_ptr<void const> keep = nullptr) noexcept;
+                     std::shared_ptr<void const> keep = nullptr,
+                     std::uint64_t* lent = nullptr) noexcept;
+    /// Whether `to` has taken (and so copied what it names) the message of sequence `seq`.
+    bool taken(std::uint32_t to, std::uint64_t seq) const noexcept;
 
     /// Offers the message at the head of the ring from `from` to `take`; removes it if `take`
     /// returns true (also when `take` throws: the exception propagates). False if the ring is

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace courier::collectives::detail {
@@ -161,15 +162,18 @@ void ring_read_pieces(std::int32_t pid, ring_piece const* pieces, std::size_t co
     }
 }
 
-bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
-               std::uint32_t step, std::span<std::byte const> payload,
-               std::shared_ptr<void const> keep) {
+namespace {
+
+/// Puts a message into `to`'s inbox and nudges `to` if it sleeps on it; true if it was sent.
+bool push(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation, std::uint32_t step,
+          std::span<std::byte const> payload, std::shared_ptr<void const> keep,
+          std::uint64_t* lent) {
     courier::detail::collective_rings* r = rings();
     if (r == nullptr) {
         return false;
     }
     using result = courier::detail::collective_rings::push_result;
-    result res = r->push(to, wire_id, generation, step, payload, std::move(keep));
+    result res = r->push(to, wire_id, generation, step, payload, std::move(keep), lent);
     if (res == result::sent_wake) {
         try {
             courier::post<courier_collectives_nudge_action>(locality(to));
@@ -182,6 +186,90 @@ bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation
         }
     }
     return res == result::sent || res == result::sent_wake;
+}
+
+/// The locality whose failure broke the collectives, if one has.
+std::optional<std::uint32_t> broken() {
+    auto& t = table();
+    std::lock_guard lk(t.mutex);
+    return t.failed;
+}
+
+} // namespace
+
+bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
+               std::uint32_t step, std::span<std::byte const> payload,
+               std::shared_ptr<void const> keep) {
+    return push(to, wire_id, generation, step, payload, std::move(keep), nullptr);
+}
+
+bool ring_lend(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
+               std::uint32_t step, std::span<std::byte const> payload, loan& l) {
+    std::uint64_t seq = 0;
+    if (!push(to, wire_id, generation, step, payload, nullptr, &seq)) {
+        return false;
+    }
+    l = loan{to, seq};
+    return true;
+}
+
+bool ring_wait_taken(std::span<loan const> loans, bool bounded) {
+    courier::detail::collective_rings* r = rings();
+    if (r == nullptr) {
+        return true;
+    }
+    // A receiver that failed reads nothing more; one whose collective failed (another
+    // locality did) may never take its message.
+    auto all_taken = [&](bool check_broken) {
+        for (loan const& l : loans) {
+            if (!r->taken(l.to, l.seq)) {
+                if (courier::detail::has_failed(courier::detail::here(), l.to)) {
+                    std::rethrow_exception(failure(l.to));
+                }
+                if (check_broken) {
+                    if (std::optional<std::uint32_t> f = broken()) {
+                        std::rethrow_exception(failure(*f));
+                    }
+                }
+                return false;
+            }
+        }
+        return true;
+    };
+    if (all_taken(false)) {
+        return true;
+    }
+    // The receivers are in the collective and copy soon: spin as an idle worker would, then
+    // sleep in growing steps (a receiver that comes late costs no core).
+    courier::detail::worker* w = courier::detail::current_worker();
+    courier::detail::scheduler_options const idle =
+        w != nullptr ? w->sched.options() : courier::detail::scheduler_options{};
+    auto const start = std::chrono::steady_clock::now();
+    for (std::uint32_t spins = 1; std::chrono::steady_clock::now() - start < idle.idle_spin;
+         ++spins) {
+        if (all_taken(spins % 64 == 0)) {
+            return true;
+        }
+        if (spins % 64 == 0) {
+            courier::this_thread::yield();
+        }
+        if (idle.oversubscribed) {
+            std::this_thread::yield(); // the receiver may need this core
+        }
+    }
+    std::chrono::milliseconds limit = courier::detail::here().live.timeout;
+    if (limit.count() == 0) { // no liveness checks: the default timeout
+        limit = std::chrono::seconds(5);
+    }
+    std::chrono::microseconds nap{20};
+    while (!all_taken(true)) {
+        if (bounded && std::chrono::steady_clock::now() - start > limit) {
+            return false;
+        }
+        courier::this_thread::sleep_for(nap);
+        nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(1));
+    }
+    return true;
 }
 
 bool ring_take(key const& k, std::uint64_t wire_id,

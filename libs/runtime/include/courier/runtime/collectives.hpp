@@ -33,6 +33,7 @@
 #include <courier/runtime/detail/collective_algorithms.hpp>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -70,15 +71,24 @@ inline future<void> barrier_async() {
     return detail::start<void>([](auto c) { detail::barrier(c); });
 }
 
-/// result[i] is locality i's value, on every locality.
+/// result[i] is locality i's value, on every locality. A value passed by reference is not
+/// copied to be sent: on one host the others copy it straight from the caller's memory (as
+/// from an MPI send buffer), so it must not change during the call; result[this locality] is
+/// a copy. A value passed as an rvalue is moved there.
 template <class T>
-std::vector<T> all_gather(T value) {
-    return detail::all_gather(detail::round_trip(detail::next_generation()), std::move(value));
+std::vector<T> all_gather(T const& value) {
+    return detail::all_gather(detail::round_trip(detail::next_generation()), value,
+                              static_cast<T*>(nullptr));
+}
+template <class T>
+    requires(!std::is_reference_v<T>)
+std::vector<T> all_gather(T&& value) {
+    return detail::all_gather(detail::round_trip(detail::next_generation()), value, &value);
 }
 template <class T>
 future<std::vector<T>> all_gather_async(T value) {
     return detail::start<std::vector<T>>(
-        [v = std::move(value)](auto c) mutable { return detail::all_gather(c, std::move(v)); });
+        [v = std::move(value)](auto c) mutable { return detail::all_gather(c, v, &v); });
 }
 
 /// values[i] goes to locality i; result[i] came from locality i. values.size() must be P.

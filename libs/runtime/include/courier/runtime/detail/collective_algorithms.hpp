@@ -35,17 +35,20 @@ T all_reduce(round_trip const& c, T value, Op& op) {
     if (r < 2 * rem) {
         acc = op(c.receive<T>(r - 1, 0), std::move(acc));
     }
+    lent l; // acc goes to the partner by address, unchanged until it has copied it
     std::uint32_t step = 1;
     for (std::uint32_t mask = 1; mask < pof2; mask <<= 1, ++step) {
         std::uint32_t partner_new = newrank ^ mask;
         std::uint32_t partner = partner_new < rem ? partner_new * 2 + 1 : partner_new + rem;
-        c.send(partner, step, acc);
+        c.lend(partner, step, acc, l);
         T other = c.receive<T>(partner, step);
+        l.wait();
         acc = partner_new < newrank ? op(std::move(other), std::move(acc))
                                     : op(std::move(acc), std::move(other));
     }
     if (r < 2 * rem) {
-        c.send(r - 1, last_step, acc);
+        c.lend(r - 1, last_step, acc, l);
+        l.wait();
     }
     return acc;
 }
@@ -62,11 +65,13 @@ T broadcast(round_trip const& c, T value, std::uint32_t root) {
         }
         mask <<= 1;
     }
+    lent l;
     for (mask >>= 1; mask > 0; mask >>= 1) {
         if (vr + mask < p) {
-            c.send((vr + mask + root) % p, 0, value);
+            c.lend((vr + mask + root) % p, 0, value, l);
         }
     }
+    l.wait();
     return value;
 }
 
@@ -161,27 +166,33 @@ T scatter(round_trip const& c, std::vector<T> values, std::uint32_t root) {
     return std::move(block[0]);
 }
 
+/// `mine`: this locality's value, lent to the other localities by address (unchanged until
+/// all_gather returns); the result holds `*own` (moved) if given, else a copy of `mine`.
 template <class T>
-std::vector<T> all_gather(round_trip const& c, T value) {
+std::vector<T> all_gather(round_trip const& c, T const& mine, T* own) {
     std::uint32_t const p = c.size(), r = c.rank();
-    std::vector<T> buf; // buf[j]: the value of locality (r + j) % p
-    buf.push_back(std::move(value));
+    std::vector<T> got; // got[j - 1]: the value of locality (r + j) % p
+    got.reserve(p - 1); // never moved: each round lends what came before
+    auto at = [&](std::size_t j) -> T const& { return j == 0 ? mine : got[j - 1]; };
+    lent l;
     std::uint32_t step = 0;
     for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
         std::uint32_t n = std::min(dist, p - dist);
-        c.send((r + p - dist) % p, step, std::vector<T>(buf.begin(), buf.begin() + n));
+        c.template lend_each<T>((r + p - dist) % p, step, n, at, l);
         auto more = c.receive<std::vector<T>>((r + dist) % p, step);
         if (more.size() != n) {
             throw std::runtime_error("courier: all_gather: a round brought " +
                                      std::to_string(more.size()) + " values");
         }
         for (auto& v : more) {
-            buf.push_back(std::move(v));
+            got.push_back(std::move(v));
         }
     }
+    l.wait();
     std::vector<T> result(p);
-    for (std::uint32_t j = 0; j < p; ++j) {
-        result[(r + j) % p] = std::move(buf[j]);
+    result[r] = own != nullptr ? std::move(*own) : mine;
+    for (std::uint32_t j = 1; j < p; ++j) {
+        result[(r + j) % p] = std::move(got[j - 1]);
     }
     return result;
 }
@@ -233,18 +244,21 @@ template <class T, class Op>
 std::pair<T, std::optional<T>> scan(round_trip const& c, T value, Op& op) {
     std::uint32_t const p = c.size(), r = c.rank();
     T acc = std::move(value);
+    lent l;
     std::optional<T> before;
     std::uint32_t step = 0;
     for (std::uint32_t dist = 1; dist < p; dist <<= 1, ++step) {
         if (r + dist < p) {
-            c.send(r + dist, step, acc);
+            c.lend(r + dist, step, acc, l);
         }
         if (r >= dist) {
             T other = c.receive<T>(r - dist, step);
+            l.wait();
             before = before ? op(other, std::move(*before)) : other;
             acc = op(std::move(other), std::move(acc));
         }
     }
+    l.wait();
     return {std::move(acc), std::move(before)};
 }
 

@@ -9,6 +9,7 @@
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/detail/collective_codec.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <tuple>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 namespace courier::collectives::detail {
 
@@ -83,6 +85,21 @@ bool ring_reads_from_sender(std::uint32_t rank) noexcept;
 bool ring_send(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
                std::uint32_t step, std::span<std::byte const> payload,
                std::shared_ptr<void const> keep = nullptr);
+/// A message in `to`'s inbox that names memory of this process, which must stay unchanged
+/// until the receiver has taken (copied) it: its sequence number in that ring.
+struct loan {
+    std::uint32_t to;
+    std::uint64_t seq;
+};
+/// Copies a message that names memory of this process into `to`'s inbox; false: it was not
+/// sent.
+bool ring_lend(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
+               std::uint32_t step, std::span<std::byte const> payload, loan& l);
+/// Waits until every loan's message was taken: spins for the idle spin, then sleeps (the
+/// lightweight thread) in growing steps. Throws network_error when a receiver has failed.
+/// `bounded`: returns false after the liveness timeout instead of waiting on (an exception
+/// leaves the collective: its receivers may have left it too).
+bool ring_wait_taken(std::span<loan const> loans, bool bounded = false);
 /// If the message at the head of the inbox from `k.source` is `k` with `wire_id`, removes it
 /// and calls `load` on its payload and its sender's process id (also when `load` throws). True
 /// if it did.
@@ -155,6 +172,36 @@ struct message_action {
         register_ring_loader(wire_id(), &ring_load<T>);
 };
 
+/// The messages of a collective that name its values by address (round_trip::lend): the
+/// values must stay unchanged until each receiver has copied them, so the collective calls
+/// wait() before it changes them or returns, as MPI's send completes once the receiver has its
+/// copy. Leaving by an exception waits too, bounded by the liveness timeout.
+class lent {
+public:
+    lent() = default;
+    lent(lent const&) = delete;
+    lent& operator=(lent const&) = delete;
+    ~lent() {
+        if (!loans_.empty()) {
+            try {
+                (void)ring_wait_taken(loans_, true);
+            } catch (...) { // a receiver failed: it reads nothing more
+            }
+        }
+    }
+    void reserve_one() { loans_.reserve(loans_.size() + 1); }
+    void add(loan l) noexcept { loans_.push_back(l); } // after reserve_one()
+    void wait() {
+        if (!loans_.empty()) {
+            ring_wait_taken(loans_);
+            loans_.clear();
+        }
+    }
+
+private:
+    std::vector<loan> loans_;
+};
+
 /// One collective on this locality: its generation, and messages to and from its peers.
 class round_trip {
 public:
@@ -197,6 +244,48 @@ public:
         }
         courier::post<message_action<T>>(locality(to), generation_, step, std::move(value));
     }
+    /// Sends `value` as send() does, naming its large vectors by address when the receiver
+    /// can read them: `value` must then stay unchanged until `l.wait()`.
+    template <class T>
+    void lend(std::uint32_t to, std::uint32_t step, T const& value, lent& l) const {
+        if constexpr (ring_flat<T>::value) {
+            if (lend_encoded<T>(to, step, l, [&](ring_writer& w, bool by_address) {
+                    return ring_encode(value, w, by_address);
+                })) {
+                return;
+            }
+        }
+        send(to, step, value);
+    }
+    /// Sends `at(0)`, ..., `at(count - 1)` (each a T const&) as a std::vector<T>, as lend().
+    template <class T, class At>
+    void lend_each(std::uint32_t to, std::uint32_t step, std::size_t count, At const& at,
+                   lent& l) const {
+        if constexpr (ring_flat<T>::value) {
+            if (count <= ring_payload_limit &&
+                lend_encoded<std::vector<T>>(to, step, l, [&](ring_writer& w, bool by_address) {
+                    auto const n = static_cast<std::uint32_t>(count);
+                    std::uint8_t const tag = 0;
+                    if (!w.put(&n, sizeof n) || !w.put(&tag, 1)) {
+                        return false;
+                    }
+                    for (std::size_t i = 0; i < count; ++i) {
+                        if (!ring_encode(at(i), w, by_address)) {
+                            return false;
+                        }
+                    }
+                    return true;
+                })) {
+                return;
+            }
+        }
+        std::vector<T> copy;
+        copy.reserve(count);
+        for (std::size_t i = 0; i < count; ++i) {
+            copy.push_back(at(i));
+        }
+        send(to, step, std::move(copy));
+    }
     template <class T>
     T receive(std::uint32_t from, std::uint32_t step) const {
         key const k{generation_, step, from};
@@ -223,6 +312,32 @@ public:
     }
 
 private:
+    /// Writes a message of type M into a cell with `encode` and puts it into `to`'s inbox, as
+    /// a loan of `l` if it names memory by address. False: not sent.
+    template <class M, class Encode>
+    bool lend_encoded(std::uint32_t to, std::uint32_t step, lent& l, Encode const& encode) const {
+        if (!ring_sends_to(to)) {
+            return false;
+        }
+        std::uint64_t const id = message_action<M>::wire_id();
+        std::byte buf[ring_payload_limit];
+        ring_writer w{buf, buf + sizeof buf};
+        if (!encode(w, ring_reads_from_sender(to))) {
+            return false;
+        }
+        std::span<std::byte const> payload{buf, static_cast<std::size_t>(w.at - buf)};
+        if (w.by_address == 0) {
+            return ring_send(to, id, generation_, step, payload);
+        }
+        l.reserve_one();
+        loan taken{};
+        if (!ring_lend(to, id, generation_, step, payload, taken)) {
+            return false;
+        }
+        l.add(taken);
+        return true;
+    }
+
     std::uint64_t generation_;
     std::uint32_t rank_, size_;
 };
