@@ -5,6 +5,9 @@
 # every collective message a parcel (--courier:shm_collectives=0), then MPI); prints per case
 # the median latency of each over the rounds and the medians of the per-round ratios.
 # usage: benchmarks/collectives/compare.sh [--rounds=N] [--ranks="2 4 8 16"] [--build=DIR]
+#            [--before=DIR]
+# --before=DIR: also runs DIR's coll_courier (another build, shared-memory collectives) in each
+# round and prints Courier's latency over it (below 1 = faster than that build).
 # Courier runs on shm with one worker per locality, MPI on vader; both unbound (more ranks than
 # cores oversubscribe: OpenMPI then yields when idle, Courier's idle workers sleep).
 set -euo pipefail
@@ -12,11 +15,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../../build"
 rounds=5
 ranks="2 4 8 16"
+before=""
 for a in "$@"; do
     case "$a" in
         --rounds=*) rounds=${a#--rounds=} ;;
         --ranks=*) ranks=${a#--ranks=} ;;
         --build=*) build=${a#--build=} ;;
+        --before=*) before=${a#--before=} ;;
         *) echo "compare.sh: unknown option $a" >&2; exit 2 ;;
     esac
 done
@@ -35,6 +40,11 @@ for p in $ranks; do
                 --courier:shm_collectives="$shm" --label="$label" |
                 sed -n "s/^RESULT /$r /p" >> "$raw"
         done
+        if [ -n "$before" ]; then
+            COURIER_BIND=none "$before/bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
+                "$before/bin/coll_courier" --courier:spmd=1 --courier:provider=shm \
+                --courier:threads=1 --label=before | sed -n "s/^RESULT /$r /p" >> "$raw"
+        fi
         timeout 300 mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none --mca btl self,vader \
             "$bin/coll_mpi" | sed -n "s/^RESULT /$r /p" >> "$raw"
     done
@@ -45,8 +55,10 @@ rows = {}
 for line in open(sys.argv[1]):
     rnd, impl, op, size, ranks, avg, lo, hi = line.split()
     rows.setdefault((op, int(size), int(ranks)), {}).setdefault(impl, {})[int(rnd)] = float(avg)
+has_before = any('before' in by for by in rows.values())
 print(f"{'op':10} {'bytes':>6} {'ranks':>5} {'courier us':>11} {'parcels us':>11} "
-      f"{'mpi us':>9} {'c/mpi':>6} {'p/mpi':>6} {'c/p':>6}")
+      f"{'mpi us':>9} {'c/mpi':>6} {'p/mpi':>6} {'c/p':>6}" +
+      (f" {'before us':>10} {'c/before':>8}" if has_before else ""))
 def ratio(a, b):
     common = sorted(set(a) & set(b))
     return statistics.median(a[r] / b[r] for r in common) if common else float('nan')
@@ -54,6 +66,8 @@ def med(a):
     return statistics.median(a.values()) if a else float('nan')
 for (op, size, ranks), by in sorted(rows.items()):
     c, p, m = by.get('courier', {}), by.get('courier-parcels', {}), by.get('mpi', {})
+    b = by.get('before', {})
     print(f"{op:10} {size:>6} {ranks:>5} {med(c):>11.2f} {med(p):>11.2f} {med(m):>9.2f} "
-          f"{ratio(c, m):>6.2f} {ratio(p, m):>6.2f} {ratio(c, p):>6.2f}")
+          f"{ratio(c, m):>6.2f} {ratio(p, m):>6.2f} {ratio(c, p):>6.2f}" +
+          (f" {med(b):>10.2f} {ratio(c, b):>8.2f}" if has_before else ""))
 PY

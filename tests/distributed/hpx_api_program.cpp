@@ -2,8 +2,8 @@
 // The HPX-style API across real localities (run with --courier:spmd=1: every locality runs the
 // scenario): every collective and its _async form, names, distributed channels and actions
 // that answer with a future. Each locality checks its own results; the job fails if any does.
-#include <algorithm>
 #include "check.hpp"
+#include <algorithm>
 
 #include <courier/courier.hpp>
 

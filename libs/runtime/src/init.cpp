@@ -11,6 +11,8 @@
 #include "traffic.hpp"
 #include "transport_watch.hpp"
 
+#include <malloc.h>
+
 #include <courier/parcelport/mpi.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/runtime/actions.hpp>
@@ -148,6 +150,25 @@ bool wait_for_quiescence(detail::scheduler& s) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
 }
+
+/// --courier:malloc_retain: glibc's allocator keeps freed memory (options.cpp says why).
+/// A threshold the user set in the environment is left alone.
+void retain_freed_memory() {
+#if defined(__GLIBC__)
+    char const* tunables = std::getenv("GLIBC_TUNABLES");
+    auto user_set = [&](char const* env, char const* tunable) {
+        return std::getenv(env) != nullptr ||
+               (tunables != nullptr && std::strstr(tunables, tunable) != nullptr);
+    };
+    if (!user_set("MALLOC_TRIM_THRESHOLD_", "malloc.trim_threshold")) {
+        ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    }
+    if (!user_set("MALLOC_MMAP_THRESHOLD_", "malloc.mmap_threshold")) {
+        ::mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest on 64-bit hosts
+    }
+#endif
+}
+
 } // namespace
 
 int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
@@ -230,6 +251,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         trace_path = trace_path_from(cfg);
         trace_events = static_cast<std::uint64_t>(cfg.get_int("trace_events", 0, 1ll << 40));
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
+        if (cfg.get_int("malloc_retain", 0, 1) == 1) {
+            retain_freed_memory();
+        }
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
