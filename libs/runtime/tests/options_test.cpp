@@ -205,7 +205,7 @@ TEST(options, bind_auto_pins_workers_unless_they_oversubscribe_the_cores) {
 // --courier:malloc_retain (the default) the pages stay, so the allocations fault nothing in;
 // with glibc's defaults each free of 128 KiB at the top hands them back to the kernel.
 namespace {
-long page_faults_of_allocate_free_cycles() {
+[[maybe_unused]] long page_faults_of_allocate_free_cycles() {
     auto cycle = [] {
         std::size_t const n = 65536;
         std::unique_ptr<char[]> blocks[4]; // zero-filled: every page touched
