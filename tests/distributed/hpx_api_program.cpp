@@ -317,6 +317,11 @@ int scenario_shm_paths(bool expect_rings) {
         CHECK(gathered[j].size() == 4096 && gathered[j].front() == double(j) + 0.25 &&
               gathered[j].back() == double(j) + 0.25);
     }
+    // An rvalue is moved into the result, not copied.
+    std::vector<double> moved(4096, double(r));
+    double const* const moved_data = moved.data();
+    auto gathered_moved = coll::all_gather(std::move(moved));
+    CHECK(gathered_moved.size() == p && gathered_moved[r].data() == moved_data);
     double const big_read =
         coll::all_reduce(my_counter("/collectives/bytes/shm-read") - big_read0, std::plus<>{});
     if (p > 1) {

@@ -226,7 +226,9 @@ bool ring_wait_taken(std::span<loan const> loans, bool bounded) {
                 if (courier::detail::has_failed(courier::detail::here(), l.to)) {
                     std::rethrow_exception(failure(l.to));
                 }
-                if (check_broken) {
+                // Leaving by an exception (bounded), the receiver may not know of the failure
+                // yet and still read: only its own failure or the time limit ends the wait.
+                if (check_broken && !bounded) {
                     if (std::optional<std::uint32_t> f = broken()) {
                         std::rethrow_exception(failure(*f));
                     }

@@ -81,7 +81,7 @@ std::vector<T> all_gather(T const& value) {
                               static_cast<T*>(nullptr));
 }
 template <class T>
-requires(!std::is_reference_v<T>) std::vector<T> all_gather(T&& value) {
+requires(!std::is_reference_v<T> && !std::is_const_v<T>) std::vector<T> all_gather(T&& value) {
     return detail::all_gather(detail::round_trip(detail::next_generation()), value, &value);
 }
 template <class T>

@@ -190,7 +190,11 @@ std::vector<T> all_gather(round_trip const& c, T const& mine, T* own) {
     }
     l.wait();
     std::vector<T> result(p);
-    result[r] = own != nullptr ? std::move(*own) : mine;
+    if (own != nullptr) {
+        result[r] = std::move(*own);
+    } else {
+        result[r] = mine;
+    }
     for (std::uint32_t j = 1; j < p; ++j) {
         result[(r + j) % p] = std::move(got[j - 1]);
     }

@@ -98,7 +98,8 @@ bool ring_lend(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation
 /// Waits until every loan's message was taken: spins for the idle spin, then sleeps (the
 /// lightweight thread) in growing steps. Throws network_error when a receiver has failed.
 /// `bounded`: returns false after the liveness timeout instead of waiting on (an exception
-/// leaves the collective: its receivers may have left it too).
+/// leaves the collective: its receivers may have left it too), and only a receiver's own
+/// failure ends it sooner (one that has not yet learnt of another's may still read).
 bool ring_wait_taken(std::span<loan const> loans, bool bounded = false);
 /// If the message at the head of the inbox from `k.source` is `k` with `wire_id`, removes it
 /// and calls `load` on its payload and its sender's process id (also when `load` throws). True
