@@ -3,10 +3,10 @@
 // scenario): every collective and its _async form, names, distributed channels and actions
 // that answer with a future. Each locality checks its own results; the job fails if any does.
 #include "check.hpp"
-#include <algorithm>
 
 #include <courier/courier.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -442,23 +442,17 @@ int scenario_names_dead() {
 /// A locality dies before it has copied a value lent to it (a large broadcast value, named by
 /// address in shared memory): the root's broadcast fails with network_error, neither hanging
 /// nor returning a value the dead locality could still be reading.
-std::atomic<bool> doomed_left{false};
-void note_doomed_left() {
-    doomed_left = true;
-}
-COURIER_PLAIN_ACTION(note_doomed_left, doomed_left_action);
-
 int scenario_lend_dead() {
     std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
     coll::barrier();
     if (r == p - 1) {
         // Out of every collective (nothing drains its inbox), alive while the root lends.
         // (Its worker keeps running: the post and the barrier's last nudge must leave.)
-        courier::post<doomed_left_action>(courier::find_all_localities()[0]);
+        courier::post<go_action>(courier::find_all_localities()[0]); // it has left the barrier
         courier::this_thread::sleep_for(std::chrono::milliseconds(300));
         std::_Exit(3); // dies without a word, before its broadcast
     }
-    while (r == 0 && !doomed_left.load()) {
+    while (r == 0 && !go_signal.load()) {
         courier::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     auto const t0 = std::chrono::steady_clock::now();

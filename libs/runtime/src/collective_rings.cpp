@@ -240,6 +240,7 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
     if (!reaches(to) || payload.size() > payload_capacity) {
         return push_result::no_ring;
     }
+    bool const by_address = keep != nullptr || lent != nullptr; // the cell names our memory
     std::unique_lock lock(writing_[to].writing);
     ring& r = peer_ring(to);
     std::uint64_t t = r.tail.load(std::memory_order_relaxed);
@@ -258,7 +259,6 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
             return push_result::no_ring;
         }
     }
-    bool const by_address = (!kept.empty() && kept.back().first == t) || lent != nullptr;
     if (lent != nullptr) {
         *lent = t;
     }

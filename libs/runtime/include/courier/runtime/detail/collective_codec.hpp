@@ -75,11 +75,37 @@ struct ring_reader {
     }
 };
 
+template <class T>
+bool ring_encode(T const& v, ring_writer& w, bool by_address = false) noexcept;
+
+/// What comes before a vector's elements: their count (4 bytes) and its tag (1 byte: 0 inline,
+/// 1 by address).
+inline bool ring_put_head(ring_writer& w, std::size_t count, std::uint8_t tag) noexcept {
+    auto const n = static_cast<std::uint32_t>(count);
+    return w.put(&n, sizeof n) && w.put(&tag, 1);
+}
+
+/// `at(0)`, ..., `at(count - 1)` (each a T const&) written as ring_encode writes a vector of
+/// them with its elements inline (tag 0): a vector's elements one by one, or values that are
+/// not in one vector (all_gather's own value and those it received) as if they were.
+template <class At>
+bool ring_encode_each(std::size_t count, At const& at, ring_writer& w, bool by_address) noexcept {
+    if (count > ring_payload_limit || !ring_put_head(w, count, 0)) {
+        return false;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!ring_encode(at(i), w, by_address)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /// `by_address`: vectors of arithmetic values of at least ring_by_address_min bytes are named
 /// by address (set by the caller only when the receiver can read this process's memory and
 /// the value stays alive until it has).
 template <class T>
-bool ring_encode(T const& v, ring_writer& w, bool by_address = false) noexcept {
+bool ring_encode(T const& v, ring_writer& w, bool by_address) noexcept {
     if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
         return w.put(&v, sizeof v);
     } else { // a vector
@@ -89,30 +115,17 @@ bool ring_encode(T const& v, ring_writer& w, bool by_address = false) noexcept {
             if (by_address && bytes >= ring_by_address_min &&
                 bytes <= ring_max_by_address - w.by_address) {
                 w.by_address += bytes;
-                auto const n = static_cast<std::uint32_t>(v.size());
-                std::uint8_t const tag = 1;
                 auto const at = reinterpret_cast<std::uintptr_t>(v.data());
                 std::uint64_t const addr = at;
-                return w.put(&n, sizeof n) && w.put(&tag, 1) && w.put(&addr, sizeof addr);
+                return ring_put_head(w, v.size(), 1) && w.put(&addr, sizeof addr);
             }
-        }
-        if (v.size() > ring_payload_limit) {
-            return false;
-        }
-        auto const n = static_cast<std::uint32_t>(v.size());
-        std::uint8_t const tag = 0;
-        if (!w.put(&n, sizeof n) || !w.put(&tag, 1)) {
-            return false;
         }
         if constexpr (std::is_arithmetic_v<U> || std::is_enum_v<U>) {
-            return w.put(v.data(), bytes);
+            return v.size() <= ring_payload_limit && ring_put_head(w, v.size(), 0) &&
+                   w.put(v.data(), bytes);
         } else {
-            for (auto const& e : v) {
-                if (!ring_encode(e, w, by_address)) {
-                    return false;
-                }
-            }
-            return true;
+            return ring_encode_each(
+                v.size(), [&](std::size_t i) -> U const& { return v[i]; }, w, by_address);
         }
     }
 }

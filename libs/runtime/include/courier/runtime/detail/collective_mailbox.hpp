@@ -9,7 +9,7 @@
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/detail/collective_codec.hpp>
 
-#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -176,31 +176,41 @@ struct message_action {
 /// The messages of a collective that name its values by address (round_trip::lend): the
 /// values must stay unchanged until each receiver has copied them, so the collective calls
 /// wait() before it changes them or returns, as MPI's send completes once the receiver has its
-/// copy. Leaving by an exception waits too, bounded by the liveness timeout.
+/// copy. Leaving by an exception waits too, bounded by the liveness timeout. A collective lends
+/// at most one message a round between waits (log2 of at most 64 localities on a host): the
+/// loans are held inline, and a full set is waited for before another is added.
 class lent {
 public:
     lent() = default;
     lent(lent const&) = delete;
     lent& operator=(lent const&) = delete;
     ~lent() {
-        if (!loans_.empty()) {
+        if (count_ != 0) {
             try {
-                (void)ring_wait_taken(loans_, true);
+                (void)ring_wait_taken(loans(), true);
             } catch (...) { // a receiver failed: it reads nothing more
             }
         }
     }
-    void reserve_one() { loans_.reserve(loans_.size() + 1); }
-    void add(loan l) noexcept { loans_.push_back(l); } // after reserve_one()
+    /// Makes room for one more loan (waits for the ones held if they fill it).
+    void make_room() {
+        if (count_ == capacity) {
+            wait();
+        }
+    }
+    void add(loan l) noexcept { loans_[count_++] = l; } // after make_room()
     void wait() {
-        if (!loans_.empty()) {
-            ring_wait_taken(loans_);
-            loans_.clear();
+        if (count_ != 0) {
+            ring_wait_taken(loans());
+            count_ = 0;
         }
     }
 
 private:
-    std::vector<loan> loans_;
+    static constexpr std::size_t capacity = 8;
+    std::span<loan const> loans() const noexcept { return {loans_.data(), count_}; }
+    std::array<loan, capacity> loans_{};
+    std::size_t count_ = 0;
 };
 
 /// One collective on this locality: its generation, and messages to and from its peers.
@@ -263,19 +273,8 @@ public:
     void lend_each(std::uint32_t to, std::uint32_t step, std::size_t count, At const& at,
                    lent& l) const {
         if constexpr (ring_flat<T>::value) {
-            if (count <= ring_payload_limit &&
-                lend_encoded<std::vector<T>>(to, step, l, [&](ring_writer& w, bool by_address) {
-                    auto const n = static_cast<std::uint32_t>(count);
-                    std::uint8_t const tag = 0;
-                    if (!w.put(&n, sizeof n) || !w.put(&tag, 1)) {
-                        return false;
-                    }
-                    for (std::size_t i = 0; i < count; ++i) {
-                        if (!ring_encode(at(i), w, by_address)) {
-                            return false;
-                        }
-                    }
-                    return true;
+            if (lend_encoded<std::vector<T>>(to, step, l, [&](ring_writer& w, bool by_address) {
+                    return ring_encode_each(count, at, w, by_address);
                 })) {
                 return;
             }
@@ -330,7 +329,7 @@ private:
         if (w.by_address == 0) {
             return ring_send(to, id, generation_, step, payload);
         }
-        l.reserve_one();
+        l.make_room();
         loan taken{};
         if (!ring_lend(to, id, generation_, step, payload, taken)) {
             return false;
