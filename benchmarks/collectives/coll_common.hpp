@@ -4,19 +4,55 @@
 // latency per call, averaged over the ranks (as OSU prints), in µs. One line per case:
 //   RESULT <impl> <op> <bytes> <ranks> <avg_us> <min_us> <max_us>
 // <bytes>: all_reduce: the vector reduced (doubles, summed); all_gather: each rank's part.
+// Options of both programs: --sizes=8,65536 (bytes, the default) and --ops=allreduce,allgather
+// (the default), to run (and profile) one case alone; --iterations=N timed calls per case
+// (default 2000 up to 8 KiB, 300 above).
 #pragma once
 
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace coll {
 
-inline std::vector<std::size_t> sizes() {
-    return {8, 65536};
+inline int forced_iterations = 0; ///< --iterations (0: by size)
+
+/// The cases chosen on the command line.
+struct selection {
+    std::vector<std::size_t> sizes{8, 65536};
+    std::string ops = "allreduce,allgather";
+    bool runs(char const* op) const { return ops.find(op) != std::string::npos; }
+};
+inline selection select(int argc, char** argv) {
+    selection s;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a.starts_with("--sizes=")) {
+            s.sizes.clear();
+            for (char const* p = argv[i] + 8; *p != 0;) {
+                char* end = nullptr;
+                s.sizes.push_back(std::strtoull(p, &end, 10));
+                if (end == p) {
+                    std::fprintf(stderr, "bad --sizes: %s\n", argv[i]);
+                    std::exit(2);
+                }
+                p = *end == ',' ? end + 1 : end;
+            }
+        } else if (a.starts_with("--ops=")) {
+            s.ops = argv[i] + 6;
+        } else if (a.starts_with("--iterations=")) {
+            forced_iterations = std::atoi(argv[i] + 13);
+        }
+    }
+    return s;
 }
 inline int iterations(std::size_t bytes) {
+    if (forced_iterations > 0) {
+        return forced_iterations;
+    }
     return bytes <= 8192 ? 2000 : 300;
 }
 inline int skip(std::size_t bytes) {

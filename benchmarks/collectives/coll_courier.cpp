@@ -56,7 +56,11 @@ int courier_main(int argc, char** argv) {
         }
         return a;
     };
-    for (std::size_t bytes : coll::sizes()) {
+    coll::selection const sel = coll::select(argc, argv);
+    for (std::size_t bytes : sel.sizes) {
+        if (!sel.runs("allreduce")) {
+            break;
+        }
         std::vector<double> v(bytes / sizeof(double), 1.0);
         measure("allreduce", bytes, [&] {
             auto r = courier::collectives::all_reduce(v, sum);
@@ -65,7 +69,10 @@ int courier_main(int argc, char** argv) {
             }
         });
     }
-    for (std::size_t bytes : coll::sizes()) {
+    for (std::size_t bytes : sel.sizes) {
+        if (!sel.runs("allgather")) {
+            break;
+        }
         std::vector<char> part(bytes, 'x');
         measure("allgather", bytes, [&] {
             auto r = courier::collectives::all_gather(part);

@@ -37,14 +37,21 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (std::size_t bytes : coll::sizes()) {
+    coll::selection const sel = coll::select(argc, argv);
+    for (std::size_t bytes : sel.sizes) {
+        if (!sel.runs("allreduce")) {
+            break;
+        }
         std::vector<double> in(bytes / sizeof(double), 1.0), out(in.size());
         measure("allreduce", bytes, [&] {
             MPI_Allreduce(in.data(), out.data(), int(in.size()), MPI_DOUBLE, MPI_SUM,
                           MPI_COMM_WORLD);
         });
     }
-    for (std::size_t bytes : coll::sizes()) {
+    for (std::size_t bytes : sel.sizes) {
+        if (!sel.runs("allgather")) {
+            break;
+        }
         std::vector<char> part(bytes, 'x'), all(bytes * std::size_t(size));
         measure("allgather", bytes, [&] {
             MPI_Allgather(part.data(), int(bytes), MPI_CHAR, all.data(), int(bytes), MPI_CHAR,

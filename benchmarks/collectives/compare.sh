@@ -5,7 +5,7 @@
 # every collective message a parcel (--courier:shm_collectives=0), then MPI); prints per case
 # the median latency of each over the rounds and the medians of the per-round ratios.
 # usage: benchmarks/collectives/compare.sh [--rounds=N] [--ranks="2 4 8 16"] [--build=DIR]
-#            [--before=DIR]
+#            [--before=DIR] [--sizes=8,65536] [--ops=allreduce,allgather] [--iterations=N]
 # --before=DIR: also runs DIR's coll_courier (another build, shared-memory collectives) in each
 # round and prints Courier's latency over it (below 1 = faster than that build).
 # Courier runs on shm with one worker per locality, MPI on vader; both unbound (more ranks than
@@ -16,12 +16,14 @@ build="$here/../../build"
 rounds=5
 ranks="2 4 8 16"
 before=""
+cases=()
 for a in "$@"; do
     case "$a" in
         --rounds=*) rounds=${a#--rounds=} ;;
         --ranks=*) ranks=${a#--ranks=} ;;
         --build=*) build=${a#--build=} ;;
         --before=*) before=${a#--before=} ;;
+        --sizes=* | --ops=* | --iterations=*) cases+=("$a") ;; # passed to each program
         *) echo "compare.sh: unknown option $a" >&2; exit 2 ;;
     esac
 done
@@ -37,16 +39,16 @@ for p in $ranks; do
             [ "$shm" = 0 ] && label=courier-parcels
             COURIER_BIND=none "$bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
                 "$bin/coll_courier" --courier:spmd=1 --courier:provider=shm --courier:threads=1 \
-                --courier:shm_collectives="$shm" --label="$label" |
+                --courier:shm_collectives="$shm" --label="$label" "${cases[@]}" |
                 sed -n "s/^RESULT /$r /p" >> "$raw"
         done
         if [ -n "$before" ]; then
             COURIER_BIND=none "$before/bin/courier-run" -n "$p" --courier-run-job-timeout=300 \
                 "$before/bin/coll_courier" --courier:spmd=1 --courier:provider=shm \
-                --courier:threads=1 --label=before | sed -n "s/^RESULT /$r /p" >> "$raw"
+                --courier:threads=1 --label=before "${cases[@]}" | sed -n "s/^RESULT /$r /p" >> "$raw"
         fi
         timeout 300 mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none --mca btl self,vader \
-            "$bin/coll_mpi" | sed -n "s/^RESULT /$r /p" >> "$raw"
+            "$bin/coll_mpi" "${cases[@]}" | sed -n "s/^RESULT /$r /p" >> "$raw"
     done
 done
 python3 - "$raw" <<'PY'

@@ -13,11 +13,11 @@
 // key, whatever their path, so the two paths never need to agree on anything.
 //
 // Waiting: a receiver whose message is not there yet drains its ring for up to
-// --courier:idle_spin_us, yielding to its worker's other tasks, then suspends on the mailbox's
-// future. Before it suspends it counts itself in the ring's `waiting` word and drains once more;
-// a sender reads that word after publishing a message (both sequentially consistent: a Dekker
-// pair, as the doorbell's), and if it is non-zero posts a nudge parcel, whose handler drains the
-// ring into the mailbox. So a suspended receiver is never left with a message in its ring and
+// --courier:collective_spin_us, yielding to its worker's other tasks, then suspends on the
+// mailbox's future. Before it suspends it counts itself in the ring's `waiting` word and drains
+// once more; a sender reads that word after publishing a message (both sequentially consistent: a
+// Dekker pair, as the doorbell's), and if it is non-zero posts a nudge parcel, whose handler drains
+// the ring into the mailbox. So a suspended receiver is never left with a message in its ring and
 // nobody to read it, and a spinning one costs no parcel.
 //
 // Memory: 8 KiB per ordered pair of localities (8 cells of 1 KiB); inboxes exist only for jobs

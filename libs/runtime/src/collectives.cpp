@@ -241,13 +241,13 @@ bool ring_wait_taken(std::span<loan const> loans, bool bounded) {
     if (all_taken(false)) {
         return true;
     }
-    // The receivers are in the collective and copy soon: spin as an idle worker would, then
-    // sleep in growing steps (a receiver that comes late costs no core).
+    // The receivers are in the collective and copy soon: spin for --courier:collective_spin_us,
+    // then sleep in growing steps (a receiver that comes late costs no core).
     courier::detail::worker* w = courier::detail::current_worker();
     courier::detail::scheduler_options const idle =
         w != nullptr ? w->sched.options() : courier::detail::scheduler_options{};
     auto const start = std::chrono::steady_clock::now();
-    for (std::uint32_t spins = 1; std::chrono::steady_clock::now() - start < idle.idle_spin;
+    for (std::uint32_t spins = 1; std::chrono::steady_clock::now() - start < idle.collective_spin;
          ++spins) {
         if (all_taken(spins % 64 == 0)) {
             return true;
@@ -295,12 +295,12 @@ void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
         return;
     }
     r->unlink_when_mapped(); // also done by the liveness thread, which may not run
-    // As an idle worker: spin for --courier:idle_spin_us, giving the core away between polls
-    // when the host is oversubscribed (a thread that is no worker: the defaults).
+    // Spin for --courier:collective_spin_us, giving the core away between polls when the host
+    // is oversubscribed (a thread that is no worker: the defaults).
     courier::detail::worker* w = courier::detail::current_worker();
     courier::detail::scheduler_options const idle =
         w != nullptr ? w->sched.options() : courier::detail::scheduler_options{};
-    auto const deadline = std::chrono::steady_clock::now() + idle.idle_spin;
+    auto const deadline = std::chrono::steady_clock::now() + idle.collective_spin;
     for (std::uint32_t spins = 1;; ++spins) {
         drain_inbox(*r, from, false);
         if (ready()) {

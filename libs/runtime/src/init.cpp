@@ -251,6 +251,8 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         trace_path = trace_path_from(cfg);
         trace_events = static_cast<std::uint64_t>(cfg.get_int("trace_events", 0, 1ll << 40));
         so.idle_spin = std::chrono::microseconds(cfg.get_int("idle_spin_us", 0, 10'000'000));
+        so.collective_spin =
+            std::chrono::microseconds(cfg.get_int("collective_spin_us", 0, 10'000'000));
         if (cfg.get_int("malloc_retain", 0, 1) == 1) {
             retain_freed_memory();
         }

@@ -25,6 +25,9 @@ std::vector<option_spec> const& option_table() {
          "start after those of localities 0..r-1); 'none': no pinning; 'auto': 'cores' unless "
          "the localities on this machine have more workers than it has cores, then 'none'"},
         {"idle_spin_us", "50", "microseconds an idle worker keeps polling before it sleeps"},
+        {"collective_spin_us", "1000",
+         "microseconds a task waiting in a collective keeps polling (yielding to the worker's "
+         "other tasks, and the core when the host is oversubscribed) before it sleeps"},
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "

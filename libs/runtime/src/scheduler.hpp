@@ -52,6 +52,10 @@ struct scheduler_options {
     bool bind = true;
     std::size_t first_core = 0; ///< worker i is pinned to core first_core + i (mod cores)
     std::chrono::microseconds idle_spin{50};
+    /// How long a task waiting in a collective (for a message, or for a receiver's copy of a
+    /// value it lent) polls before it sleeps: its peers are in the same collective and answer
+    /// soon, and a sleeper's wake-up costs 0.1-0.3 ms on a virtual machine.
+    std::chrono::microseconds collective_spin{1000};
     /// More workers on this machine than cores (several localities, or --courier:threads
     /// above the core count): an idle worker yields its core while it spins.
     bool oversubscribed = false;

@@ -45,8 +45,8 @@ TEST(options, help_lists_every_option_with_its_default) {
     EXPECT_EQ(init_with({"--courier:help"}, &ran), 0);
     std::string out = testing::internal::GetCapturedStdout();
     EXPECT_FALSE(ran);
-    for (char const* name :
-         {"threads", "stack_size", "bind", "idle_spin_us", "log", "zero_copy_threshold"}) {
+    for (char const* name : {"threads", "stack_size", "bind", "idle_spin_us", "collective_spin_us",
+                             "log", "zero_copy_threshold"}) {
         EXPECT_NE(out.find(std::string("--courier:") + name), std::string::npos) << name;
     }
     EXPECT_NE(out.find("65536"), std::string::npos);
@@ -98,7 +98,9 @@ TEST(options, bad_values_are_rejected) {
                      "--courier:parcels_in_flight=many",
                      "--courier:bytes_in_flight=-1",
                      "--courier:total_parcels_in_flight=x",
-                     "--courier:total_bytes_in_flight=-2"}) {
+                     "--courier:total_bytes_in_flight=-2",
+                     "--courier:collective_spin_us=-1",
+                     "--courier:collective_spin_us=soon"}) {
         testing::internal::CaptureStderr();
         EXPECT_EQ(init_with({bad}), 1) << bad;
         std::string err = testing::internal::GetCapturedStderr();

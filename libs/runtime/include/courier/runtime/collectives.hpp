@@ -22,9 +22,9 @@
 //
 // Localities of one host send each other the small messages of collectives (up to ~1 KiB
 // serialized) through shared memory, not as parcels: the receiver drains its inbox while it
-// waits, spinning up to --courier:idle_spin_us before it suspends. Larger ones, those to other
-// hosts, and all of them with --courier:shm_collectives=0, are parcels (collective_rings.hpp in
-// the runtime's sources).
+// waits, spinning up to --courier:collective_spin_us (1 ms) before it suspends. Larger ones,
+// those to other hosts, and all of them with --courier:shm_collectives=0, are parcels
+// (collective_rings.hpp in the runtime's sources).
 //
 // Failure: once a locality has failed, every collective in progress fails with network_error
 // on every locality, and so does every later one (the group of all localities is broken).
