@@ -2,6 +2,8 @@
 #include <courier/common/sanitizers.hpp>
 #include <courier/common/small_alloc.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,35 +28,39 @@ std::size_t small_alloc_slab_bytes() noexcept {
 
 namespace {
 
-// Classes: every 16 bytes up to 512 (objects), then 1, 2 and 4 KiB (buffers: a parcel's
-// payload or index of up to a page).
+// Classes: every 16 bytes up to 512 (objects), then powers of two from 1 to 64 KiB (buffers: a
+// parcel's payload of up to an eager message's size).
 constexpr std::size_t granule = 16;
 constexpr std::size_t fine_max = 512;
 constexpr std::size_t fine_classes = fine_max / granule;
 constexpr std::size_t max_small = small_alloc_max;
-constexpr std::size_t classes = fine_classes + 3;
-static_assert(max_small == fine_max << 3);
+constexpr std::size_t classes = fine_classes + 7;
+static_assert(max_small == fine_max << 7);
 constexpr std::size_t slab_size = 64 * 1024;
 // A thread keeps at most 2 batches of blocks per class; beyond that a batch goes to the
 // central list, from which any thread refills before carving a new slab. Without this bound a
 // thread that only frees (a worker running tasks another thread allocated) would hoard blocks
 // while the allocating thread carved slab after slab: unbounded growth under a steady flow.
-// A batch is 64 blocks, or 32 KiB of the large classes (at most 64 KiB kept per class).
+// A batch is 64 blocks, or 32 KiB of the large classes and one block of 64 KiB (at most 64 KiB
+// kept per class, 128 KiB of the largest).
 constexpr std::size_t batch_blocks = 64;
 
 constexpr std::size_t class_of(std::size_t n) noexcept {
     if (n <= fine_max) {
         return (n - 1) / granule;
     }
-    return n <= 1024 ? fine_classes : n <= 2048 ? fine_classes + 1 : fine_classes + 2;
+    return fine_classes + static_cast<std::size_t>(std::bit_width((n - 1) >> 10));
 }
 constexpr std::size_t block_size(std::size_t cls) noexcept {
     return cls < fine_classes ? (cls + 1) * granule : fine_max << (cls - fine_classes + 1);
 }
 constexpr std::size_t batch_of(std::size_t cls) noexcept {
-    return cls < fine_classes ? batch_blocks : 32 * 1024 / block_size(cls);
+    return cls < fine_classes ? batch_blocks
+                              : std::max<std::size_t>(1, 32 * 1024 / block_size(cls));
 }
-static_assert(block_size(class_of(4096)) == 4096 && block_size(class_of(513)) == 1024);
+static_assert(block_size(class_of(4096)) == 4096 && block_size(class_of(513)) == 1024 &&
+              block_size(class_of(4097)) == 8192 && block_size(class_of(65536)) == 65536 &&
+              class_of(65536) == classes - 1);
 
 struct free_block {
     free_block* next;

@@ -19,19 +19,49 @@
 namespace courier::serialization {
 
 namespace {
-/// What messages freed on this thread leave for the next message built here: buffers of
-/// message::pooled_capacity, and chunk lists (a small parcel's received message and its reply
-/// each need one). Trivially destructible (the lists are held through a pointer), so it can
-/// still be used (as "closed") by destructors that run after the drain at thread exit, such as
-/// those of static objects holding messages.
-/// 256 buffers (at most 1 MiB per thread): a window of parcels builds all its messages before
-/// the first is freed, so a cache much smaller than an OSU window (64) mostly misses and sends
-/// every message to realloc.
+/// Message buffers are pooled in five size classes, 4 KiB (message::pooled_capacity, where an
+/// archive starts) to 64 KiB, each a power of two: a buffer asked for up to 64 KiB is rounded
+/// up to its class (at most twice the bytes asked for), so that an eager message of any size
+/// leaves its buffer for the next one of its class instead of going to malloc (above a page,
+/// a malloc and free cost ~700 instructions and often a page fault). Larger buffers are not
+/// pooled.
+constexpr std::size_t buffer_classes = 5;
+constexpr std::size_t class_capacity(std::size_t cls) noexcept {
+    return message::pooled_capacity << cls;
+}
+constexpr std::size_t max_pooled = class_capacity(buffer_classes - 1);
+/// The class of a buffer of `capacity` bytes (exactly a class's size), else buffer_classes.
+std::size_t class_of_capacity(std::size_t capacity) noexcept {
+    if (capacity < message::pooled_capacity || capacity > max_pooled ||
+        !std::has_single_bit(capacity)) {
+        return buffer_classes;
+    }
+    return static_cast<std::size_t>(std::countr_zero(capacity) -
+                                    std::countr_zero(message::pooled_capacity));
+}
+/// The class a buffer of at least `bytes` is taken from, else buffer_classes (too large).
+std::size_t class_for(std::size_t bytes) noexcept {
+    if (bytes > max_pooled) {
+        return buffer_classes;
+    }
+    return class_of_capacity(std::bit_ceil(std::max(bytes, message::pooled_capacity)));
+}
+
+/// What messages freed on this thread leave for the next message built here: buffers of each
+/// class, and chunk lists (a small parcel's received message and its reply each need one).
+/// Trivially destructible (the lists are held through a pointer), so it can still be used (as
+/// "closed") by destructors that run after the drain at thread exit, such as those of static
+/// objects holding messages.
+/// Up to 1 MiB of buffers per class (256 of 4 KiB ... 16 of 64 KiB; 5 MiB per thread): a window
+/// of parcels builds all its messages before the first is freed, so a cache much smaller than an
+/// OSU window (64) mostly misses and sends every message to malloc (the central cache below
+/// takes up the larger classes' windows).
 struct thread_cache {
-    static constexpr std::size_t slots = 256;
+    static constexpr std::size_t slots = 256; // of the 4 KiB class
+    static constexpr std::size_t slots_of(std::size_t cls) noexcept { return slots >> cls; }
     static constexpr std::size_t max_list_capacity = 16; // larger chunk lists are freed
-    std::byte* buffers[slots];
-    std::size_t buffer_count;
+    std::byte* buffers[buffer_classes][slots];
+    std::size_t buffer_count[buffer_classes];
     std::vector<std::vector<serialization_chunk>>* lists;
     bool armed;  // this thread's drain is registered
     bool closed; // the thread is exiting: free, do not cache
@@ -46,8 +76,10 @@ struct thread_cache_drain {
     thread_cache_drain& operator=(thread_cache_drain const&) = delete;
     ~thread_cache_drain() {
         tl_cache.closed = true;
-        while (tl_cache.buffer_count > 0) {
-            std::free(tl_cache.buffers[--tl_cache.buffer_count]);
+        for (std::size_t cls = 0; cls < buffer_classes; ++cls) {
+            while (tl_cache.buffer_count[cls] > 0) {
+                std::free(tl_cache.buffers[cls][--tl_cache.buffer_count[cls]]);
+            }
         }
         delete std::exchange(tl_cache.lists, nullptr);
     }
@@ -58,18 +90,24 @@ thread_local thread_cache_drain tl_drain;
 /// from: a received message is built on the thread that polls the transport and freed on the
 /// worker that ran its parcel, so without the exchange one thread's cache would only fill (and
 /// free) while the other's would only miss (and allocate), a malloc per parcel. Bounded (4 MiB
-/// of buffers); what does not fit is freed. Never destroyed: threads may exit after static
-/// destruction. A thread whose cache is empty reads the `_stocked` flag first, so that it takes
-/// the lock only when there is something to take, not once per message while this is empty too.
+/// of buffers per class); what does not fit is freed. Never destroyed: threads may exit after
+/// static destruction. A thread whose cache is empty reads the `_stocked` flag first, so that it
+/// takes the lock only when there is something to take, not once per message while this is empty
+/// too.
 struct central_cache {
     static constexpr std::size_t max_entries = 4 * thread_cache::slots;
+    static constexpr std::size_t max_buffers(std::size_t cls) noexcept {
+        return 4 * thread_cache::slots_of(cls);
+    }
     std::mutex mutex;
-    std::vector<std::byte*> buffers;
+    std::vector<std::byte*> buffers[buffer_classes];
     std::vector<std::vector<serialization_chunk>> lists;
-    std::atomic<bool> buffers_stocked{false}; // !buffers.empty(), written under the lock
-    std::atomic<bool> lists_stocked{false};   // !lists.empty(), written under the lock
+    std::atomic<bool> buffers_stocked[buffer_classes]{}; // !buffers[c].empty(), under the lock
+    std::atomic<bool> lists_stocked{false};              // !lists.empty(), written under the lock
     central_cache() {
-        buffers.reserve(max_entries);
+        for (std::size_t cls = 0; cls < buffer_classes; ++cls) {
+            buffers[cls].reserve(max_buffers(cls));
+        }
         lists.reserve(max_entries);
     }
 };
@@ -86,7 +124,7 @@ std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, std::atom
     std::size_t keep = count / 2;
     std::lock_guard g(central().mutex);
     for (std::size_t i = keep; i < count; ++i) {
-        if (to.size() < central_cache::max_entries) {
+        if (to.size() < to.capacity()) {
             to.push_back(std::move(from[i])); // within the reserved capacity: no allocation
         } else {
             free_one(from[i]);
@@ -96,18 +134,39 @@ std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, std::atom
     return keep;
 }
 
-/// Moves up to half a thread cache's worth of central buffers to `to` (an empty cache).
-std::size_t refill_buffers(std::byte** to) noexcept {
+/// Moves up to half a thread cache's worth of central buffers of class `cls` to `to` (an empty
+/// cache).
+std::size_t refill_buffers(std::size_t cls, std::byte** to) noexcept {
     central_cache& c = central();
-    if (!c.buffers_stocked.load(std::memory_order_relaxed)) {
+    if (!c.buffers_stocked[cls].load(std::memory_order_relaxed)) {
         return 0;
     }
     std::lock_guard g(c.mutex);
-    std::size_t n = std::min(c.buffers.size(), thread_cache::slots / 2);
-    std::copy(c.buffers.end() - static_cast<std::ptrdiff_t>(n), c.buffers.end(), to);
-    c.buffers.resize(c.buffers.size() - n);
-    c.buffers_stocked.store(!c.buffers.empty(), std::memory_order_relaxed);
+    std::vector<std::byte*>& from = c.buffers[cls];
+    std::size_t n = std::min(from.size(), thread_cache::slots_of(cls) / 2);
+    std::copy(from.end() - static_cast<std::ptrdiff_t>(n), from.end(), to);
+    from.resize(from.size() - n);
+    c.buffers_stocked[cls].store(!from.empty(), std::memory_order_relaxed);
     return n;
+}
+
+/// A buffer of class `cls` from this thread's cache (refilled from the central one when empty),
+/// else null.
+std::byte* take_buffer(std::size_t cls) noexcept {
+    thread_cache& c = tl_cache;
+    if (c.closed) {
+        return nullptr;
+    }
+    if (c.buffer_count[cls] == 0) {
+        c.buffer_count[cls] = refill_buffers(cls, c.buffers[cls]);
+        if (c.buffer_count[cls] == 0) {
+            return nullptr;
+        }
+        if (!c.armed) { // the drain frees them if the thread exits
+            tl_drain.armed = c.armed = true;
+        }
+    }
+    return c.buffers[cls][--c.buffer_count[cls]];
 }
 /// The same for chunk lists, into `to` (an empty cache with room reserved).
 void refill_lists(std::vector<std::vector<serialization_chunk>>& to) noexcept {
@@ -184,14 +243,15 @@ void message::release_buffer() noexcept {
     if (small_buffer_) {
         courier::detail::small_free(buffer_, capacity_);
         small_buffer_ = false;
-    } else if (buffer_ != nullptr && capacity_ == pooled_capacity && !tl_cache.closed) {
+    } else if (std::size_t cls = class_of_capacity(capacity_);
+               buffer_ != nullptr && cls < buffer_classes && !tl_cache.closed) {
         thread_cache& c = armed_cache();
-        if (c.buffer_count == thread_cache::slots) {
-            c.buffer_count =
-                spill_half(c.buffers, c.buffer_count, central().buffers, central().buffers_stocked,
-                           [](std::byte* b) { std::free(b); });
+        if (c.buffer_count[cls] == thread_cache::slots_of(cls)) {
+            c.buffer_count[cls] =
+                spill_half(c.buffers[cls], c.buffer_count[cls], central().buffers[cls],
+                           central().buffers_stocked[cls], [](std::byte* b) { std::free(b); });
         }
-        c.buffers[c.buffer_count++] = buffer_;
+        c.buffers[cls][c.buffer_count[cls]++] = buffer_;
     } else {
         std::free(buffer_);
     }
@@ -281,17 +341,18 @@ void message::shrink_to_fit() {
 }
 
 void message::grow_to(std::size_t min_capacity) {
-    if (buffer_ == nullptr && min_capacity == pooled_capacity) {
-        thread_cache& c = tl_cache;
-        if (c.buffer_count == 0 && !c.closed) {
-            c.buffer_count = refill_buffers(c.buffers);
-            if (c.buffer_count > 0) {
-                armed_cache(); // the drain frees them if the thread exits
+    if (std::size_t cls = class_for(min_capacity); cls < buffer_classes) {
+        min_capacity = class_capacity(cls); // what a pooled buffer of the class holds
+        if (std::byte* b = take_buffer(cls)) {
+            if (buffer_ != nullptr) {
+                if (size_ != 0) {
+                    std::memcpy(b, buffer_, size_);
+                    growth_copied_ += size_;
+                }
+                release_buffer();
             }
-        }
-        if (c.buffer_count > 0) {
-            buffer_ = c.buffers[--c.buffer_count];
-            capacity_ = pooled_capacity;
+            buffer_ = b;
+            capacity_ = min_capacity;
             return;
         }
     }
@@ -350,7 +411,7 @@ std::shared_ptr<void const> const& message::chunk_owner(std::size_t i) const noe
 message message::from_parts(std::span<std::byte const> data,
                             std::vector<serialization_chunk> chunks) {
     message m;
-    m.grow_to(data.size() <= pooled_capacity ? pooled_capacity : data.size()); // reuse if small
+    m.grow_to(data.size()); // a pooled buffer up to 64 KiB
     if (!data.empty()) {
         std::memcpy(m.buffer_, data.data(), data.size());
     }
@@ -362,7 +423,7 @@ message message::from_parts(std::span<std::byte const> data,
 
 message message::with_index_buffer(std::size_t index_size) {
     message m;
-    m.grow_to(index_size <= pooled_capacity ? pooled_capacity : index_size); // reuse if small
+    m.grow_to(index_size); // a pooled buffer up to 64 KiB
     m.size_ = index_size;
     return m;
 }

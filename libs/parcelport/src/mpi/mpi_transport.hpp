@@ -57,7 +57,8 @@ constexpr std::size_t max_sends_in_flight = 1024;
 constexpr int max_probes_per_pass = 64;
 /// A coalesced message's size at most (a block of the small-object pool); a parcel joins one
 /// only if its header message is at most a quarter of it.
-constexpr std::size_t batch_bytes = courier::detail::small_alloc_max;
+constexpr std::size_t batch_bytes = 4096;
+static_assert(batch_bytes <= courier::detail::small_alloc_max);
 
 /// Bytes from the small-object pool up to its largest class (no malloc per parcel in the
 /// steady state), else from operator new (small_alloc decides).

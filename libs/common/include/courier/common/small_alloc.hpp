@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSL-1.0
 // A per-thread size-class allocator for small, short-lived objects (shared states, tasks, the
-// owners of small received buffers and of a call's arguments) and buffers of up to a page: blocks
-// of up to 512 bytes in 16-byte steps, and of 1, 2 and 4 KiB, are carved from 64 KiB slabs and
-// recycled through per-thread free lists, with no lock and no malloc in steady state. A thread
-// keeps at most two batches per size class (64 blocks, or 32 KiB of the larger ones); more go to a
+// owners of small received buffers and of a call's arguments) and buffers of up to 64 KiB (an
+// eager parcel's payload): blocks of up to 512 bytes in 16-byte steps, and of 1, 2, ..., 64 KiB,
+// are carved from 64 KiB slabs and recycled through per-thread free lists, with no lock and no
+// malloc in steady state. A thread keeps at most two batches per size class (64 blocks, 32 KiB of
+// the larger ones, one block of 64 KiB); more go to a
 // central list that every thread refills from first, so objects allocated on one thread and freed
 // on another (a task made by the thread that received its parcel, run by a worker) are reused, not
 // hoarded. Memory is retained at its peak until exit. Sanitizer builds use operator new/delete
@@ -16,7 +17,7 @@
 namespace courier::detail {
 
 /// The largest size served from the pool; larger requests go to operator new.
-inline constexpr std::size_t small_alloc_max = 4096;
+inline constexpr std::size_t small_alloc_max = 65536;
 
 void* small_alloc(std::size_t n);
 void small_free(void* p, std::size_t n) noexcept;
