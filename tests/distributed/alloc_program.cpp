@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSL-1.0
-// An eager parcel in the steady state allocates nothing (courier-run, tcp and shm):
+// A parcel in the steady state allocates nothing (courier-run, tcp and shm):
 //   courier-run -n 2 alloc_program [SIZE [PER]]
 // Locality 0 sends windows of 64 posts and 8 echo calls (serialize_buffer<char> of SIZE bytes,
 // default 8) to locality 1. After a warm-up, which includes a full flow-control window of posts

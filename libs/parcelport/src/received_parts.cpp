@@ -2,6 +2,7 @@
 #include "received_parts.hpp"
 
 #include <courier/common/log.hpp>
+#include <courier/common/small_alloc.hpp>
 #include <courier/rma/pool.hpp>
 #include <courier/serialization/error.hpp>
 
@@ -40,8 +41,10 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
     if (p == nullptr) {
         p = new std::byte[std::size_t{1} << shift];
     }
+    // The control block from the small-object pool: no malloc per received chunk.
     return std::shared_ptr<std::byte[]>(
-        p, [self = shared_from_this(), shift](std::byte* q) { self->put(q, shift); });
+        p, [self = shared_from_this(), shift](std::byte* q) { self->put(q, shift); },
+        courier::detail::pool_allocator<std::byte>{});
 }
 
 void receive_buffer_pool::put(std::byte* p, unsigned shift) noexcept {

@@ -44,7 +44,7 @@ registration_cache::lease registration_cache::acquire(void const* p, std::size_t
             entry* e = std::prev(it)->second;
             if (e->start + e->length >= start + n) {
                 if (e->users++ == 0) {
-                    idle_.erase(e->lru);
+                    idle_remove(e);
                 }
                 ++stats_.hits;
                 return lease(e, true);
@@ -73,7 +73,7 @@ registration_cache::lease registration_cache::acquire(void const* p, std::size_t
         entry* old = it->second;
         old->indexed = false;
         if (old->users == 0) {
-            idle_.erase(old->lru);
+            idle_remove(old);
             retire(old);
         }
         it->second = e;
@@ -96,14 +96,28 @@ void registration_cache::release(lease& l) noexcept {
         retire(e);
         return;
     }
-    e->lru = idle_.insert(idle_.end(), e);
+    idle_push(e);
     shrink();
 }
 
+void registration_cache::idle_push(entry* e) noexcept {
+    e->older = idle_newest_;
+    e->newer = nullptr;
+    (idle_newest_ != nullptr ? idle_newest_->newer : idle_oldest_) = e;
+    idle_newest_ = e;
+}
+
+void registration_cache::idle_remove(entry* e) noexcept {
+    (e->older != nullptr ? e->older->newer : idle_oldest_) = e->newer;
+    (e->newer != nullptr ? e->newer->older : idle_newest_) = e->older;
+    e->older = e->newer = nullptr;
+}
+
 void registration_cache::shrink() noexcept {
-    while ((stats_.entries > max_entries_ || stats_.bytes > max_bytes_) && !idle_.empty()) {
-        entry* e = idle_.front();
-        idle_.pop_front();
+    while ((stats_.entries > max_entries_ || stats_.bytes > max_bytes_) &&
+           idle_oldest_ != nullptr) {
+        entry* e = idle_oldest_;
+        idle_remove(e);
         by_start_.erase(e->start);
         ++stats_.evictions;
         retire(e);
@@ -124,7 +138,7 @@ void registration_cache::invalidate(void const* p, std::size_t n) noexcept {
         it = by_start_.erase(it);
         e->indexed = false;
         if (e->users == 0) {
-            idle_.erase(e->lru);
+            idle_remove(e);
             retire(e);
         }
     }

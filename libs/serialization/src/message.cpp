@@ -263,8 +263,10 @@ message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
       small_buffer_(std::exchange(o.small_buffer_, false)), chunks_(std::move(o.chunks_)),
+      owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
-      keep_alive_(std::move(o.keep_alive_)), types_(std::move(o.types_)) {}
+      keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
+      types_(std::move(o.types_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -276,8 +278,11 @@ message& message::operator=(message&& o) noexcept {
         growth_copied_ = std::exchange(o.growth_copied_, 0);
         small_buffer_ = std::exchange(o.small_buffer_, false);
         chunks_ = std::move(o.chunks_);
+        owner_one_at_ = std::exchange(o.owner_one_at_, no_owner);
+        owner_one_ = std::move(o.owner_one_);
         owners_ = std::move(o.owners_);
         keep_first_ = std::move(o.keep_first_);
+        keep_second_ = std::move(o.keep_second_);
         keep_alive_ = std::move(o.keep_alive_);
         types_ = std::move(o.types_);
     }
@@ -311,8 +316,11 @@ void message::clear() noexcept {
     size_ = 0;
     growth_copied_ = 0;
     chunks_.clear();
+    owner_one_at_ = no_owner;
+    owner_one_.reset();
     owners_.clear();
     keep_first_.reset();
+    keep_second_.reset();
     keep_alive_.clear();
     types_.reset();
 }
@@ -385,8 +393,12 @@ void message::keep_alive(std::shared_ptr<void const> ref) {
     if (!ref) {
         return;
     }
-    if (!keep_first_) { // the usual single reference needs no vector storage
+    if (!keep_first_) { // the usual one or two references need no vector storage
         keep_first_ = std::move(ref);
+        return;
+    }
+    if (!keep_second_) {
+        keep_second_ = std::move(ref);
         return;
     }
     keep_alive_.push_back(std::move(ref));
@@ -397,14 +409,26 @@ void message::set_chunk_owner(std::size_t i, std::shared_ptr<void const> owner) 
         throw serialization_error("set_chunk_owner: chunk " + std::to_string(i) +
                                   " out of range (" + std::to_string(chunks_.size()) + " chunks)");
     }
+    if (owners_.empty() && (owner_one_at_ == no_owner || owner_one_at_ == i)) {
+        owner_one_at_ = i; // the usual single owner: no vector storage
+        owner_one_ = std::move(owner);
+        return;
+    }
     if (owners_.size() != chunks_.size()) {
         owners_.resize(chunks_.size());
+    }
+    if (owner_one_at_ != no_owner) {
+        owners_[owner_one_at_] = std::move(owner_one_);
+        owner_one_at_ = no_owner;
     }
     owners_[i] = std::move(owner);
 }
 
 std::shared_ptr<void const> const& message::chunk_owner(std::size_t i) const noexcept {
     static std::shared_ptr<void const> const none;
+    if (i == owner_one_at_) {
+        return owner_one_;
+    }
     return i < owners_.size() ? owners_[i] : none;
 }
 
@@ -430,6 +454,8 @@ message message::with_index_buffer(std::size_t index_size) {
 
 void message::complete_parts(std::vector<serialization_chunk> chunks) {
     chunks_ = std::move(chunks);
+    owner_one_at_ = no_owner;
+    owner_one_.reset();
     owners_.clear();
     validate();
 }

@@ -3,6 +3,7 @@
 // reads in flight use it up, giving it back, and releasing the budget of stalled reads.
 #include "rendezvous.hpp"
 
+#include <algorithm>
 #include <courier/common/log.hpp>
 #include <courier/serialization/chunk.hpp>
 
@@ -53,7 +54,7 @@ void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t le
     if (rma_bytes != 0) {
         std::lock_guard g(mutex_);
         if (reading_bytes_ != 0 && reading_bytes_ + rma_bytes > opts_.read_budget) {
-            deferred_.push_back({h, std::vector<std::byte>(p, p + len), rma_bytes});
+            deferred_.push(h, p, len, rma_bytes);
             ++parts_.stats.deferred_rendezvous;
             return;
         }
@@ -93,8 +94,7 @@ bool rendezvous::admit_deferred() {
                  reading_bytes_ + deferred_.front().rma_bytes > opts_.read_budget)) {
                 return any;
             }
-            next = std::move(deferred_.front());
-            deferred_.pop_front();
+            deferred_.pop_into(next);
             reading_bytes_ += next.rma_bytes;
         }
         any = true;
@@ -107,6 +107,58 @@ bool rendezvous::admit_deferred() {
             std::lock_guard g(mutex_);
             reading_bytes_ -= next.rma_bytes; // give it back and try the next one
         }
+        std::lock_guard g(mutex_);
+        deferred_.recycle(std::move(next.eager));
+    }
+}
+
+void rendezvous::deferred_queue::push(wire::header const& h, std::byte const* p, std::size_t len,
+                                      std::size_t rma) {
+    if (count_ == slots_.size() && head_ != 0) { // the spare slots in front move to the back
+        std::rotate(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(head_),
+                    slots_.end());
+        count_ -= head_;
+        head_ = 0;
+    }
+    if (count_ == slots_.size()) {
+        slots_.emplace_back();
+    }
+    deferred_parcel& d = slots_[count_];
+    if (d.eager.capacity() < len && !spare_eager_.empty()) {
+        d.eager.swap(spare_eager_.back());
+        spare_eager_.pop_back();
+    }
+    d.eager.assign(p, p + len);
+    d.h = h;
+    d.rma_bytes = rma;
+    ++count_;
+}
+
+void rendezvous::deferred_queue::pop_into(deferred_parcel& to) noexcept {
+    deferred_parcel& d = slots_[head_];
+    to.h = d.h;
+    to.rma_bytes = d.rma_bytes;
+    to.eager.swap(d.eager); // the slot keeps what `to` had (empty, or a recycled storage)
+    if (++head_ == count_) {
+        head_ = count_ = 0; // every slot spare
+    }
+}
+
+void rendezvous::deferred_queue::recycle(std::vector<std::byte>&& eager) noexcept {
+    constexpr std::size_t max_spare = 64;
+    if (eager.capacity() == 0) {
+        return;
+    }
+    if (spare_eager_.capacity() == 0) {
+        try {
+            spare_eager_.reserve(max_spare);
+        } catch (...) {
+            return; // freed with `eager`
+        }
+    }
+    if (spare_eager_.size() < max_spare) {
+        eager.clear();
+        spare_eager_.push_back(std::move(eager)); // within the reserved capacity
     }
 }
 

@@ -9,6 +9,7 @@
 #include <courier/serialization/error.hpp>
 
 #include <cstring>
+#include <span>
 
 namespace courier::parcelport::fabric {
 
@@ -16,7 +17,56 @@ rendezvous::rendezvous(transport_parts const& parts, memory& mem, sender& s,
                        transport::receive_handler& on_receive, transport_options const& o,
                        std::size_t max_read, std::size_t recv_size)
     : parts_(parts), memory_(mem), sender_(s), on_receive_(on_receive), opts_(o),
-      max_read_(max_read), recv_size_(recv_size) {}
+      max_read_(max_read), recv_size_(recv_size) {
+    spare_.reserve(max_spare);
+}
+
+void incoming::reset() noexcept {
+    source = 0;
+    send_id = 0;
+    msg = serialization::message{};
+    chunks.clear();
+    owners.clear();
+    mrs.clear();
+    reads.clear(); // keeps its first block
+    pieces.clear();
+    next_piece = 0;
+    outstanding = 0;
+    rma_bytes = 0;
+    failed = false;
+    table_phase = false;
+    h = {};
+    table.clear();
+    inline_index.clear();
+    ds.clear();
+}
+
+rendezvous::incoming_node rendezvous::fresh_incoming() {
+    {
+        std::lock_guard g(mutex_);
+        if (!spare_.empty()) {
+            incoming_node nh = std::move(spare_.back());
+            spare_.pop_back();
+            return nh;
+        }
+    }
+    incoming_map made; // a node of incoming_'s type, to keep after this parcel
+    auto in = std::make_unique<incoming>();
+    incoming* raw = in.get();
+    made.emplace(raw, std::move(in));
+    return made.extract(raw);
+}
+
+void rendezvous::recycle(incoming_node nh) noexcept {
+    if (nh.empty()) {
+        return;
+    }
+    nh.mapped()->reset();
+    std::lock_guard g(mutex_);
+    if (spare_.size() < max_spare) {
+        spare_.push_back(std::move(nh)); // within the reserved capacity
+    }
+}
 
 rendezvous::~rendezvous() {
     for (auto& [p, in] : incoming_) {
@@ -44,18 +94,25 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
             throw serialization::serialization_error("bad descriptor table for " +
                                                      std::to_string(h.chunk_count) + " chunks");
         }
-        auto in = std::make_unique<incoming>();
-        in->source = h.source;
-        in->send_id = h.send_id;
-        in->rma_bytes = rma_bytes;
-        in->table_phase = true;
-        in->h = h;
-        in->table.resize(static_cast<std::size_t>(t.size));
-        if (index_inline) {
-            in->inline_index.assign(p + fixed, p + fixed + h.index_size);
+        incoming_node nh = fresh_incoming();
+        incoming* in = nh.mapped().get();
+        try {
+            in->source = h.source;
+            in->send_id = h.send_id;
+            in->rma_bytes = rma_bytes;
+            in->table_phase = true;
+            in->h = h;
+            in->table.resize(static_cast<std::size_t>(t.size));
+            if (index_inline) {
+                in->inline_index.assign(p + fixed, p + fixed + h.index_size);
+            }
+            in->ds.assign(1, t);
+        } catch (...) {
+            recycle(std::move(nh));
+            throw;
         }
         // The table is read where a non-inline index would be (start_reads knows the phase).
-        start_reads(std::move(in), {t}, /*index_inline=*/false);
+        start_reads(std::move(nh), in->ds, /*index_inline=*/false);
         return;
     }
     std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
@@ -63,31 +120,46 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
     if (h.chunk_count > recv_size_ || fixed > len || (index_inline && h.index_size > len - fixed)) {
         throw serialization::serialization_error("eager message sizes are inconsistent");
     }
-    std::vector<wire::descriptor> ds(n_desc);
-    std::memcpy(ds.data(), p + sizeof h, n_desc * sizeof(wire::descriptor));
-    begin_reads(h, ds, index_inline, p + fixed, rma_bytes);
-}
-
-void rendezvous::begin_reads(wire::header const& h, std::vector<wire::descriptor> const& ds,
-                             bool index_inline, std::byte const* inline_index,
-                             std::size_t rma_bytes) {
-    check_descriptors(h, ds, index_inline);
-    auto in = std::make_unique<incoming>();
-    in->source = h.source;
-    in->send_id = h.send_id;
-    in->rma_bytes = rma_bytes;
-    received_chunks(
-        h, ds, [&](std::size_t n, bool rma) { return memory_.receive_buffer(n, rma); }, in->chunks,
-        in->owners);
-    in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
-    if (index_inline && h.index_size != 0) {
-        std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
+    incoming_node nh = fresh_incoming();
+    incoming* in = nh.mapped().get();
+    try {
+        in->ds.resize(n_desc);
+    } catch (...) {
+        recycle(std::move(nh));
+        throw;
     }
-    start_reads(std::move(in), ds, index_inline);
+    std::memcpy(in->ds.data(), p + sizeof h, n_desc * sizeof(wire::descriptor));
+    begin_reads(std::move(nh), h, in->ds, index_inline, p + fixed, rma_bytes);
 }
 
-void rendezvous::start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
+void rendezvous::begin_reads(incoming_node nh, wire::header const& h,
+                             std::span<wire::descriptor const> ds, bool index_inline,
+                             std::byte const* inline_index, std::size_t rma_bytes) {
+    incoming* in = nh.mapped().get();
+    try {
+        check_descriptors(h, ds, index_inline);
+        in->source = h.source;
+        in->send_id = h.send_id;
+        in->rma_bytes = rma_bytes;
+        in->chunks = serialization::message::chunk_list(); // one a message freed, if any
+        received_chunks(
+            h, ds, [&](std::size_t n, bool rma) { return memory_.receive_buffer(n, rma); },
+            in->chunks, in->owners);
+        in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
+        if (index_inline && h.index_size != 0) {
+            std::memcpy(in->msg.index_buffer(), inline_index,
+                        static_cast<std::size_t>(h.index_size));
+        }
+    } catch (...) {
+        recycle(std::move(nh));
+        throw;
+    }
+    start_reads(std::move(nh), ds, index_inline);
+}
+
+void rendezvous::start_reads(incoming_node nh, std::span<wire::descriptor const> ds,
                              bool index_inline) {
+    incoming* in = nh.mapped().get();
     auto& pieces = in->pieces;
     pieces.clear();
     in->next_piece = 0;
@@ -121,7 +193,7 @@ void rendezvous::start_reads(std::unique_ptr<incoming> in, std::vector<wire::des
             }
         }
     }
-    incoming* raw = in.get();
+    incoming* raw = in;
     raw->started = std::chrono::steady_clock::now();
     raw->outstanding = pieces.size();
     raw->reads.clear(); // a previous phase's reads have all completed
@@ -130,7 +202,8 @@ void rendezvous::start_reads(std::unique_ptr<incoming> in, std::vector<wire::des
     }
     {
         std::lock_guard g(mutex_);
-        incoming_.emplace(raw, std::move(in));
+        nh.key() = raw;
+        incoming_.insert(std::move(nh));
     }
     for (auto const& pc : pieces) {
         parts_.stats.rma_bytes_read += pc.size;
@@ -175,7 +248,8 @@ void rendezvous::on_completion(read_op* r, bool failed) {
     }
 }
 
-void rendezvous::continue_after_table(std::unique_ptr<incoming> in) {
+void rendezvous::continue_after_table(incoming_node nh) {
+    incoming* in = nh.mapped().get();
     for (auto* mr : in->mrs) {
         fi_close(&mr->fid);
     }
@@ -188,12 +262,11 @@ void rendezvous::continue_after_table(std::unique_ptr<incoming> in) {
     };
     if (in->failed) {
         fail("reading its descriptor table failed");
+        recycle(std::move(nh));
         return;
     }
     wire::header h = in->h;
     bool index_inline = (h.flags & wire::index_inline) != 0;
-    std::vector<wire::descriptor> ds(in->table.size() / sizeof(wire::descriptor));
-    std::memcpy(ds.data(), in->table.data(), ds.size() * sizeof(wire::descriptor));
     std::size_t payload = descriptor_payload(in->table, h.chunk_count);
     {
         std::lock_guard g(mutex_); // admitted already: its payload joins the reads in flight
@@ -201,26 +274,34 @@ void rendezvous::continue_after_table(std::unique_ptr<incoming> in) {
     }
     std::size_t budget = in->rma_bytes + payload;
     try {
-        begin_reads(h, ds, index_inline, in->inline_index.data(), budget);
+        // Phase two in an entry of its own, set up from this one's table and inline index.
+        incoming_node next = fresh_incoming();
+        incoming* two = next.mapped().get();
+        try {
+            two->ds.resize(in->table.size() / sizeof(wire::descriptor));
+        } catch (...) {
+            recycle(std::move(next));
+            throw;
+        }
+        std::memcpy(two->ds.data(), in->table.data(), two->ds.size() * sizeof(wire::descriptor));
+        begin_reads(std::move(next), h, two->ds, index_inline, in->inline_index.data(), budget);
     } catch (std::exception const& e) {
         in->rma_bytes = budget;
         fail(e.what());
     }
+    recycle(std::move(nh));
 }
 
 void rendezvous::finish(incoming* raw) {
-    std::unique_ptr<incoming> in;
+    incoming_node nh;
     {
         std::lock_guard g(mutex_);
-        auto it = incoming_.find(raw);
-        if (it != incoming_.end()) {
-            in = std::move(it->second);
-            incoming_.erase(it);
-        }
+        nh = incoming_.extract(raw);
     }
-    if (!in) {
+    if (nh.empty()) {
         return; // already finished (cannot happen: every rendezvous is registered once)
     }
+    incoming* in = nh.mapped().get();
     if (!in->failed && !in->pieces.empty()) {
         std::size_t bytes = 0;
         for (auto const& pc : in->pieces) {
@@ -229,9 +310,14 @@ void rendezvous::finish(incoming* raw) {
         parts_.peers.read_done(in->source, bytes, in->started);
     }
     if (in->table_phase) {
-        continue_after_table(std::move(in));
+        continue_after_table(std::move(nh));
         return;
     }
+    struct recycled { // whichever way this ends, the entry serves the next parcel
+        rendezvous& self;
+        incoming_node& nh;
+        ~recycled() { self.recycle(std::move(nh)); }
+    } at_end{*this, nh};
     ++parts_.stats.messages_received;
     for (auto* mr : in->mrs) {
         fi_close(&mr->fid);

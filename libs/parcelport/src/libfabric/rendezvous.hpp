@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +55,10 @@ struct incoming {
     wire::header h{};
     std::vector<std::byte> table;        // read from the sender
     std::vector<std::byte> inline_index; // kept from the eager message for phase two
+    std::vector<wire::descriptor> ds;    // the descriptors of the reads set up from it
+    /// Ready for the next parcel, keeping what its containers hold (no allocation for the
+    /// next one of at most as many chunks and pieces).
+    void reset() noexcept;
 };
 
 /// Bytes a parcel's rendezvous will read (pointer/rma chunks and a non-inline index), from its
@@ -92,15 +97,19 @@ public:
 private:
     /// Sets up the reads of an admitted parcel (of its descriptor table first, if remote).
     void start(wire::header const& h, std::byte const* p, std::size_t len, std::size_t rma_bytes);
-    void begin_reads(wire::header const& h, std::vector<wire::descriptor> const& ds,
+    using incoming_map = std::unordered_map<incoming*, std::unique_ptr<incoming>>;
+    /// An incoming parcel with its entry of incoming_, both reused from parcel to parcel.
+    using incoming_node = incoming_map::node_type;
+    incoming_node fresh_incoming();
+    void recycle(incoming_node nh) noexcept;
+    void begin_reads(incoming_node nh, wire::header const& h, std::span<wire::descriptor const> ds,
                      bool index_inline, std::byte const* inline_index, std::size_t rma_bytes);
-    void start_reads(std::unique_ptr<incoming> in, std::vector<wire::descriptor> const& ds,
-                     bool index_inline);
+    void start_reads(incoming_node nh, std::span<wire::descriptor const> ds, bool index_inline);
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
     /// (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
     /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
-    void continue_after_table(std::unique_ptr<incoming> in);
+    void continue_after_table(incoming_node nh);
     void finish(incoming* in);
     /// Gives back read budget; parcels waiting for it are admitted by the next progress pass
     /// (admit_deferred), not here: by then the worker has run the tasks of the parcels just
@@ -114,15 +123,37 @@ private:
     transport::receive_handler& on_receive_;
     transport_options const& opts_;
     std::size_t max_read_, recv_size_;
-    mutable std::mutex mutex_; // incoming_, deferred_, reading_bytes_
-    std::unordered_map<incoming*, std::unique_ptr<incoming>> incoming_;
-    /// Rendezvous parcels waiting for the read budget: their eager messages, copied.
+    mutable std::mutex mutex_; // incoming_, spare_, deferred_, reading_bytes_
+    incoming_map incoming_;
+    /// Finished parcels' entries, for the next ones (at most max_spare).
+    static constexpr std::size_t max_spare = 64;
+    std::vector<incoming_node> spare_;
+    /// Rendezvous parcels waiting for the read budget: their eager messages, copied. A vector
+    /// used as a queue ([head, count) waiting), whose slots and copies' storage are reused, so
+    /// that waiting allocates nothing in the steady state.
     struct deferred_parcel {
-        wire::header h;
+        wire::header h{};
         std::vector<std::byte> eager;
-        std::size_t rma_bytes;
+        std::size_t rma_bytes = 0;
     };
-    std::deque<deferred_parcel> deferred_;
+    class deferred_queue {
+    public:
+        bool empty() const noexcept { return head_ == count_; }
+        std::size_t size() const noexcept { return count_ - head_; }
+        deferred_parcel& front() noexcept { return slots_[head_]; }
+        /// Throws std::bad_alloc (nothing queued then).
+        void push(wire::header const& h, std::byte const* p, std::size_t len, std::size_t rma);
+        /// Takes the front parcel into `to` (whose eager storage the slot keeps for reuse).
+        void pop_into(deferred_parcel& to) noexcept;
+        /// Storage of a parcel taken out, for the next one that waits (at most max_spare).
+        void recycle(std::vector<std::byte>&& eager) noexcept;
+
+    private:
+        std::vector<deferred_parcel> slots_; // [head_, count_) waiting, the rest spare
+        std::size_t head_ = 0, count_ = 0;
+        std::vector<std::vector<std::byte>> spare_eager_;
+    };
+    deferred_queue deferred_;
     std::size_t reading_bytes_ = 0;
     std::atomic<bool> admit_pending_{false}; // budget was released with parcels waiting
 };

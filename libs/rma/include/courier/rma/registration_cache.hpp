@@ -26,7 +26,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <mutex>
 
@@ -81,19 +80,26 @@ private:
         std::size_t length = 0;
         registration reg;
         unsigned users = 0;
-        bool indexed = true;             // still the entry for its start address
-        std::list<entry*>::iterator lru; // valid when idle and indexed
+        bool indexed = true; // still the entry for its start address
+        // Its place in the idle list (when idle and indexed): intrusive, so that a lease's
+        // release and the next hit allocate nothing.
+        entry* older = nullptr;
+        entry* newer = nullptr;
     };
 
     void retire(entry* e) noexcept; // deregister and delete (mutex held)
     void shrink() noexcept;         // evict idle entries over the bounds (mutex held)
+    // The idle list, least recently used first (mutex held).
+    void idle_push(entry* e) noexcept;
+    void idle_remove(entry* e) noexcept;
 
     memory_registrar& registrar_;
     std::size_t max_entries_, max_bytes_;
     bool caching_;
     mutable std::mutex mutex_;
     std::map<std::uintptr_t, entry*> by_start_;
-    std::list<entry*> idle_; // least recently used first
+    entry* idle_oldest_ = nullptr; // the idle list, least recently used first
+    entry* idle_newest_ = nullptr;
     registration_cache_statistics stats_;
 };
 

@@ -121,9 +121,15 @@ private:
     std::size_t growth_copied_ = 0;
     bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
     std::vector<serialization_chunk> chunks_;
-    std::vector<std::shared_ptr<void const>> owners_;     // empty, or parallel to chunks_
-    std::shared_ptr<void const> keep_first_;              // the first keep_alive() reference
-    std::vector<std::shared_ptr<void const>> keep_alive_; // any further ones
+    // Chunk owners: the first one set inline (a parcel's usual single owner, with no vector
+    // storage), then all of them in owners_ (empty, or parallel to chunks_).
+    static constexpr std::size_t no_owner = static_cast<std::size_t>(-1);
+    std::size_t owner_one_at_ = no_owner;
+    std::shared_ptr<void const> owner_one_;
+    std::vector<std::shared_ptr<void const>> owners_;
+    // keep_alive() references: the usual one or two inline, any further ones in keep_alive_.
+    std::shared_ptr<void const> keep_first_, keep_second_;
+    std::vector<std::shared_ptr<void const>> keep_alive_;
     std::shared_ptr<detail::type_table const> types_;
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
