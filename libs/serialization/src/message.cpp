@@ -349,6 +349,9 @@ void message::shrink_to_fit() {
 }
 
 void message::grow_to(std::size_t min_capacity) {
+    if (buffer_ != nullptr && min_capacity <= capacity_) {
+        return; // large enough (the pooled path below would copy size_ bytes into less)
+    }
     if (std::size_t cls = class_for(min_capacity); cls < buffer_classes) {
         min_capacity = class_capacity(cls); // what a pooled buffer of the class holds
         if (std::byte* b = take_buffer(cls)) {

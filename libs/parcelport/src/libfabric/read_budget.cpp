@@ -145,7 +145,6 @@ void rendezvous::deferred_queue::pop_into(deferred_parcel& to) noexcept {
 }
 
 void rendezvous::deferred_queue::recycle(std::vector<std::byte>&& eager) noexcept {
-    constexpr std::size_t max_spare = 64;
     if (eager.capacity() == 0) {
         return;
     }

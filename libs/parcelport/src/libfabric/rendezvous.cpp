@@ -61,6 +61,18 @@ void rendezvous::recycle(incoming_node nh) noexcept {
     if (nh.empty()) {
         return;
     }
+    // An entry grown by an unusual parcel (many chunks, a remote descriptor table) is freed,
+    // not kept: what the spares hold stays small (at most max_spare parcels of up to
+    // spare_chunks chunks), whatever a peer sends.
+    incoming const& in = *nh.mapped();
+    constexpr std::size_t spare_chunks = 64;
+    if (in.ds.capacity() > spare_chunks || in.pieces.capacity() > spare_chunks ||
+        in.owners.capacity() > spare_chunks || in.mrs.capacity() > spare_chunks ||
+        in.reads.size() > spare_chunks ||
+        in.table.capacity() > spare_chunks * sizeof(wire::descriptor) ||
+        in.inline_index.capacity() > serialization::message::pooled_capacity) {
+        return; // freed with nh
+    }
     nh.mapped()->reset();
     std::lock_guard g(mutex_);
     if (spare_.size() < max_spare) {

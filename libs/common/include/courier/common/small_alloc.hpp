@@ -4,7 +4,7 @@
 // eager parcel's payload): blocks of up to 512 bytes in 16-byte steps, and of 1, 2, ..., 64 KiB,
 // are carved from 64 KiB slabs and recycled through per-thread free lists, with no lock and no
 // malloc in steady state. A thread keeps at most two batches per size class (64 blocks, 32 KiB of
-// the larger ones, one block of 64 KiB); more go to a
+// the larger ones, one block of 64 KiB: at most 128 KiB per class); more go to a
 // central list that every thread refills from first, so objects allocated on one thread and freed
 // on another (a task made by the thread that received its parcel, run by a worker) are reused, not
 // hoarded. Memory is retained at its peak until exit. Sanitizer builds use operator new/delete
