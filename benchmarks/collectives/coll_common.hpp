@@ -18,13 +18,21 @@
 
 namespace coll {
 
-inline int forced_iterations = 0; ///< --iterations (0: by size)
-
 /// The cases chosen on the command line.
 struct selection {
     std::vector<std::size_t> sizes{8, 65536};
     std::string ops = "allreduce,allgather";
-    bool runs(char const* op) const { return ops.find(op) != std::string::npos; }
+    int forced_iterations = 0; ///< --iterations (0: by size)
+    /// The sizes to run `op` at: none unless --ops names it.
+    std::vector<std::size_t> sizes_of(char const* op) const {
+        return ops.find(op) != std::string::npos ? sizes : std::vector<std::size_t>{};
+    }
+    int iterations(std::size_t bytes) const {
+        if (forced_iterations > 0) {
+            return forced_iterations;
+        }
+        return bytes <= 8192 ? 2000 : 300;
+    }
 };
 inline selection select(int argc, char** argv) {
     selection s;
@@ -44,16 +52,14 @@ inline selection select(int argc, char** argv) {
         } else if (a.starts_with("--ops=")) {
             s.ops = argv[i] + 6;
         } else if (a.starts_with("--iterations=")) {
-            forced_iterations = std::atoi(argv[i] + 13);
+            s.forced_iterations = std::atoi(argv[i] + 13);
+            if (s.forced_iterations <= 0) {
+                std::fprintf(stderr, "bad --iterations: %s\n", argv[i]);
+                std::exit(2);
+            }
         }
     }
     return s;
-}
-inline int iterations(std::size_t bytes) {
-    if (forced_iterations > 0) {
-        return forced_iterations;
-    }
-    return bytes <= 8192 ? 2000 : 300;
 }
 inline int skip(std::size_t bytes) {
     return bytes <= 8192 ? 200 : 30;

@@ -22,9 +22,9 @@ double now_us() {
 char const* g_label = "courier";
 
 template <class Op>
-void measure(char const* name, std::size_t bytes, Op op) {
+void measure(char const* name, std::size_t bytes, coll::selection const& sel, Op op) {
     namespace c = courier::collectives;
-    int skip = coll::skip(bytes), iters = coll::iterations(bytes);
+    int skip = coll::skip(bytes), iters = sel.iterations(bytes);
     for (int i = 0; i < skip; ++i) {
         op();
     }
@@ -57,24 +57,18 @@ int courier_main(int argc, char** argv) {
         return a;
     };
     coll::selection const sel = coll::select(argc, argv);
-    for (std::size_t bytes : sel.sizes) {
-        if (!sel.runs("allreduce")) {
-            break;
-        }
+    for (std::size_t bytes : sel.sizes_of("allreduce")) {
         std::vector<double> v(bytes / sizeof(double), 1.0);
-        measure("allreduce", bytes, [&] {
+        measure("allreduce", bytes, sel, [&] {
             auto r = courier::collectives::all_reduce(v, sum);
             if (r.empty()) {
                 std::abort();
             }
         });
     }
-    for (std::size_t bytes : sel.sizes) {
-        if (!sel.runs("allgather")) {
-            break;
-        }
+    for (std::size_t bytes : sel.sizes_of("allgather")) {
         std::vector<char> part(bytes, 'x');
-        measure("allgather", bytes, [&] {
+        measure("allgather", bytes, sel, [&] {
             auto r = courier::collectives::all_gather(part);
             if (r.empty()) {
                 std::abort();

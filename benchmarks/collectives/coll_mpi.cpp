@@ -9,8 +9,8 @@
 namespace {
 
 template <class Op>
-void measure(char const* name, std::size_t bytes, Op op) {
-    int skip = coll::skip(bytes), iters = coll::iterations(bytes);
+void measure(char const* name, std::size_t bytes, coll::selection const& sel, Op op) {
+    int skip = coll::skip(bytes), iters = sel.iterations(bytes);
     for (int i = 0; i < skip; ++i) {
         op();
     }
@@ -38,22 +38,16 @@ int main(int argc, char** argv) {
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     coll::selection const sel = coll::select(argc, argv);
-    for (std::size_t bytes : sel.sizes) {
-        if (!sel.runs("allreduce")) {
-            break;
-        }
+    for (std::size_t bytes : sel.sizes_of("allreduce")) {
         std::vector<double> in(bytes / sizeof(double), 1.0), out(in.size());
-        measure("allreduce", bytes, [&] {
+        measure("allreduce", bytes, sel, [&] {
             MPI_Allreduce(in.data(), out.data(), int(in.size()), MPI_DOUBLE, MPI_SUM,
                           MPI_COMM_WORLD);
         });
     }
-    for (std::size_t bytes : sel.sizes) {
-        if (!sel.runs("allgather")) {
-            break;
-        }
+    for (std::size_t bytes : sel.sizes_of("allgather")) {
         std::vector<char> part(bytes, 'x'), all(bytes * std::size_t(size));
-        measure("allgather", bytes, [&] {
+        measure("allgather", bytes, sel, [&] {
             MPI_Allgather(part.data(), int(bytes), MPI_CHAR, all.data(), int(bytes), MPI_CHAR,
                           MPI_COMM_WORLD);
         });

@@ -150,24 +150,6 @@ std::size_t refill_buffers(std::size_t cls, std::byte** to) noexcept {
     return n;
 }
 
-/// A buffer of class `cls` from this thread's cache (refilled from the central one when empty),
-/// else null.
-std::byte* take_buffer(std::size_t cls) noexcept {
-    thread_cache& c = tl_cache;
-    if (c.closed) {
-        return nullptr;
-    }
-    if (c.buffer_count[cls] == 0) {
-        c.buffer_count[cls] = refill_buffers(cls, c.buffers[cls]);
-        if (c.buffer_count[cls] == 0) {
-            return nullptr;
-        }
-        if (!c.armed) { // the drain frees them if the thread exits
-            tl_drain.armed = c.armed = true;
-        }
-    }
-    return c.buffers[cls][--c.buffer_count[cls]];
-}
 /// The same for chunk lists, into `to` (an empty cache with room reserved).
 void refill_lists(std::vector<std::vector<serialization_chunk>>& to) noexcept {
     central_cache& c = central();
@@ -190,6 +172,22 @@ thread_cache& armed_cache() noexcept {
         tl_drain.armed = c.armed = true; // constructs the drain: its destructor will run
     }
     return c;
+}
+/// A buffer of class `cls` from this thread's cache (refilled from the central one when empty),
+/// else null.
+std::byte* take_buffer(std::size_t cls) noexcept {
+    thread_cache& c = tl_cache;
+    if (c.closed) {
+        return nullptr;
+    }
+    if (c.buffer_count[cls] == 0) {
+        c.buffer_count[cls] = refill_buffers(cls, c.buffers[cls]);
+        if (c.buffer_count[cls] == 0) {
+            return nullptr;
+        }
+        armed_cache(); // the drain frees them if the thread exits
+    }
+    return c.buffers[cls][--c.buffer_count[cls]];
 }
 /// The thread's cache of chunk lists, made on first use with room for all its slots (pushes
 /// never allocate). Throws std::bad_alloc.

@@ -85,8 +85,8 @@ bool rendezvous::admit_deferred() {
         return false;
     }
     bool any = false;
+    deferred_parcel& next = admitting_;
     for (;;) {
-        deferred_parcel next;
         {
             std::lock_guard g(mutex_);
             if (deferred_.empty() ||
@@ -107,8 +107,6 @@ bool rendezvous::admit_deferred() {
             std::lock_guard g(mutex_);
             reading_bytes_ -= next.rma_bytes; // give it back and try the next one
         }
-        std::lock_guard g(mutex_);
-        deferred_.recycle(std::move(next.eager));
     }
 }
 
@@ -124,11 +122,7 @@ void rendezvous::deferred_queue::push(wire::header const& h, std::byte const* p,
         slots_.emplace_back();
     }
     deferred_parcel& d = slots_[count_];
-    if (d.eager.capacity() < len && !spare_eager_.empty()) {
-        d.eager.swap(spare_eager_.back());
-        spare_eager_.pop_back();
-    }
-    d.eager.assign(p, p + len);
+    d.eager.assign(p, p + len); // into the storage of a copy admitted before, if it fits
     d.h = h;
     d.rma_bytes = rma;
     ++count_;
@@ -138,26 +132,15 @@ void rendezvous::deferred_queue::pop_into(deferred_parcel& to) noexcept {
     deferred_parcel& d = slots_[head_];
     to.h = d.h;
     to.rma_bytes = d.rma_bytes;
-    to.eager.swap(d.eager); // the slot keeps what `to` had (empty, or a recycled storage)
+    if (to.eager.capacity() > max_kept_copy) {
+        to.eager = {}; // an unusually large copy's storage is not kept
+    }
+    to.eager.swap(d.eager); // the slot keeps the storage of the copy `to` held before
     if (++head_ == count_) {
         head_ = count_ = 0; // every slot spare
-    }
-}
-
-void rendezvous::deferred_queue::recycle(std::vector<std::byte>&& eager) noexcept {
-    if (eager.capacity() == 0) {
-        return;
-    }
-    if (spare_eager_.capacity() == 0) {
-        try {
-            spare_eager_.reserve(max_spare);
-        } catch (...) {
-            return; // freed with `eager`
+        if (slots_.size() > max_slots) {
+            slots_.resize(max_slots); // a flood's slots are freed
         }
-    }
-    if (spare_eager_.size() < max_spare) {
-        eager.clear();
-        spare_eager_.push_back(std::move(eager)); // within the reserved capacity
     }
 }
 

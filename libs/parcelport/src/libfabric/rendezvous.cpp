@@ -9,7 +9,6 @@
 #include <courier/serialization/error.hpp>
 
 #include <cstring>
-#include <span>
 
 namespace courier::parcelport::fabric {
 
@@ -41,20 +40,20 @@ void incoming::reset() noexcept {
     ds.clear();
 }
 
-rendezvous::incoming_node rendezvous::fresh_incoming() {
+rendezvous::held rendezvous::fresh_incoming() {
     {
         std::lock_guard g(mutex_);
         if (!spare_.empty()) {
-            incoming_node nh = std::move(spare_.back());
+            held e{*this, std::move(spare_.back())};
             spare_.pop_back();
-            return nh;
+            return e;
         }
     }
     incoming_map made; // a node of incoming_'s type, to keep after this parcel
     auto in = std::make_unique<incoming>();
     incoming* raw = in.get();
     made.emplace(raw, std::move(in));
-    return made.extract(raw);
+    return held{*this, made.extract(raw)};
 }
 
 void rendezvous::recycle(incoming_node nh) noexcept {
@@ -106,25 +105,20 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
             throw serialization::serialization_error("bad descriptor table for " +
                                                      std::to_string(h.chunk_count) + " chunks");
         }
-        incoming_node nh = fresh_incoming();
-        incoming* in = nh.mapped().get();
-        try {
-            in->source = h.source;
-            in->send_id = h.send_id;
-            in->rma_bytes = rma_bytes;
-            in->table_phase = true;
-            in->h = h;
-            in->table.resize(static_cast<std::size_t>(t.size));
-            if (index_inline) {
-                in->inline_index.assign(p + fixed, p + fixed + h.index_size);
-            }
-            in->ds.assign(1, t);
-        } catch (...) {
-            recycle(std::move(nh));
-            throw;
+        held e = fresh_incoming();
+        incoming* in = e.get();
+        in->source = h.source;
+        in->send_id = h.send_id;
+        in->rma_bytes = rma_bytes;
+        in->table_phase = true;
+        in->h = h;
+        in->table.resize(static_cast<std::size_t>(t.size));
+        if (index_inline) {
+            in->inline_index.assign(p + fixed, p + fixed + h.index_size);
         }
+        in->ds.assign(1, t);
         // The table is read where a non-inline index would be (start_reads knows the phase).
-        start_reads(std::move(nh), in->ds, /*index_inline=*/false);
+        start_reads(e, /*index_inline=*/false);
         return;
     }
     std::size_t n_desc = h.chunk_count + (index_inline ? 0 : 1);
@@ -132,46 +126,34 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
     if (h.chunk_count > recv_size_ || fixed > len || (index_inline && h.index_size > len - fixed)) {
         throw serialization::serialization_error("eager message sizes are inconsistent");
     }
-    incoming_node nh = fresh_incoming();
-    incoming* in = nh.mapped().get();
-    try {
-        in->ds.resize(n_desc);
-    } catch (...) {
-        recycle(std::move(nh));
-        throw;
-    }
+    held e = fresh_incoming();
+    incoming* in = e.get();
+    in->ds.resize(n_desc);
     std::memcpy(in->ds.data(), p + sizeof h, n_desc * sizeof(wire::descriptor));
-    begin_reads(std::move(nh), h, in->ds, index_inline, p + fixed, rma_bytes);
+    begin_reads(e, h, index_inline, p + fixed, rma_bytes);
 }
 
-void rendezvous::begin_reads(incoming_node nh, wire::header const& h,
-                             std::span<wire::descriptor const> ds, bool index_inline,
+void rendezvous::begin_reads(held& e, wire::header const& h, bool index_inline,
                              std::byte const* inline_index, std::size_t rma_bytes) {
-    incoming* in = nh.mapped().get();
-    try {
-        check_descriptors(h, ds, index_inline);
-        in->source = h.source;
-        in->send_id = h.send_id;
-        in->rma_bytes = rma_bytes;
-        in->chunks = serialization::message::chunk_list(); // one a message freed, if any
-        received_chunks(
-            h, ds, [&](std::size_t n, bool rma) { return memory_.receive_buffer(n, rma); },
-            in->chunks, in->owners);
-        in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
-        if (index_inline && h.index_size != 0) {
-            std::memcpy(in->msg.index_buffer(), inline_index,
-                        static_cast<std::size_t>(h.index_size));
-        }
-    } catch (...) {
-        recycle(std::move(nh));
-        throw;
+    incoming* in = e.get();
+    check_descriptors(h, in->ds, index_inline);
+    in->source = h.source;
+    in->send_id = h.send_id;
+    in->rma_bytes = rma_bytes;
+    in->chunks = serialization::message::chunk_list(); // one a message freed, if any
+    received_chunks(
+        h, in->ds, [&](std::size_t n, bool rma) { return memory_.receive_buffer(n, rma); },
+        in->chunks, in->owners);
+    in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
+    if (index_inline && h.index_size != 0) {
+        std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
     }
-    start_reads(std::move(nh), ds, index_inline);
+    start_reads(e, index_inline);
 }
 
-void rendezvous::start_reads(incoming_node nh, std::span<wire::descriptor const> ds,
-                             bool index_inline) {
-    incoming* in = nh.mapped().get();
+void rendezvous::start_reads(held& e, bool index_inline) {
+    incoming* in = e.get();
+    auto const& ds = in->ds;
     auto& pieces = in->pieces;
     pieces.clear();
     in->next_piece = 0;
@@ -214,8 +196,8 @@ void rendezvous::start_reads(incoming_node nh, std::span<wire::descriptor const>
     }
     {
         std::lock_guard g(mutex_);
-        nh.key() = raw;
-        incoming_.insert(std::move(nh));
+        e.node.key() = raw;
+        incoming_.insert(std::move(e.node)); // e holds nothing from here
     }
     for (auto const& pc : pieces) {
         parts_.stats.rma_bytes_read += pc.size;
@@ -260,8 +242,8 @@ void rendezvous::on_completion(read_op* r, bool failed) {
     }
 }
 
-void rendezvous::continue_after_table(incoming_node nh) {
-    incoming* in = nh.mapped().get();
+void rendezvous::continue_after_table(held& e) {
+    incoming* in = e.get();
     for (auto* mr : in->mrs) {
         fi_close(&mr->fid);
     }
@@ -274,7 +256,6 @@ void rendezvous::continue_after_table(incoming_node nh) {
     };
     if (in->failed) {
         fail("reading its descriptor table failed");
-        recycle(std::move(nh));
         return;
     }
     wire::header h = in->h;
@@ -286,34 +267,27 @@ void rendezvous::continue_after_table(incoming_node nh) {
     }
     std::size_t budget = in->rma_bytes + payload;
     try {
-        // Phase two in an entry of its own, set up from this one's table and inline index.
-        incoming_node next = fresh_incoming();
-        incoming* two = next.mapped().get();
-        try {
-            two->ds.resize(in->table.size() / sizeof(wire::descriptor));
-        } catch (...) {
-            recycle(std::move(next));
-            throw;
-        }
-        std::memcpy(two->ds.data(), in->table.data(), two->ds.size() * sizeof(wire::descriptor));
-        begin_reads(std::move(next), h, two->ds, index_inline, in->inline_index.data(), budget);
-    } catch (std::exception const& e) {
+        // Phase two in the same entry, from the table and the inline index phase one kept.
+        in->table_phase = false;
+        in->ds.resize(in->table.size() / sizeof(wire::descriptor));
+        std::memcpy(in->ds.data(), in->table.data(), in->ds.size() * sizeof(wire::descriptor));
+        begin_reads(e, h, index_inline, in->inline_index.data(), budget);
+    } catch (std::exception const& ex) {
         in->rma_bytes = budget;
-        fail(e.what());
+        fail(ex.what());
     }
-    recycle(std::move(nh));
 }
 
 void rendezvous::finish(incoming* raw) {
-    incoming_node nh;
+    held e{*this, {}}; // whichever way this ends, the entry serves the next parcel
     {
         std::lock_guard g(mutex_);
-        nh = incoming_.extract(raw);
+        e.node = incoming_.extract(raw);
     }
-    if (nh.empty()) {
+    if (e.node.empty()) {
         return; // already finished (cannot happen: every rendezvous is registered once)
     }
-    incoming* in = nh.mapped().get();
+    incoming* in = e.get();
     if (!in->failed && !in->pieces.empty()) {
         std::size_t bytes = 0;
         for (auto const& pc : in->pieces) {
@@ -322,14 +296,9 @@ void rendezvous::finish(incoming* raw) {
         parts_.peers.read_done(in->source, bytes, in->started);
     }
     if (in->table_phase) {
-        continue_after_table(std::move(nh));
+        continue_after_table(e);
         return;
     }
-    struct recycled { // whichever way this ends, the entry serves the next parcel
-        rendezvous& self;
-        incoming_node& nh;
-        ~recycled() { self.recycle(std::move(nh)); }
-    } at_end{*this, nh};
     ++parts_.stats.messages_received;
     for (auto* mr : in->mrs) {
         fi_close(&mr->fid);

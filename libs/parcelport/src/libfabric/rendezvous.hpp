@@ -11,7 +11,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -100,16 +99,28 @@ private:
     using incoming_map = std::unordered_map<incoming*, std::unique_ptr<incoming>>;
     /// An incoming parcel with its entry of incoming_, both reused from parcel to parcel.
     using incoming_node = incoming_map::node_type;
-    incoming_node fresh_incoming();
+    /// An entry being set up or finished: back to the spares when this ends (an exception
+    /// included), unless start_reads has moved it into incoming_.
+    struct held {
+        rendezvous& owner;
+        incoming_node node;
+        held(rendezvous& r, incoming_node n) : owner(r), node(std::move(n)) {}
+        held(held&& o) noexcept : owner(o.owner), node(std::move(o.node)) {}
+        held& operator=(held&&) = delete;
+        ~held() { owner.recycle(std::move(node)); }
+        incoming* get() const noexcept { return node.mapped().get(); }
+    };
+    held fresh_incoming();
     void recycle(incoming_node nh) noexcept;
-    void begin_reads(incoming_node nh, wire::header const& h, std::span<wire::descriptor const> ds,
-                     bool index_inline, std::byte const* inline_index, std::size_t rma_bytes);
-    void start_reads(incoming_node nh, std::span<wire::descriptor const> ds, bool index_inline);
+    /// Sets up the reads of the parcel whose descriptors are in `e`'s ds.
+    void begin_reads(held& e, wire::header const& h, bool index_inline,
+                     std::byte const* inline_index, std::size_t rma_bytes);
+    void start_reads(held& e, bool index_inline);
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
     /// (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
     /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
-    void continue_after_table(incoming_node nh);
+    void continue_after_table(held& e);
     void finish(incoming* in);
     /// Gives back read budget; parcels waiting for it are admitted by the next progress pass
     /// (admit_deferred), not here: by then the worker has run the tasks of the parcels just
@@ -143,17 +154,20 @@ private:
         deferred_parcel& front() noexcept { return slots_[head_]; }
         /// Throws std::bad_alloc (nothing queued then).
         void push(wire::header const& h, std::byte const* p, std::size_t len, std::size_t rma);
-        /// Takes the front parcel into `to` (whose eager storage the slot keeps for reuse).
+        /// Takes the front parcel into `to`, whose copy's storage (up to max_kept_copy bytes) the
+        /// slot keeps for reuse. An emptied queue keeps at most max_slots slots: what it holds
+        /// while nothing waits stays under max_slots * max_kept_copy bytes (4 MiB).
         void pop_into(deferred_parcel& to) noexcept;
-        /// Storage of a parcel taken out, for the next one that waits (at most max_spare).
-        void recycle(std::vector<std::byte>&& eager) noexcept;
 
     private:
+        static constexpr std::size_t max_slots = 1024, max_kept_copy = 4096;
         std::vector<deferred_parcel> slots_; // [head_, count_) waiting, the rest spare
         std::size_t head_ = 0, count_ = 0;
-        std::vector<std::vector<std::byte>> spare_eager_;
     };
     deferred_queue deferred_;
+    /// The parcel admit_deferred is starting (it runs in progress(), under the poll lock: one
+    /// thread at a time); its copy's storage goes back to the queue with the next one taken.
+    deferred_parcel admitting_;
     std::size_t reading_bytes_ = 0;
     std::atomic<bool> admit_pending_{false}; // budget was released with parcels waiting
 };
