@@ -291,6 +291,14 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         trace::g_active.store(tracer.get(), std::memory_order_release);
     }
     set_current_scheduler(s.get());
+    // exit() from an action that runs while the job is still being joined (a peer already up
+    // sends one while this process maps its peers' memory in distributed_start) must end the
+    // process the same way: registered before the workers start, this handler covers that
+    // window; the one registered below runs first once it exists (exit runs handlers in
+    // reverse order; the first _Exits). Without it such an exit ran the static destructors
+    // under the workers and left this locality's shared-memory files behind.
+    static bool const early_exit_handler = ::on_exit(end_at_exit, nullptr) == 0;
+    (void)early_exit_handler;
     g_running.store(true);
     s->start();
     bool distributed = false;
