@@ -369,6 +369,22 @@ void handle_parcel(std::uint32_t source, serialization::message& msg) noexcept {
     }
 }
 
+/// A received parcel waiting to be handled: the message moves in once (post() would move it
+/// into a lambda, then into its wrapper, then into the task) and handle_parcel catches
+/// everything.
+struct parcel_task final : task, pooled {
+    std::uint32_t source;
+    serialization::message msg;
+    parcel_task(std::uint32_t s, serialization::message&& m) noexcept
+        : task{&run_it, &drop_it}, source(s), msg(std::move(m)) {}
+    static void run_it(task* t) noexcept {
+        auto* self = static_cast<parcel_task*>(t);
+        handle_parcel(self->source, self->msg);
+        delete self;
+    }
+    static void drop_it(task* t) noexcept { delete static_cast<parcel_task*>(t); }
+};
+
 /// Replies whose index data is at most this large and that have no external chunk are handled
 /// where they arrive.
 constexpr std::size_t inline_reply_bytes = 4096;
@@ -435,7 +451,13 @@ void deliver(std::uint32_t source, serialization::message&& m) {
     // A request may wait in the task queue a while (up to a flow-control window of them):
     // it keeps only the bytes it carries, not the receive path's pooled 4 KiB buffer.
     m.shrink_to_fit();
-    post([source, msg = std::move(m)]() mutable { handle_parcel(source, msg); });
+    auto* t = new parcel_task(source, std::move(m));
+    try {
+        spawn(t);
+    } catch (...) { // the runtime is stopping
+        parcel_task::drop_it(t);
+        throw;
+    }
 }
 
 void send_request(std::uint32_t dest, std::uint64_t action_id,

@@ -32,8 +32,10 @@ constexpr std::size_t class_capacity(std::size_t cls) noexcept {
 constexpr std::size_t max_pooled = class_capacity(buffer_classes - 1);
 /// The class of a buffer of `capacity` bytes (exactly a class's size), else buffer_classes.
 std::size_t class_of_capacity(std::size_t capacity) noexcept {
+    // (capacity & (capacity - 1)) != 0, not !std::has_single_bit: without -mpopcnt the latter
+    // is a call to libgcc's popcount, once per message.
     if (capacity < message::pooled_capacity || capacity > max_pooled ||
-        !std::has_single_bit(capacity)) {
+        (capacity & (capacity - 1)) != 0) {
         return buffer_classes;
     }
     return static_cast<std::size_t>(std::countr_zero(capacity) -
@@ -238,6 +240,9 @@ void message::release_chunks() noexcept {
 }
 
 void message::release_buffer() noexcept {
+    if (buffer_ == nullptr) { // moved from, or never written
+        return;
+    }
     if (small_buffer_) {
         courier::detail::small_free(buffer_, capacity_);
         small_buffer_ = false;
@@ -260,7 +265,10 @@ void message::release_buffer() noexcept {
 message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
-      small_buffer_(std::exchange(o.small_buffer_, false)), chunks_(std::move(o.chunks_)),
+      small_buffer_(std::exchange(o.small_buffer_, false)),
+      one_chunk_(std::exchange(o.one_chunk_, false)), checked_(std::exchange(o.checked_, false)),
+      checked_result_(o.checked_result_), single_(o.single_),
+      chunks_(std::move(o.chunks_)),
       owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
       keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
@@ -275,6 +283,10 @@ message& message::operator=(message&& o) noexcept {
         capacity_ = std::exchange(o.capacity_, 0);
         growth_copied_ = std::exchange(o.growth_copied_, 0);
         small_buffer_ = std::exchange(o.small_buffer_, false);
+        checked_ = std::exchange(o.checked_, false);
+        checked_result_ = o.checked_result_;
+        one_chunk_ = std::exchange(o.one_chunk_, false);
+        single_ = o.single_;
         chunks_ = std::move(o.chunks_);
         owner_one_at_ = std::exchange(o.owner_one_at_, no_owner);
         owner_one_ = std::move(o.owner_one_);
@@ -294,7 +306,7 @@ message::~message() {
 
 std::size_t message::total_size() const noexcept {
     std::size_t n = size_;
-    for (auto const& c : chunks_) {
+    for (auto const& c : chunks()) {
         if (c.type != chunk_type::index) {
             n += c.size;
         }
@@ -304,15 +316,17 @@ std::size_t message::total_size() const noexcept {
 
 std::size_t message::external_chunk_count() const noexcept {
     std::size_t n = 0;
-    for (auto const& c : chunks_) {
+    for (auto const& c : chunks()) {
         n += c.type != chunk_type::index;
     }
     return n;
 }
 
 void message::clear() noexcept {
+    checked_ = false;
     size_ = 0;
     growth_copied_ = 0;
+    one_chunk_ = false;
     chunks_.clear();
     owner_one_at_ = no_owner;
     owner_one_.reset();
@@ -406,17 +420,18 @@ void message::keep_alive(std::shared_ptr<void const> ref) {
 }
 
 void message::set_chunk_owner(std::size_t i, std::shared_ptr<void const> owner) {
-    if (i >= chunks_.size()) {
+    std::size_t count = chunks().size();
+    if (i >= count) {
         throw serialization_error("set_chunk_owner: chunk " + std::to_string(i) +
-                                  " out of range (" + std::to_string(chunks_.size()) + " chunks)");
+                                  " out of range (" + std::to_string(count) + " chunks)");
     }
     if (owners_.empty() && (owner_one_at_ == no_owner || owner_one_at_ == i)) {
         owner_one_at_ = i; // the usual single owner: no vector storage
         owner_one_ = std::move(owner);
         return;
     }
-    if (owners_.size() != chunks_.size()) {
-        owners_.resize(chunks_.size());
+    if (owners_.size() != count) {
+        owners_.resize(count);
     }
     if (owner_one_at_ != no_owner) {
         owners_[owner_one_at_] = std::move(owner_one_);
@@ -433,14 +448,30 @@ std::shared_ptr<void const> const& message::chunk_owner(std::size_t i) const noe
     return i < owners_.size() ? owners_[i] : none;
 }
 
-message message::from_parts(std::span<std::byte const> data,
-                            std::vector<serialization_chunk> chunks) {
+message message::copy_index(std::span<std::byte const> data) {
     message m;
-    m.grow_to(data.size()); // a pooled buffer up to 64 KiB
+    if (data.size() <= pooled_capacity / 2) {
+        // What shrink_to_fit() would leave: a small-object block of exactly the index's size,
+        // not a pooled 4 KiB buffer (taken, copied into, then given back when the message is
+        // queued).
+        if (!data.empty()) {
+            m.buffer_ = static_cast<std::byte*>(courier::detail::small_alloc(data.size()));
+            m.capacity_ = data.size();
+            m.small_buffer_ = true;
+        }
+    } else {
+        m.grow_to(data.size()); // a pooled buffer up to 64 KiB
+    }
     if (!data.empty()) {
         std::memcpy(m.buffer_, data.data(), data.size());
     }
     m.size_ = data.size();
+    return m;
+}
+
+message message::from_parts(std::span<std::byte const> data,
+                            std::vector<serialization_chunk> chunks) {
+    message m = copy_index(data);
     m.chunks_ = std::move(chunks);
     m.validate();
     return m;
@@ -454,6 +485,8 @@ message message::with_index_buffer(std::size_t index_size) {
 }
 
 void message::complete_parts(std::vector<serialization_chunk> chunks) {
+    checked_ = false;
+    one_chunk_ = false;
     chunks_ = std::move(chunks);
     owner_one_at_ = no_owner;
     owner_one_.reset();
@@ -462,11 +495,29 @@ void message::complete_parts(std::vector<serialization_chunk> chunks) {
 }
 
 message message::from_bytes(std::span<std::byte const> data) {
-    std::vector<serialization_chunk> chunks;
+    message m = copy_index(data);
     if (!data.empty()) {
-        chunks.push_back({chunk_type::index, data.size(), 0, nullptr, 0});
+        m.add_chunk({chunk_type::index, data.size(), 0, nullptr, 0}); // inline: no vector
     }
-    return from_parts(data, std::move(chunks));
+    m.validate();
+    return m;
+}
+
+void message::add_chunk(serialization_chunk const& c) {
+    checked_ = false;
+    if (!one_chunk_ && chunks_.empty()) {
+        single_ = c;
+        one_chunk_ = true;
+        return;
+    }
+    if (one_chunk_) { // a second chunk: both go to the vector
+        if (chunks_.capacity() == 0) {
+            chunks_ = chunk_list();
+        }
+        chunks_.push_back(single_);
+        one_chunk_ = false;
+    }
+    chunks_.push_back(c);
 }
 
 namespace {
@@ -496,12 +547,22 @@ std::size_t message::recorded_threshold() const {
     return t;
 }
 
-message::check_result message::check() const {
-    if (size_ < message_header_size) {
-        throw serialization_error("message of " + std::to_string(size_) +
-                                  " bytes is shorter than its 8-byte header");
-    }
-    auto b = [&](int i) { return static_cast<std::uint8_t>(buffer_[i]); };
+namespace {
+/// The first four header bytes this host writes and reads: magic, version, byte order, flags.
+constexpr std::uint32_t expected_header_word() noexcept {
+    std::uint8_t const b[4] = {'C', 'R', message_format_version,
+                               std::endian::native == std::endian::big ? std::uint8_t{1}
+                                                                       : std::uint8_t{0}};
+    return std::endian::native == std::endian::little
+               ? std::uint32_t{b[0]} | std::uint32_t{b[1]} << 8 | std::uint32_t{b[2]} << 16 |
+                     std::uint32_t{b[3]} << 24
+               : std::uint32_t{b[3]} | std::uint32_t{b[2]} << 8 | std::uint32_t{b[1]} << 16 |
+                     std::uint32_t{b[0]} << 24;
+}
+
+/// Throws the error that describes a header whose first four bytes are not ours.
+[[noreturn]] void bad_header(std::byte const* buffer) {
+    auto b = [&](int i) { return static_cast<std::uint8_t>(buffer[i]); };
     if (b(0) != 'C' || b(1) != 'R') {
         throw serialization_error("bad message magic: expected 'C' 'R' (0x43 0x52), found " +
                                   hex(b(0)) + " " + hex(b(1)));
@@ -515,16 +576,31 @@ message::check_result message::check() const {
     if ((b(3) & ~1u) != 0) {
         throw serialization_error("message header: unknown flags " + hex(b(3)));
     }
-    if ((b(3) & 1u) != ours) {
-        throw serialization_error(std::string("message was written by a ") +
-                                  ((b(3) & 1u) ? "big" : "little") + "-endian host; this host is " +
-                                  (ours ? "big" : "little") +
-                                  "-endian and Courier does not convert byte order");
+    throw serialization_error(std::string("message was written by a ") +
+                              ((b(3) & 1u) ? "big" : "little") + "-endian host; this host is " +
+                              (ours ? "big" : "little") +
+                              "-endian and Courier does not convert byte order");
+}
+} // namespace
+
+message::check_result message::check() const {
+    if (checked_) {
+        return checked_result_;
+    }
+    if (size_ < message_header_size) {
+        throw serialization_error("message of " + std::to_string(size_) +
+                                  " bytes is shorter than its 8-byte header");
+    }
+    std::uint32_t word;
+    std::memcpy(&word, buffer_, sizeof word);
+    if (word != expected_header_word()) [[unlikely]] {
+        bad_header(buffer_);
     }
     check_result result{recorded_threshold(), 0};
     std::size_t expected_offset = 0;
-    for (std::size_t i = 0; i < chunks_.size(); ++i) {
-        auto const& c = chunks_[i];
+    auto const list = chunks();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        auto const& c = list[i];
         switch (c.type) {
         case chunk_type::index:
             if (c.offset != expected_offset || c.size > size_ - expected_offset || c.size == 0) {
@@ -552,6 +628,8 @@ message::check_result message::check() const {
         throw serialization_error("index chunks cover " + std::to_string(expected_offset) +
                                   " of the " + std::to_string(size_) + "-byte index buffer");
     }
+    checked_result_ = result;
+    checked_ = true;
     return result;
 }
 

@@ -38,10 +38,7 @@ output_archive::~output_archive() {
 }
 
 void output_archive::start(options const& o) {
-    msg_.clear();
-    if (msg_.chunks_.capacity() == 0) {
-        msg_.chunks_ = message::chunk_list();
-    }
+    msg_.clear(); // a first chunk is held inline, a second one takes a cached chunk list
     tracking_kind_ = o.tracking;
     threshold_ = o.zero_copy ? std::max<std::size_t>(o.zero_copy_threshold, 1)
                              : std::numeric_limits<std::size_t>::max();
@@ -102,7 +99,7 @@ void output_archive::grow(std::size_t n) {
 void output_archive::close_index_chunk() {
     std::size_t at = index_bytes();
     if (at > chunk_start_) {
-        msg_.chunks_.push_back({chunk_type::index, at - chunk_start_, chunk_start_, nullptr, 0});
+        msg_.add_chunk({chunk_type::index, at - chunk_start_, chunk_start_, nullptr, 0});
         chunk_start_ = at;
     }
 }
@@ -114,7 +111,7 @@ void output_archive::add_external(chunk_type t, void const* p, std::size_t n, st
         return;
     }
     close_index_chunk();
-    msg_.chunks_.push_back({t, n, 0, static_cast<std::byte const*>(p), rkey});
+    msg_.add_chunk({t, n, 0, static_cast<std::byte const*>(p), rkey});
 }
 
 void output_archive::keep_alive(std::shared_ptr<void const> ref) {
@@ -122,6 +119,7 @@ void output_archive::keep_alive(std::shared_ptr<void const> ref) {
 }
 
 void output_archive::finish() {
+    msg_.checked_ = false; // written since start() (which cleared it too)
     if (sink_ != nullptr) {
         if (!finished_) {
             flush_to_sink();

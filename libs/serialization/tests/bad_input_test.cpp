@@ -222,3 +222,54 @@ TEST(bad_input, inconsistent_chunk_lists_are_rejected) {
     c.push_back(c[1]); // an extra chunk nobody reads
     EXPECT_NE(try_chunks(c).find("trailing chunks"), std::string::npos);
 }
+
+// A message remembers that check() passed (its input archive does not check a received parcel
+// twice); a change through index_buffer() must be checked again.
+TEST(bad_input, a_header_changed_after_a_passed_check_is_checked_again) {
+    auto m = cs::message::from_bytes(bytes_of(cs::save(std::string("checked"))));
+    std::string s;
+    cs::load(m, s); // passes, and is remembered
+    EXPECT_EQ(s, "checked");
+    m.index_buffer()[0] = std::byte{'X'};
+    std::string what;
+    try {
+        cs::load(m, s);
+    } catch (cs::serialization_error const& e) {
+        what = e.what();
+    }
+    EXPECT_NE(what.find("bad message magic"), std::string::npos) << what;
+    // Moving carries the (failed) state: still refused, never a stale pass.
+    auto moved = std::move(m);
+    EXPECT_THROW(cs::load(moved, s), cs::serialization_error);
+}
+
+// A message of one chunk holds it inline: it must survive moves, and a second chunk (a pointer
+// chunk after the index) must move both to the list in order.
+TEST(bad_input, one_inline_chunk_survives_moves_and_a_second_chunk_joins_it) {
+    auto one = cs::save(std::uint64_t{42});
+    ASSERT_EQ(one.chunks().size(), 1u);
+    auto moved = std::move(one);
+    cs::message again;
+    again = std::move(moved);
+    ASSERT_EQ(again.chunks().size(), 1u);
+    EXPECT_EQ(again.chunks()[0].type, cs::chunk_type::index);
+    EXPECT_EQ(again.chunks()[0].size, again.index_size());
+    std::uint64_t v = 0;
+    cs::load(again, v);
+    EXPECT_EQ(v, 42u);
+
+    std::vector<double> big(1000, 2.5);
+    // index, then a pointer chunk (into `sent`, which outlives the message), then index again
+    auto const sent = std::make_pair(big, std::uint32_t{7});
+    auto two = cs::save(sent);
+    auto list = two.chunks();
+    ASSERT_GE(list.size(), 2u);
+    EXPECT_EQ(list[0].type, cs::chunk_type::index);
+    EXPECT_EQ(list[1].type, cs::chunk_type::pointer);
+    EXPECT_EQ(list[1].size, big.size() * sizeof(double));
+    auto carried = std::move(two);
+    std::pair<std::vector<double>, std::uint32_t> out;
+    cs::load(carried, out);
+    EXPECT_EQ(out.first, big);
+    EXPECT_EQ(out.second, 7u);
+}

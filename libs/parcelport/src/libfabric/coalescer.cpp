@@ -49,7 +49,7 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
         }
     }
     b->dest = dest;
-    b->buf.assign(sizeof(wire::header), std::byte{0});
+    b->buf.reset(batch_limit_, sizeof(wire::header));
     b->handlers.clear();
     return b;
 }

@@ -7,8 +7,10 @@
 #include "context.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 namespace courier::parcelport::fabric {
@@ -17,9 +19,41 @@ namespace courier::parcelport::fabric {
 /// parcels to one destination and their handlers, run when the batch's send completes. A
 /// coalesced parcel takes no slot in the send table: nothing of it is needed after its bytes
 /// were copied into the batch (no registration, no DONE to wait for).
+/// A batch's bytes: one block of the batch limit, kept by its batch_op from one use to the next.
+/// Unlike a vector's resize, extending it does not first zero the bytes a record then writes.
+class batch_bytes {
+public:
+    /// Empties it to `header` zero bytes, with room for `capacity` in all.
+    void reset(std::size_t capacity, std::size_t header) {
+        if (capacity_ < capacity) {
+            data_ = std::make_unique_for_overwrite<std::byte[]>(capacity);
+            capacity_ = capacity;
+        }
+        std::memset(data_.get(), 0, header);
+        size_ = header;
+    }
+    /// The next `n` bytes (uninitialized), which the caller fills.
+    std::byte* extend(std::size_t n) {
+        if (n > capacity_ - size_) {
+            throw std::logic_error("courier: a coalesced record beyond its batch's room");
+        }
+        std::byte* at = data_.get() + size_;
+        size_ += n;
+        return at;
+    }
+    void truncate(std::size_t size) noexcept { size_ = size; }
+    std::byte* data() noexcept { return data_.get(); }
+    std::size_t size() const noexcept { return size_; }
+
+private:
+    std::unique_ptr<std::byte[]> data_;
+    std::size_t size_ = 0;
+    std::size_t capacity_ = 0;
+};
+
 struct batch_op : op {
     std::uint32_t dest = 0;
-    std::vector<std::byte> buf;                    // the header's room, then the records
+    batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // one per record (empty handlers too)
     batch_op() : op(kind::batch) {}
 };
@@ -88,11 +122,13 @@ public:
         std::size_t const at = b->buf.size();
         b->handlers.push_back(std::move(on_sent)); // a noexcept move: on failure, untouched
         try {
-            b->buf.resize(at + rec); // zero-filled: the prefix's second half, the padding
-            write_record_prefix(b->buf.data() + at, eager_bytes);
-            write(b->buf.data() + at + wire::record_prefix);
+            std::byte* r = b->buf.extend(rec);
+            write_record_prefix(r, eager_bytes);
+            write(r + wire::record_prefix);
+            std::memset(r + wire::record_prefix + eager_bytes, 0,
+                        rec - wire::record_prefix - eager_bytes); // the padding
         } catch (...) {
-            b->buf.resize(at);
+            b->buf.truncate(at);
             on_sent = std::move(b->handlers.back());
             b->handlers.pop_back();
             throw;

@@ -74,6 +74,16 @@ void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std:
     if (h.chunk_count > recv_size_ || fixed > len || h.index_size > len - fixed) {
         throw serialization::serialization_error("eager message sizes are inconsistent");
     }
+    if (h.chunk_count == 1) { // a small parcel: its index is its whole stream (no chunk list)
+        wire::descriptor d;
+        std::memcpy(&d, p + sizeof h, sizeof d);
+        if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::index) &&
+            d.size == h.index_size) {
+            sink_.eager_parcel(h.source,
+                               serialization::message::from_bytes({p + fixed, h.index_size}));
+            return;
+        }
+    }
     auto chunks = serialization::message::chunk_list();
     chunks.reserve(h.chunk_count);
     std::size_t offset = 0;

@@ -227,6 +227,14 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
     std::byte const* inline_index = bytes + fixed;
     try {
         std::uint64_t const to_receive = check_descriptors(h, ds, index_inline);
+        if (to_receive == 0 && h.chunk_count == 1 &&
+            ds[0].type == static_cast<std::uint8_t>(serialization::chunk_type::index) &&
+            ds[0].size == h.index_size) { // a small parcel: no chunk list
+            ++stats_.messages_received;
+            ready_.emplace_back(
+                from, serialization::message::from_bytes({inline_index, h.index_size}));
+            return;
+        }
         if (to_receive == 0) { // the inline index is the whole parcel
             auto chunks = serialization::message::chunk_list();
             std::vector<std::shared_ptr<std::byte[]>> none; // nothing lands: stays empty

@@ -48,7 +48,12 @@ public:
 
     /// The index buffer (header included).
     std::span<std::byte const> data() const noexcept { return {buffer_, size_}; }
-    std::span<serialization_chunk const> chunks() const noexcept { return chunks_; }
+    std::span<serialization_chunk const> chunks() const noexcept {
+        if (one_chunk_) {
+            return {&single_, 1};
+        }
+        return chunks_;
+    }
     std::size_t index_size() const noexcept { return size_; }
     /// Bytes of the whole logical stream: index buffer plus every pointer and rma chunk.
     std::size_t total_size() const noexcept;
@@ -81,7 +86,10 @@ public:
     /// index buffer of `index_size` bytes (header included) for the network to fill in place
     /// (index_buffer()), then complete_parts() with the chunk list, which validates.
     static message with_index_buffer(std::size_t index_size);
-    std::byte* index_buffer() noexcept { return buffer_; }
+    std::byte* index_buffer() noexcept {
+        checked_ = false; // the caller may change what check() read
+        return buffer_;
+    }
     void complete_parts(std::vector<serialization_chunk> chunks);
     /// Checkpoints: the class information of the file this message was read from (the written
     /// version of each type; detail/type_table.hpp). Null for messages, which carry versions
@@ -116,11 +124,25 @@ private:
     friend class output_archive;
     friend class input_archive;
 
+    struct check_result {
+        std::size_t threshold;
+        std::size_t external_bytes;
+    };
+
     std::byte* buffer_ = nullptr;
     std::size_t size_ = 0;
     std::size_t capacity_ = 0;
     std::size_t growth_copied_ = 0;
     bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
+    bool one_chunk_ = false;    // the chunk list is single_ (below)
+    // check() passed and nothing has changed since (every writer clears it): a received parcel
+    // is checked where it arrives (from_parts) and again by its input archive.
+    mutable bool checked_ = false;
+    mutable check_result checked_result_{};
+    // The chunk list: a message of one chunk (a small parcel's whole index) holds it inline in
+    // single_, with no vector storage to take and give back; two or more are in chunks_. chunks_
+    // may keep an empty vector's capacity while one_chunk_ is set.
+    serialization_chunk single_{};
     std::vector<serialization_chunk> chunks_;
     // Chunk owners: the first one set inline (a parcel's usual single owner, with no vector
     // storage), then all of them in owners_ (empty, or parallel to chunks_).
@@ -136,10 +158,8 @@ private:
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_
     void release_chunks() noexcept;         // frees (or caches) chunks_' storage
-    struct check_result {
-        std::size_t threshold;
-        std::size_t external_bytes;
-    };
+    void add_chunk(serialization_chunk const& c);
+    static message copy_index(std::span<std::byte const> data); // from_parts without chunks
     check_result check() const; // validate(), returning what readers need
 };
 
