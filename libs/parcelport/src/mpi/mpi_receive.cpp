@@ -231,8 +231,8 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
             ds[0].type == static_cast<std::uint8_t>(serialization::chunk_type::index) &&
             ds[0].size == h.index_size) { // a small parcel: no chunk list
             ++stats_.messages_received;
-            ready_.emplace_back(
-                from, serialization::message::from_bytes({inline_index, h.index_size}));
+            ready_.emplace_back(from,
+                                serialization::message::from_bytes({inline_index, h.index_size}));
             return;
         }
         if (to_receive == 0) { // the inline index is the whole parcel
