@@ -48,6 +48,8 @@ public:
 
     /// The index buffer (header included).
     std::span<std::byte const> data() const noexcept { return {buffer_, size_}; }
+    /// The chunk list. A message of one chunk holds it inline: like an iterator, the span is
+    /// valid until the message is changed, moved or destroyed.
     std::span<serialization_chunk const> chunks() const noexcept {
         if (one_chunk_) {
             return {&single_, 1};
@@ -135,8 +137,9 @@ private:
     std::size_t growth_copied_ = 0;
     bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
     bool one_chunk_ = false;    // the chunk list is single_ (below)
-    // check() passed and nothing has changed since (every writer clears it): a received parcel
-    // is checked where it arrives (from_parts) and again by its input archive.
+    // check() passed and nothing has changed since (every writer clears it), so that a received
+    // parcel, checked where it arrives (from_parts, from_bytes), is not checked again by its
+    // input archive.
     mutable bool checked_ = false;
     mutable check_result checked_result_{};
     // The chunk list: a message of one chunk (a small parcel's whole index) holds it inline in
