@@ -342,16 +342,25 @@ void message::reserve(std::size_t bytes) {
     }
 }
 
+namespace {
+/// A block of exactly `n` bytes: from the small-object pool up to its largest size (`small`
+/// set), else from malloc. Throws std::bad_alloc.
+std::byte* exact_block(std::size_t n, bool& small) {
+    small = n <= courier::detail::small_alloc_max;
+    auto* p = static_cast<std::byte*>(small ? courier::detail::small_alloc(n) : std::malloc(n));
+    if (p == nullptr) {
+        throw std::bad_alloc();
+    }
+    return p;
+}
+} // namespace
+
 void message::shrink_to_fit() {
     if (buffer_ == nullptr || size_ == 0 || size_ > capacity_ / 2) {
         return;
     }
-    bool small = size_ <= courier::detail::small_alloc_max;
-    auto* p =
-        static_cast<std::byte*>(small ? courier::detail::small_alloc(size_) : std::malloc(size_));
-    if (p == nullptr) {
-        throw std::bad_alloc();
-    }
+    bool small = false;
+    std::byte* p = exact_block(size_, small);
     std::memcpy(p, buffer_, size_);
     release_buffer(); // back to the thread's cache when pooled
     buffer_ = p;
@@ -454,9 +463,8 @@ message message::copy_index(std::span<std::byte const> data) {
         // not a pooled 4 KiB buffer (taken, copied into, then given back when the message is
         // queued).
         if (!data.empty()) {
-            m.buffer_ = static_cast<std::byte*>(courier::detail::small_alloc(data.size()));
+            m.buffer_ = exact_block(data.size(), m.small_buffer_);
             m.capacity_ = data.size();
-            m.small_buffer_ = true;
         }
     } else {
         m.grow_to(data.size()); // a pooled buffer up to 64 KiB
@@ -548,16 +556,8 @@ std::size_t message::recorded_threshold() const {
 
 namespace {
 /// The first four header bytes this host writes and reads: magic, version, byte order, flags.
-constexpr std::uint32_t expected_header_word() noexcept {
-    std::uint8_t const b[4] = {'C', 'R', message_format_version,
-                               std::endian::native == std::endian::big ? std::uint8_t{1}
-                                                                       : std::uint8_t{0}};
-    return std::endian::native == std::endian::little
-               ? std::uint32_t{b[0]} | std::uint32_t{b[1]} << 8 | std::uint32_t{b[2]} << 16 |
-                     std::uint32_t{b[3]} << 24
-               : std::uint32_t{b[3]} | std::uint32_t{b[2]} << 8 | std::uint32_t{b[1]} << 16 |
-                     std::uint32_t{b[0]} << 24;
-}
+constexpr std::uint8_t our_header[4] = {'C', 'R', message_format_version,
+                                        std::endian::native == std::endian::big ? 1 : 0};
 
 /// Throws the error that describes a header whose first four bytes are not ours.
 [[noreturn]] void bad_header(std::byte const* buffer) {
@@ -590,9 +590,7 @@ message::check_result message::check() const {
         throw serialization_error("message of " + std::to_string(size_) +
                                   " bytes is shorter than its 8-byte header");
     }
-    std::uint32_t word;
-    std::memcpy(&word, buffer_, sizeof word);
-    if (word != expected_header_word()) [[unlikely]] {
+    if (std::memcmp(buffer_, our_header, sizeof our_header) != 0) [[unlikely]] { // one compare
         bad_header(buffer_);
     }
     check_result result{recorded_threshold(), 0};

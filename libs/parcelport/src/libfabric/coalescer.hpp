@@ -23,13 +23,13 @@ namespace courier::parcelport::fabric {
 /// Unlike a vector's resize, extending it does not first zero the bytes a record then writes.
 class batch_bytes {
 public:
-    /// Empties it to `header` zero bytes, with room for `capacity` in all.
+    /// Empties it to the room of a `header` (written when the batch is posted), with room for
+    /// `capacity` bytes in all.
     void reset(std::size_t capacity, std::size_t header) {
         if (capacity_ < capacity) {
             data_ = std::make_unique_for_overwrite<std::byte[]>(capacity);
             capacity_ = capacity;
         }
-        std::memset(data_.get(), 0, header);
         size_ = header;
     }
     /// The next `n` bytes (uninitialized), which the caller fills.
