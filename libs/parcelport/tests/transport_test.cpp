@@ -30,9 +30,10 @@ struct pair_of_endpoints {
                                std::size_t read_budget = pp::transport_options{}.read_budget,
                                bool attach_pool_to_a = false, std::size_t read_piece = 0,
                                bool coalescing = true, std::size_t eager_threshold = 4096,
-                               bool split_messages = true) {
+                               bool split_messages = true, std::size_t coalesce_records = 0) {
         pp::transport_options o;
         o.coalescing = coalescing;
+        o.coalesce_records = coalesce_records;
         o.split_messages = split_messages;
         o.eager_threshold = eager_threshold;
         o.provider = provider;
@@ -593,6 +594,44 @@ TEST_P(transport, parcels_sent_while_others_are_in_flight_are_coalesced_and_arri
     EXPECT_GE(st.batches_sent, 300u / 30);
     EXPECT_GE(st.parcels_in_batches, 290u);
     EXPECT_LE(st.parcels_in_batches, 298u);
+}
+
+TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_progress) {
+    // A sender's long loop reaches no progress pass until it ends; a batch of
+    // coalesce_records parcels is posted from within the loop, so that the receiver can run
+    // them meanwhile. 100 parcels of ~200 bytes by 5: the first two alone, then 19 batches
+    // posted before any progress() (the 20th, of 3, waits for it).
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>(GetParam(), 42, pp::transport_options{}.read_budget,
+                                                false, 0, true, 4096, true, 5);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+    }
+    std::vector<int> payload(40, 3);
+    int sent = 0;
+    for (int i = 0; i < 100; ++i) {
+        e->a->send_coalesced(1, cs::save(i, payload), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            ++sent;
+        });
+    }
+    EXPECT_EQ(e->a->stats().batches_sent, 19u) << "posted from within the loop";
+    EXPECT_EQ(e->a->stats().parcels_in_batches, 95u);
+    ASSERT_TRUE(e->pump([&] { return sent == 100 && e->got_b.size() == 100; }));
+    auto st = e->a->stats();
+    EXPECT_EQ(st.batches_sent, 20u);
+    EXPECT_EQ(st.parcels_in_batches, 98u);
+    std::vector<bool> seen(100, false);
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        std::vector<int> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < 100) << i;
+        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]) << i;
+        seen[static_cast<std::size_t>(i)] = true;
+        EXPECT_EQ(v, payload);
+    }
 }
 
 TEST_P(transport, rendezvous_parcels_in_a_burst_leave_at_once_and_complete_after_their_reads) {

@@ -125,6 +125,7 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
     o.tcp_doorbell = !o.peers_on_other_hosts && (bell == "1" || (bell == "auto" && workers == 1));
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
+    o.coalesce_records = static_cast<std::size_t>(cfg.get_int("coalesce_records", 0, 1 << 20));
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
         static_cast<std::size_t>(cfg.get_int("registration_cache", 0, 1 << 20));

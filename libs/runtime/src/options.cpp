@@ -65,6 +65,10 @@ std::vector<option_spec> const& option_table() {
          "1 = parcels a worker sends to a locality while two messages to it are in flight are "
          "coalesced into one message, sent at the next progress pass (a lone parcel or a "
          "request/reply leaves at once); 0 = every parcel is its own message"},
+        {"coalesce_records", "0",
+         "a coalesced message leaves as soon as it holds this many parcels, so that the "
+         "receiver runs them while a sender's loop goes on; 0 = auto: 8 on shm, else only its "
+         "bytes bound it (on tcp each message is a system call)"},
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},

@@ -7,11 +7,17 @@
 #include <courier/common/log.hpp>
 
 #include <cstring>
+#include <stdexcept>
 
 namespace courier::parcelport::fabric {
 
-coalescer::coalescer(transport_parts const& parts, std::size_t batch_limit)
-    : parts_(parts), batch_limit_(batch_limit) {}
+coalescer::coalescer(transport_parts const& parts, std::size_t batch_limit,
+                     std::size_t batch_records)
+    : parts_(parts), batch_limit_(batch_limit), batch_records_(batch_records) {
+    if (batch_records_ == 0) {
+        throw std::invalid_argument("courier: a coalesced message holds at least one parcel");
+    }
+}
 
 coalescer::~coalescer() = default;
 
@@ -30,8 +36,11 @@ batch_op* coalescer::batch_with_room(peer_out& po, std::uint32_t dest, std::size
         b = take_batch(dest);
         po.open.store(b, std::memory_order_release);
         open_batches_.fetch_add(1, std::memory_order_acq_rel);
-        std::lock_guard lg(batch_mutex_);
-        open_list_.push_back(dest);
+        if (!po.listed) {
+            po.listed = true;
+            std::lock_guard lg(batch_mutex_);
+            open_list_.push_back(dest);
+        }
     }
     return b;
 }
@@ -69,6 +78,7 @@ bool coalescer::flush() {
         batch_op* b = nullptr;
         {
             std::lock_guard g(po.m);
+            po.listed = false;
             b = po.open.exchange(nullptr, std::memory_order_acq_rel);
             if (b != nullptr) {
                 open_batches_.fetch_sub(1, std::memory_order_acq_rel);

@@ -151,7 +151,10 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
         transport_parts parts{ep, peers_, backlog_, counters_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
-        coalescer_ = std::make_unique<coalescer>(parts, batch_limit);
+        std::size_t const records = opts_.coalesce_records != 0 ? opts_.coalesce_records
+                                    : ep.shm()                  ? 8
+                                                                : batch_limit;
+        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, records);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
                                                    max_read, recv_size);

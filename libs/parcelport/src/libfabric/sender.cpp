@@ -133,7 +133,7 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
 
 bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
                           transport::sent_handler& on_sent) {
-    // Eager-only and a quarter of a batch at most: its bytes are all the receiver needs, so it
+    // Eager-only and a third of a batch at most: its bytes are all the receiver needs, so it
     // takes no slot; its eager message is written straight into the batch.
     eager_layout const l = layout_eager(m, recv_size_);
     if (!l.eager_only || !coalescer_->small_enough(l.eager_size)) {
