@@ -14,7 +14,21 @@ namespace courier::detail {
 
 #if defined(COURIER_ASAN) || defined(COURIER_TSAN)
 
+namespace {
+thread_local std::uint64_t tl_handed_out = 0;
+// Courier threads migrate between OS threads: never let the compiler reuse a TLS address.
+[[gnu::noinline]] std::uint64_t* handed_out() noexcept {
+    asm volatile("" ::: "memory");
+    return &tl_handed_out;
+}
+} // namespace
+
+std::uint64_t small_alloc_thread_count() noexcept {
+    return *handed_out();
+}
+
 void* small_alloc(std::size_t n) {
+    ++*handed_out();
     return ::operator new(n);
 }
 void small_free(void* p, std::size_t) noexcept {
@@ -69,6 +83,7 @@ struct free_block {
 struct thread_cache {
     free_block* head[classes] = {};
     std::size_t count[classes] = {};
+    std::uint64_t handed_out = 0;
 };
 
 struct central_list {
@@ -140,6 +155,10 @@ void spill(thread_cache* c, std::size_t cls) {
 
 } // namespace
 
+std::uint64_t small_alloc_thread_count() noexcept {
+    return cache()->handed_out;
+}
+
 std::size_t small_alloc_slab_bytes() noexcept {
     std::lock_guard g(g_slabs_mutex);
     return g_slabs->size() * slab_size;
@@ -151,6 +170,7 @@ void* small_alloc(std::size_t n) {
     }
     std::size_t cls = class_of(n);
     thread_cache* c = cache();
+    ++c->handed_out;
     free_block* b = c->head[cls];
     if (b == nullptr) {
         std::size_t got = 0;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 namespace courier::detail {
@@ -23,6 +24,9 @@ void* small_alloc(std::size_t n);
 void small_free(void* p, std::size_t n) noexcept;
 /// Bytes of slabs carved so far (0 in sanitizer builds): the pool's peak, for tests.
 std::size_t small_alloc_slab_bytes() noexcept;
+/// Blocks small_alloc has handed out on the calling OS thread (sanitizer builds too), for
+/// tests that a path takes none.
+std::uint64_t small_alloc_thread_count() noexcept;
 
 /// Derive from this to allocate a class from the small-object pool.
 struct pooled {

@@ -370,52 +370,92 @@ concept action = requires {
     typename A::courier_action_tag;
 };
 
+/// An argument whose saved form never refers to the argument object itself once save()
+/// returned: a number is copied into the index, and a serialize_buffer's zero-copy chunk
+/// refers to its data, which the archive keeps alive through the buffer's owner. Such
+/// arguments are saved straight from the caller's; any other (a vector's data may become a
+/// zero-copy chunk, read after the call returned) from a pooled copy that the message keeps.
+template <class T>
+struct saved_by_value : std::bool_constant<std::is_arithmetic_v<T> || std::is_enum_v<T>> {};
+template <class T>
+struct saved_by_value<serialization::serialize_buffer<T>> : std::true_type {};
+
+/// Sends a request for Action with `args`; `complete` gets the reply (empty for a post).
+template <class Action, class... Args>
+void send_action(id_type const& target, std::function<void(std::error_code const&)> on_sent,
+                 reply_handler complete, bool wants_reply, bool ordered, Args&&... args) {
+    std::uint32_t src = get_locality_id(target);
+    auto save_target = [&target](serialization::output_archive& out) {
+        if constexpr (requires { Action::targets_component; }) {
+            // The target itself, with credits: the component stays alive until the call
+            // ran, even if the caller drops its id at once.
+            out.save(target);
+        } else {
+            (void)target;
+            (void)out;
+        }
+    };
+    if constexpr ((saved_by_value<std::decay_t<Args>>::value && ...)) {
+        // No copy of the arguments (a pooled block and its reference counts per call).
+        send_request(
+            src, Action::wire_id(),
+            [&](serialization::output_archive& out) {
+                save_target(out);
+                (out.save(std::as_const(args)), ...);
+            },
+            std::move(complete), std::move(on_sent), wants_reply, ordered);
+    } else {
+        using arguments = std::tuple<std::decay_t<Args>...>;
+        auto payload = std::allocate_shared<arguments>(pool_allocator<arguments>{},
+                                                       std::forward<Args>(args)...);
+        send_request(
+            src, Action::wire_id(),
+            [&](serialization::output_archive& out) {
+                out.keep_alive(payload); // pointer chunks reference the tuple until sent
+                save_target(out);
+                std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
+            },
+            std::move(complete), std::move(on_sent), wants_reply, ordered);
+    }
+}
+
 template <class Action, class... Args>
 auto remote_call(id_type const& target, std::function<void(std::error_code const&)> on_sent,
-                 bool wants_reply, bool ordered, Args&&... args) {
+                 bool ordered, Args&&... args) {
     using R = typename Action::result_type;
     auto st = make_state<R>();
-    using arguments = std::tuple<std::decay_t<Args>...>;
-    auto payload =
-        std::allocate_shared<arguments>(pool_allocator<arguments>{}, std::forward<Args>(args)...);
-    std::uint32_t src = get_locality_id(target);
-    send_request(
-        src, Action::wire_id(),
-        [payload, target](serialization::output_archive& out) {
-            out.keep_alive(payload); // pointer chunks reference the tuple until the send is done
-            if constexpr (requires { Action::targets_component; }) {
-                // The target itself, with credits: the component stays alive until the call
-                // ran, even if the caller drops its id at once.
-                out.save(target);
-            } else {
-                (void)target;
-            }
-            std::apply([&](auto const&... a) { (out.save(a), ...); }, *payload);
-        },
-        reply_handler(&complete_call<R>, state_ptr<R>(st).detach()), std::move(on_sent),
-        wants_reply, ordered);
+    send_action<Action>(target, std::move(on_sent),
+                        reply_handler(&complete_call<R>, state_ptr<R>(st).detach()), true, ordered,
+                        std::forward<Args>(args)...);
     return future_access::make<R>(std::move(st));
+}
+
+/// A call whose caller wants no reply: no future state either.
+template <class Action, class... Args>
+void remote_post(id_type const& target, bool ordered, Args&&... args) {
+    send_action<Action>(target, nullptr, reply_handler(), false, ordered,
+                        std::forward<Args>(args)...);
 }
 } // namespace detail
 
 template <detail::action Action, class... Args>
 auto async(id_type const& target, Args&&... args) {
-    return detail::remote_call<Action>(target, nullptr, true, false, std::forward<Args>(args)...);
+    return detail::remote_call<Action>(target, nullptr, false, std::forward<Args>(args)...);
 }
 template <detail::action Action, class... Args>
 auto async(Action, id_type const& target, Args&&... args) {
-    return detail::remote_call<Action>(target, nullptr, true, false, std::forward<Args>(args)...);
+    return detail::remote_call<Action>(target, nullptr, false, std::forward<Args>(args)...);
 }
 /// Like async; `cb(ec)` runs once the arguments have been sent (their buffers are reusable).
 template <detail::action Action, class Callback, class... Args>
 auto async_cb(id_type const& target, Callback&& cb, Args&&... args) {
-    return detail::remote_call<Action>(target, std::forward<Callback>(cb), true, false,
+    return detail::remote_call<Action>(target, std::forward<Callback>(cb), false,
                                        std::forward<Args>(args)...);
 }
 /// Fire and forget; a remote exception is logged on the target.
 template <detail::action Action, class... Args>
 void post(id_type const& target, Args&&... args) {
-    (void)detail::remote_call<Action>(target, nullptr, false, false, std::forward<Args>(args)...);
+    detail::remote_post<Action>(target, false, std::forward<Args>(args)...);
 }
 
 // Ordering. Calls are not ordered: two calls from one locality to another may run in either
@@ -433,12 +473,12 @@ void post(id_type const& target, Args&&... args) {
 /// Like async, but ordered with the caller's other ordered calls to `target` (see above).
 template <detail::action Action, class... Args>
 auto async_ordered(id_type const& target, Args&&... args) {
-    return detail::remote_call<Action>(target, nullptr, true, true, std::forward<Args>(args)...);
+    return detail::remote_call<Action>(target, nullptr, true, std::forward<Args>(args)...);
 }
 /// Like post, but ordered with the caller's other ordered calls to `target` (see above).
 template <detail::action Action, class... Args>
 void post_ordered(id_type const& target, Args&&... args) {
-    (void)detail::remote_call<Action>(target, nullptr, false, true, std::forward<Args>(args)...);
+    detail::remote_post<Action>(target, true, std::forward<Args>(args)...);
 }
 
 } // namespace courier
