@@ -89,6 +89,8 @@ TEST(options, bad_values_are_rejected) {
                      "--courier:read_budget=-1",
                      "--courier:read_piece=x",
                      "--courier:coalesce=3",
+                     "--courier:coalesce_records=-1",
+                     "--courier:coalesce_records=many",
                      "--courier:eager_threshold=10",
                      "--courier:registration_cache=-5",
                      "--courier:peer_timeout=soon",
