@@ -413,6 +413,34 @@ void scenario_posts_take_no_pool_blocks() {
     CHECK(courier::async<cheap_sum_action>(to).get() == expected);
 }
 
+// Run with one worker and --courier:coalesce_records=5: a task posting in a loop reaches no
+// progress pass, yet its batches leave from within the loop, 5 parcels each (the receiver runs
+// them meanwhile), on either parcelport.
+void scenario_batches_leave_during_a_loop() {
+    CHECK(courier::get_config_entry("coalesce_records").value_or("") == "5");
+    auto to = courier::find_remote_localities().at(0);
+    constexpr int n = 300;
+    auto const st0 = courier::get_parcelport_statistics();
+    for (int i = 0; i < n; ++i) {
+        courier::post<bump_action>(to, 1L);
+    }
+    auto const st1 = courier::get_parcelport_statistics();
+    auto const batches = st1.batches_sent - st0.batches_sent;
+    auto const parcels = st1.parcels_in_batches - st0.parcels_in_batches;
+    std::printf("batches_leave_during_a_loop: %llu batches of %llu parcels posted in the loop\n",
+                static_cast<unsigned long long>(batches), static_cast<unsigned long long>(parcels));
+    CHECK(batches >= (n - 2) / 5 - 1);
+    CHECK(parcels <= 5 * batches);
+    long total = 0;
+    for (int spin = 0; spin < 10000 && total < n; ++spin) {
+        total = courier::async<read_counter_action>(to).get();
+        if (total < n) {
+            courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    CHECK(total == n);
+}
+
 // A task that posts a burst and then computes for a long time without yielding: its coalesced
 // parcels must not wait for it. Another worker's progress pass (or its wake-up by the send's
 // completion, or its sleep's time limit) sends them. Needs two workers (the tests run with
@@ -1623,6 +1651,7 @@ int courier_main(int argc, char** argv) {
         {"flood", scenario_flood},
         {"flood_not_coalesced", scenario_flood_not_coalesced},
         {"posts_take_no_pool_blocks", scenario_posts_take_no_pool_blocks},
+        {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"burst_then_compute", scenario_burst_then_compute},
         {"killed", scenario_killed},
         {"stopped", scenario_stopped},

@@ -67,8 +67,9 @@ std::vector<option_spec> const& option_table() {
          "request/reply leaves at once); 0 = every parcel is its own message"},
         {"coalesce_records", "0",
          "a coalesced message leaves as soon as it holds this many parcels, so that the "
-         "receiver runs them while a sender's loop goes on; 0 = auto: 8 on shm, else only its "
-         "bytes bound it (on tcp each message is a system call)"},
+         "receiver runs them while a sender's loop goes on; 0 = auto: 8 on shm (the MPI "
+         "parcelport: 16 when every peer is on this host), else only its bytes bound it (on "
+         "tcp each message is a system call)"},
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},

@@ -231,6 +231,9 @@ private:
     void close() noexcept;
 
     transport_options opts_;
+    /// A batch is posted once it holds this many parcels (transport_options::coalesce_records;
+    /// set in the constructor).
+    std::size_t batch_records_ = 0;
     std::shared_ptr<void> session_; // MPI stays initialized while this transport lives
     bool multiple_;
     MPI_Comm comm_ = MPI_COMM_NULL;
