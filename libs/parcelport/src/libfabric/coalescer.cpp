@@ -29,10 +29,10 @@ batch_op* coalescer::batch_with_room(peer_out& po, std::uint32_t dest, std::size
                                      batch_op*& full) {
     batch_op* b = po.open.load(std::memory_order_relaxed);
     if (b != nullptr && b->buf.size() + rec > batch_limit_) {
-        b = take_batch(dest);
-        full = po.open.exchange(b, std::memory_order_acq_rel); // still listed as open
-        po.in_flight.fetch_add(1, std::memory_order_acq_rel);
-    } else if (b == nullptr) {
+        full = close_open(po); // no room: a new batch takes its place below
+        b = nullptr;
+    }
+    if (b == nullptr) {
         b = take_batch(dest);
         po.open.store(b, std::memory_order_release);
         open_batches_.fetch_add(1, std::memory_order_acq_rel);
@@ -79,11 +79,7 @@ bool coalescer::flush() {
         {
             std::lock_guard g(po.m);
             po.listed = false;
-            b = po.open.exchange(nullptr, std::memory_order_acq_rel);
-            if (b != nullptr) {
-                open_batches_.fetch_sub(1, std::memory_order_acq_rel);
-                po.in_flight.fetch_add(1, std::memory_order_acq_rel);
-            }
+            b = close_open(po);
         }
         if (b != nullptr) {
             post_batch(b);

@@ -142,10 +142,7 @@ public:
             // while this thread goes on adding to the next one (a sender's long loop of posts
             // would otherwise hand over everything at its end). Still listed as open; flush
             // then finds no batch, or the next one.
-            po.open.store(nullptr, std::memory_order_release);
-            open_batches_.fetch_sub(1, std::memory_order_acq_rel);
-            po.in_flight.fetch_add(1, std::memory_order_acq_rel);
-            full = b;
+            full = close_open(po);
         }
         return true;
     }
@@ -172,6 +169,16 @@ private:
     /// when there is none, or when the open one is full (then returned in `full`, for the
     /// caller to post after the lock).
     batch_op* batch_with_room(peer_out& po, std::uint32_t dest, std::size_t rec, batch_op*& full);
+    /// Takes `po`'s open batch (po.m held) to be posted: no longer open, and its message counts
+    /// as in flight. nullptr if none is open.
+    batch_op* close_open(peer_out& po) noexcept {
+        batch_op* b = po.open.exchange(nullptr, std::memory_order_acq_rel);
+        if (b != nullptr) {
+            open_batches_.fetch_sub(1, std::memory_order_acq_rel);
+            po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+        }
+        return b;
+    }
     batch_op* take_batch(std::uint32_t dest);
     void post_batch(batch_op* b);
 

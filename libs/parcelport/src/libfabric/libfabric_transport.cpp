@@ -151,6 +151,8 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
         transport_parts parts{ep, peers_, backlog_, counters_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
+        // Not on shm: only the bytes bound a batch (a record takes more than one byte, so a
+        // count of batch_limit is never reached).
         std::size_t const records = opts_.coalesce_records != 0 ? opts_.coalesce_records
                                     : ep.shm()                  ? 8
                                                                 : batch_limit;
