@@ -119,6 +119,48 @@ long read_counter() {
 }
 COURIER_PLAIN_ACTION(read_counter, read_counter_action);
 
+// Requests that wait for each other (blocked_requests): each arrives, then waits (suspending
+// its Courier thread, polling every millisecond) until all `n` have arrived, for at most 5 s.
+std::atomic<long> g_arrived{0}, g_released{0}, g_timed_out{0};
+void arrive_and_wait(long n) {
+    g_arrived.fetch_add(1);
+    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (g_arrived.load() < n) {
+        if (std::chrono::steady_clock::now() > until) {
+            g_timed_out.fetch_add(1);
+            return;
+        }
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    g_released.fetch_add(1);
+}
+COURIER_PLAIN_ACTION(arrive_and_wait, arrive_and_wait_action);
+std::vector<long> wait_outcome() {
+    return {g_arrived.load(), g_released.load(), g_timed_out.load()};
+}
+COURIER_PLAIN_ACTION(wait_outcome, wait_outcome_action);
+
+// Requests that need two workers at once (idle_worker_takes_the_rest): each waits without
+// suspending (its worker spins) until another one runs at the same time, for at most 2 s.
+std::atomic<int> g_running{0}, g_most_running{0}, g_met{0}, g_alone{0};
+void meet_another() {
+    int now = g_running.fetch_add(1) + 1;
+    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (now < 2 && std::chrono::steady_clock::now() < until) {
+        now = std::max(now, g_running.load());
+    }
+    int seen = g_most_running.load();
+    while (now > seen && !g_most_running.compare_exchange_weak(seen, now)) {
+    }
+    (now >= 2 ? g_met : g_alone).fetch_add(1);
+    g_running.fetch_sub(1);
+}
+COURIER_PLAIN_ACTION(meet_another, meet_another_action);
+std::vector<int> meetings() {
+    return {g_most_running.load(), g_met.load(), g_alone.load()};
+}
+COURIER_PLAIN_ACTION(meetings, meetings_action);
+
 int thrower(int x) {
     if (x > 0) {
         throw std::invalid_argument("x must not be positive, got " + std::to_string(x));
@@ -439,6 +481,90 @@ void scenario_batches_leave_during_a_loop() {
         }
     }
     CHECK(total == n);
+}
+
+// The receiver has one worker. Posts of requests that each wait (suspend) until all have
+// arrived: they travel in coalesced messages, whose requests run as one task on the receiver;
+// when one blocks, the rest of its message must run meanwhile (else only the first of each
+// message ever arrives, and all time out).
+void scenario_blocked_requests() {
+    auto to = courier::find_remote_localities().at(0);
+    constexpr long n = 64;
+    auto const st0 = courier::get_parcelport_statistics();
+    for (long i = 0; i < n; ++i) {
+        courier::post<arrive_and_wait_action>(to, n);
+    }
+    std::vector<long> out;
+    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    do {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(5));
+        out = courier::async<wait_outcome_action>(to).get();
+    } while (out[1] + out[2] < n && std::chrono::steady_clock::now() < until);
+    // (Batches count when they leave: the last one after the loop.)
+    auto const st1 = courier::get_parcelport_statistics();
+    std::printf("blocked_requests: %llu of %ld posts coalesced\n",
+                static_cast<unsigned long long>(st1.parcels_in_batches - st0.parcels_in_batches),
+                n);
+    CHECK(st1.parcels_in_batches - st0.parcels_in_batches >= 8); // some messages carried several
+    std::printf("blocked_requests: %ld arrived, %ld released, %ld timed out\n", out[0], out[1],
+                out[2]);
+    CHECK(out[0] == n);
+    CHECK(out[1] == n);
+    CHECK(out[2] == 0);
+}
+
+// The receiver has two workers. Requests that each need another one running at the same time
+// (the worker spins, never suspends, for at most 2 s): a coalesced message's requests run as
+// one task, whose rest must go to the other worker while it is idle (else they run one after
+// another and each waits alone until its time is up). Whether to hand over the rest is decided
+// before each request starts, so one that starts just before the other worker turns idle may
+// still wait alone.
+void scenario_idle_worker_takes_the_rest() {
+    auto to = courier::find_remote_localities().at(0);
+    constexpr int n = 8;
+    // This locality's other worker, idle, would send the open batch at its next progress pass,
+    // so the n parcels might leave in several messages: it spins meanwhile, without progress.
+    std::atomic<bool> spinning{false}, posted{false};
+    auto spinner = courier::async([&] {
+        spinning = true;
+        auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!posted && std::chrono::steady_clock::now() < until) {
+        }
+    });
+    while (!spinning) {
+    }
+    auto const st0 = courier::get_parcelport_statistics();
+    // The first parcels leave alone (until two messages are in flight), the others coalesce
+    // behind them, and the call after them too (its wait sends the batch).
+    courier::post<bump_action>(to, 1L);
+    courier::post<bump_action>(to, 1L);
+    for (int i = 0; i < n; ++i) {
+        courier::post<meet_another_action>(to);
+    }
+    auto behind = courier::async<read_counter_action>(to);
+    posted = true;
+    spinner.get();
+    behind.get();
+    auto const st1 = courier::get_parcelport_statistics();
+    std::vector<int> m;
+    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    do {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(10));
+        m = courier::async<meetings_action>(to).get();
+    } while (m[1] + m[2] < n && std::chrono::steady_clock::now() < until);
+    std::printf("idle_worker_takes_the_rest: %llu of %d posts coalesced, in %llu messages "
+                "(%llu messages sent in all)\n",
+                static_cast<unsigned long long>(st1.parcels_in_batches - st0.parcels_in_batches), n,
+                static_cast<unsigned long long>(st1.batches_sent - st0.batches_sent),
+                static_cast<unsigned long long>(st1.messages_sent - st0.messages_sent));
+    CHECK(st1.parcels_in_batches - st0.parcels_in_batches >= n);
+    CHECK(st1.batches_sent - st0.batches_sent == 1); // all in one message
+    std::printf("idle_worker_takes_the_rest: at most %d ran at once; %d met another, %d waited "
+                "alone\n",
+                m[0], m[1], m[2]);
+    CHECK(m[0] == 2);
+    CHECK(m[1] + m[2] == n);
+    CHECK(m[2] <= n / 2); // one after another: all but one would wait alone
 }
 
 // A task that posts a burst and then computes for a long time without yielding: its coalesced
@@ -1653,6 +1779,8 @@ int courier_main(int argc, char** argv) {
         {"posts_take_no_pool_blocks", scenario_posts_take_no_pool_blocks},
         {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"burst_then_compute", scenario_burst_then_compute},
+        {"blocked_requests", scenario_blocked_requests},
+        {"idle_worker_takes_the_rest", scenario_idle_worker_takes_the_rest},
         {"killed", scenario_killed},
         {"stopped", scenario_stopped},
         {"exit_early", scenario_exit_early},

@@ -85,6 +85,20 @@ void parcel_received(locality_state& st, std::uint32_t source,
     }
 }
 
+void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t count,
+                      std::uint64_t bytes) noexcept {
+    if (source == st.rank) {
+        return;
+    }
+    if (traffic_counters* c = own_counters(st)) {
+        add_single_writer(c->parcels_received, count);
+        add_single_writer(c->bytes_received, bytes);
+    } else {
+        st.traffic.parcels_received.fetch_add(count, std::memory_order_relaxed);
+        st.traffic.bytes_received.fetch_add(bytes, std::memory_order_relaxed);
+    }
+}
+
 std::map<std::string, double> local_counters(locality_state& st, scheduler const* s) {
     std::map<std::string, double> c;
     auto put = [&](char const* name, auto value) { c[name] = static_cast<double>(value); };

@@ -225,6 +225,13 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     }
     st.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
+    // Traced, every parcel is a task of its own (the trace shows each).
+    if (cfg.get_int("batch_tasks", 0, 1) != 0 && trace::active() == nullptr) {
+        st.tp->set_batch_handler(
+            [](std::uint32_t src, std::span<std::span<std::byte const> const> parcels) {
+                deliver_batch(src, parcels);
+            });
+    }
     parcelport::transport* tp = st.tp.get();
     st.boot = std::move(boot);
     replace_here(std::move(owned)); // before anything can deliver a parcel

@@ -194,6 +194,9 @@ action_entry find_action(std::uint64_t id) noexcept;
 bool is_control(std::uint64_t action_id);
 /// A parcel arrived from `source` (or from this locality itself).
 void deliver(std::uint32_t source, serialization::message&& m);
+/// The small parcels of one received coalesced message (transport::batch_handler): requests
+/// run as one task, in order; the others as deliver() handles them.
+void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> const> parcels);
 /// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
 /// answered, failed or never issued). Exactly one caller gets it.
 completion take_pending(std::uint64_t rid);

@@ -70,6 +70,10 @@ std::vector<option_spec> const& option_table() {
          "receiver runs them while a sender's loop goes on; 0 = auto: 8 on shm (the MPI "
          "parcelport: 16 when every peer is on this host), else only its bytes bound it (on "
          "tcp each message is a system call)"},
+        {"batch_tasks", "1",
+         "1 = the small requests of a received coalesced message run one after another as one "
+         "task (one allocation and task per message, not per parcel; the rest is queued for "
+         "other workers when one is idle or a request blocks); 0 = a task per parcel"},
         {"shm_doorbell", "1",
          "shm: 1 = peers wake an idle locality's sleeping workers at once (a shared word and a "
          "datagram socket); 0 = idle workers sleep in a bounded backoff (up to 1 ms late)"},

@@ -713,6 +713,30 @@ void spawn_or_run(task* t) {
     }
 }
 
+void progress_point() {
+    worker* w = get_tl_worker();
+    if (w != nullptr && w->sched.has_hooks() && ++w->since_progress >= progress_interval) {
+        w->since_progress = 0;
+        w->sched.run_hooks();
+    }
+}
+
+bool retract(task* t) noexcept {
+    worker* w = get_tl_worker();
+    if (w == nullptr) {
+        return false;
+    }
+    std::uintptr_t newest = w->deque.pop();
+    if (newest == item_of(t)) {
+        add_single_writer(w->completed);
+        return true;
+    }
+    if (newest != 0) {
+        w->deque.push(newest); // where it was: the pop left room for it (no allocation)
+    }
+    return false;
+}
+
 fiber_ctx* current_fiber() noexcept {
     return get_tl_fiber();
 }

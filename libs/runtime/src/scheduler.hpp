@@ -222,6 +222,13 @@ bool worker_has_work(worker const& w) noexcept;
 /// The running runtime's scheduler; while none runs, the calling worker thread's (an
 /// in_process_job's locality); nullptr when neither.
 scheduler* current_scheduler() noexcept;
+/// For a task that does many small things in a row (the parcels of a coalesced message): counts
+/// one toward the calling worker's next progress pass and runs it when due, as between tasks.
+void progress_point();
+/// Takes back `t`, spawned by the calling task, if it is still the newest item of the calling
+/// worker's queue (no other worker took it, nothing was queued after it): true, and it counts
+/// as executed; false: the queue is left as it was and `t` runs from there.
+bool retract(task* t) noexcept;
 void set_current_scheduler(scheduler* s) noexcept;
 worker* current_worker() noexcept;
 

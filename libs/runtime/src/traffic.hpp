@@ -31,6 +31,9 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
 /// A parcel from `source` reaches locality `st` (its own parcels are not counted).
 void parcel_received(locality_state& st, std::uint32_t source,
                      serialization::message const& m) noexcept;
+/// The same for `count` parcels of a single index chunk, `bytes` in all, while tracing is off.
+void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t count,
+                      std::uint64_t bytes) noexcept;
 
 /// Every counter of locality `st`, whose workers are `s`'s (nullptr: none running).
 std::map<std::string, double> local_counters(locality_state& st, scheduler const* s);

@@ -243,7 +243,9 @@ void message::release_buffer() noexcept {
     if (buffer_ == nullptr) { // moved from, or never written
         return;
     }
-    if (small_buffer_) {
+    if (borrowed_) {
+        borrowed_ = false;
+    } else if (small_buffer_) {
         courier::detail::small_free(buffer_, capacity_);
         small_buffer_ = false;
     } else if (std::size_t cls = class_of_capacity(capacity_);
@@ -266,8 +268,9 @@ message::message(message&& o) noexcept
     : buffer_(std::exchange(o.buffer_, nullptr)), size_(std::exchange(o.size_, 0)),
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
       small_buffer_(std::exchange(o.small_buffer_, false)),
-      one_chunk_(std::exchange(o.one_chunk_, false)), checked_(std::exchange(o.checked_, false)),
-      checked_result_(o.checked_result_), single_(o.single_), chunks_(std::move(o.chunks_)),
+      borrowed_(std::exchange(o.borrowed_, false)), one_chunk_(std::exchange(o.one_chunk_, false)),
+      checked_(std::exchange(o.checked_, false)), checked_result_(o.checked_result_),
+      single_(o.single_), chunks_(std::move(o.chunks_)),
       owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
       keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
@@ -282,6 +285,7 @@ message& message::operator=(message&& o) noexcept {
         capacity_ = std::exchange(o.capacity_, 0);
         growth_copied_ = std::exchange(o.growth_copied_, 0);
         small_buffer_ = std::exchange(o.small_buffer_, false);
+        borrowed_ = std::exchange(o.borrowed_, false);
         checked_ = std::exchange(o.checked_, false);
         checked_result_ = o.checked_result_;
         one_chunk_ = std::exchange(o.one_chunk_, false);
@@ -322,6 +326,9 @@ std::size_t message::external_chunk_count() const noexcept {
 }
 
 void message::clear() noexcept {
+    if (borrowed_) {
+        release_buffer(); // a view's bytes are not this message's to write
+    }
     checked_ = false;
     size_ = 0;
     growth_copied_ = 0;
@@ -369,6 +376,18 @@ void message::shrink_to_fit() {
 }
 
 void message::grow_to(std::size_t min_capacity) {
+    if (borrowed_) { // a view: its bytes go to a buffer of its own first, never written where they
+                     // lie
+        std::span<std::byte const> bytes = data();
+        buffer_ = nullptr;
+        capacity_ = 0;
+        borrowed_ = false;
+        grow_to(std::max(min_capacity, bytes.size()));
+        if (!bytes.empty()) {
+            std::memcpy(buffer_, bytes.data(), bytes.size());
+        }
+        return;
+    }
     if (buffer_ != nullptr && min_capacity <= capacity_) {
         return; // large enough (the pooled path below would copy size_ bytes into less)
     }
@@ -508,6 +527,22 @@ message message::from_bytes(std::span<std::byte const> data) {
     }
     m.validate();
     return m;
+}
+
+void message::view(std::span<std::byte const> data) {
+    if (!borrowed_ || !chunks_.empty() || owner_one_at_ != no_owner || !owners_.empty() ||
+        keep_first_ || keep_alive_.size() != 0 || types_) {
+        *this = message(); // frees what it owned: from here on it owns nothing
+    }
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): never written (grow_to copies)
+    buffer_ = const_cast<std::byte*>(data.data());
+    size_ = data.size();
+    capacity_ = data.size();
+    borrowed_ = buffer_ != nullptr;
+    growth_copied_ = 0;
+    checked_ = false;
+    one_chunk_ = !data.empty();
+    single_ = {chunk_type::index, data.size(), 0, nullptr, 0};
 }
 
 void message::add_chunk(serialization_chunk const& c) {

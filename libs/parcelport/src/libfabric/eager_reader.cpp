@@ -110,19 +110,72 @@ void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std:
         h.source, serialization::message::from_parts({p + fixed, h.index_size}, std::move(chunks)));
 }
 
-void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
-    for_each_record(h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n) {
-        wire::header ih;
-        std::memcpy(&ih, r, sizeof ih);
-        if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
-            static logging::rate_limit limit;
-            logging::error_limited(
-                limit, "dropped parcel {} of a coalesced message from locality {}: bad header", n,
-                h.source);
-        } else {
-            handle_parcel(ih, r, rl);
+namespace {
+/// The stream of a record that is an eager-only parcel of one index chunk (what deliver_eager
+/// builds a message of with from_bytes); empty for any other.
+std::span<std::byte const> small_stream(wire::header const& h, std::byte const* p,
+                                        std::size_t len) noexcept {
+    constexpr std::size_t fixed = sizeof h + sizeof(wire::descriptor);
+    if ((h.flags & wire::index_inline) == 0 || (h.flags & wire::descriptors_remote) != 0 ||
+        h.chunk_count != 1 || fixed > len || h.index_size > len - fixed || h.index_size == 0) {
+        return {};
+    }
+    wire::descriptor d;
+    std::memcpy(&d, p + sizeof h, sizeof d);
+    if (d.type != static_cast<std::uint8_t>(serialization::chunk_type::index) ||
+        d.size != h.index_size) {
+        return {};
+    }
+    return {p + fixed, h.index_size};
+}
+} // namespace
+
+void eager_reader::flush_batch(std::uint32_t source) {
+    if (batch_.empty()) {
+        return;
+    }
+    if (sink_takes_batches_) {
+        sink_takes_batches_ = sink_.eager_batch(source, batch_);
+    }
+    if (!sink_takes_batches_) {
+        for (auto s : batch_) {
+            try {
+                sink_.eager_parcel(source, serialization::message::from_bytes(s));
+            } catch (std::exception const& e) {
+                static logging::rate_limit limit;
+                logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}",
+                                       source, e.what());
+            }
         }
-    });
+    }
+    batch_.clear();
+}
+
+void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
+    batch_.clear();
+    try {
+        for_each_record(h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n) {
+            wire::header ih;
+            std::memcpy(&ih, r, sizeof ih);
+            if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+                static logging::rate_limit limit;
+                logging::error_limited(
+                    limit, "dropped parcel {} of a coalesced message from locality {}: bad header",
+                    n, h.source);
+            } else if (auto s = small_stream(ih, r, rl); !s.empty()) {
+                batch_.push_back(s);
+            } else {
+                flush_batch(h.source); // in order: the small parcels before it go first
+                handle_parcel(ih, r, rl);
+            }
+        });
+        flush_batch(h.source);
+    } catch (std::exception const& e) { // from the sink (out of memory, the runtime stopping)
+        batch_.clear();
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped parcels of a coalesced message from locality {}: {}",
+                               h.source, e.what());
+    }
 }
 
 } // namespace courier::parcelport::fabric

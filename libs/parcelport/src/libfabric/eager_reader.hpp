@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 namespace courier::parcelport::fabric {
 
@@ -28,6 +30,12 @@ public:
     virtual void done(wire::header const& h) = 0;
     /// An eager-only parcel, whole and validated.
     virtual void eager_parcel(std::uint32_t source, serialization::message&& m) = 0;
+    /// The small parcels of a coalesced message (transport::batch_handler), if the sink takes
+    /// them so; false: it does not, and each comes to eager_parcel instead.
+    virtual bool eager_batch(std::uint32_t /*source*/,
+                             std::span<std::span<std::byte const> const> /*parcels*/) {
+        return false;
+    }
     /// A parcel with `rma_bytes` to read or a remote descriptor table: its eager message of
     /// `len` bytes at `p`, header checked, descriptors not. Throws serialization_error for a
     /// malformed one (the reader logs it).
@@ -65,8 +73,14 @@ private:
     /// the index data, no bookkeeping object).
     void deliver_eager(wire::header const& h, std::byte const* p, std::size_t len);
 
+    /// Hands the parcels gathered in batch_ to the sink together (or, if it does not take
+    /// them so, one message each), and empties batch_.
+    void flush_batch(std::uint32_t source);
+
     message_sink& sink_;
     std::size_t recv_size_;
+    std::vector<std::span<std::byte const>> batch_; // a coalesced message's small parcels
+    bool sink_takes_batches_ = true;                // until it first says it does not
     fragment_joiner joiner_;
 };
 

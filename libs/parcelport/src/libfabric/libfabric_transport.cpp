@@ -161,7 +161,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
                                                    max_read, recv_size);
         receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
-                                               opts_, recv_size);
+                                               on_batch_, opts_, recv_size);
         receiver_->post_buffers(opts_.posted_receives);
     } catch (...) {
         // As in the destructor: the endpoint closes before the objects built so far free the

@@ -40,6 +40,7 @@ public:
     void set_peers(std::vector<std::vector<std::byte>> const& addresses,
                    std::uint32_t my_rank) override;
     void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+    void set_batch_handler(batch_handler h) override { on_batch_ = std::move(h); }
     void set_job_token(std::uint64_t token) override { peers_.set_token(token); }
     void set_activity_handler(activity_handler h) override {
         peers_.set_activity_handler(std::move(h));
@@ -86,6 +87,7 @@ private:
     backlog backlog_{counters_};
     std::unique_ptr<memory> memory_;
     receive_handler on_receive_;
+    batch_handler on_batch_;
     std::unique_ptr<sender> sender_;
     std::unique_ptr<coalescer> coalescer_;
     std::unique_ptr<rendezvous> rendezvous_;

@@ -10,10 +10,10 @@
 namespace courier::parcelport::fabric {
 
 receiver::receiver(transport_parts const& parts, memory& mem, sender& s, rendezvous& rv,
-                   transport::receive_handler& on_receive, transport_options const& o,
-                   std::size_t recv_size)
+                   transport::receive_handler& on_receive, transport::batch_handler& on_batch,
+                   transport_options const& o, std::size_t recv_size)
     : parts_(parts), memory_(mem), sender_(s), rendezvous_(rv), on_receive_(on_receive),
-      recv_size_(recv_size), reader_(*this, recv_size, o.read_stall_timeout) {}
+      on_batch_(on_batch), recv_size_(recv_size), reader_(*this, recv_size, o.read_stall_timeout) {}
 
 receiver::~receiver() {
     for (auto& r : recvs_) {
@@ -68,6 +68,16 @@ void receiver::eager_parcel(std::uint32_t source, serialization::message&& m) {
     if (on_receive_) {
         on_receive_(source, std::move(m));
     }
+}
+
+bool receiver::eager_batch(std::uint32_t source,
+                           std::span<std::span<std::byte const> const> parcels) {
+    if (!on_batch_) {
+        return false;
+    }
+    parts_.stats.messages_received += parcels.size();
+    on_batch_(source, parcels);
+    return true;
 }
 
 void receiver::rendezvous_parcel(wire::header const& h, std::byte const* p, std::size_t len,

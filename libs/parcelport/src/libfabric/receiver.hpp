@@ -20,8 +20,8 @@ class memory;
 class receiver : private message_sink {
 public:
     receiver(transport_parts const& parts, memory& mem, sender& s, rendezvous& rv,
-             transport::receive_handler& on_receive, transport_options const& o,
-             std::size_t recv_size);
+             transport::receive_handler& on_receive, transport::batch_handler& on_batch,
+             transport_options const& o, std::size_t recv_size);
     ~receiver();
     receiver(receiver const&) = delete;
     receiver& operator=(receiver const&) = delete;
@@ -39,6 +39,8 @@ private:
     bool header_ok(wire::header const& h) const override;
     void done(wire::header const& h) override;
     void eager_parcel(std::uint32_t source, serialization::message&& m) override;
+    bool eager_batch(std::uint32_t source,
+                     std::span<std::span<std::byte const> const> parcels) override;
     void rendezvous_parcel(wire::header const& h, std::byte const* p, std::size_t len,
                            std::size_t rma_bytes) override;
     void release(recv_op* r) override;
@@ -48,6 +50,7 @@ private:
     sender& sender_;
     rendezvous& rendezvous_;
     transport::receive_handler& on_receive_;
+    transport::batch_handler& on_batch_;
     std::size_t recv_size_;
     std::vector<std::unique_ptr<recv_op>> recvs_;
     eager_reader reader_;

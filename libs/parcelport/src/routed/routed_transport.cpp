@@ -178,6 +178,12 @@ void routed_transport::set_receive_handler(receive_handler h) {
     }
 }
 
+void routed_transport::set_batch_handler(batch_handler h) {
+    for (auto& r : rails_) {
+        r->set_batch_handler(h);
+    }
+}
+
 void routed_transport::set_activity_handler(activity_handler h) {
     for (auto& r : rails_) {
         r->set_activity_handler(h);

@@ -35,6 +35,7 @@ public:
     void set_peers(std::vector<std::vector<std::byte>> const& addresses,
                    std::uint32_t my_rank) override;
     void set_receive_handler(receive_handler h) override;
+    void set_batch_handler(batch_handler h) override;
     void set_job_token(std::uint64_t token) override;
     void set_activity_handler(activity_handler h) override;
     void set_read_handler(read_handler h) override;

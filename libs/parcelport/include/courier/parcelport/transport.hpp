@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -196,6 +197,11 @@ void prepare_libfabric(transport_options const& o);
 class transport {
 public:
     using receive_handler = std::function<void(std::uint32_t source, serialization::message&&)>;
+    /// The small parcels of one received coalesced message, each its whole stream (the bytes
+    /// serialization::message::from_bytes takes: a single index chunk, not yet checked), in
+    /// the order they were sent. The bytes are the transport's: valid during the call only.
+    using batch_handler = std::function<void(std::uint32_t source,
+                                             std::span<std::span<std::byte const> const> parcels)>;
     using sent_handler = std::function<void(std::error_code)>;
     using activity_handler = std::function<void(std::uint32_t source)>;
     /// A rendezvous's RMA reads from `source` completed: `bytes` read, the first posted at
@@ -213,6 +219,11 @@ public:
     virtual void set_peers(std::vector<std::vector<std::byte>> const& addresses,
                            std::uint32_t my_rank) = 0;
     virtual void set_receive_handler(receive_handler h) = 0;
+    /// Where a transport that receives coalesced messages may hand over their small parcels
+    /// together (one call per message) instead of one message each to the receive handler,
+    /// which still gets every other parcel. Set-up call; optional, for transports and
+    /// handlers alike.
+    virtual void set_batch_handler(batch_handler) {}
     /// Called from progress() when `source` shows signs of life other than a whole message
     /// (a piece of an RMA read from it completed): a liveness check must not miss a peer whose
     /// small messages queue behind a large transfer. Set-up call; optional.

@@ -103,6 +103,12 @@ public:
 
     /// A message whose whole stream is `data` (a single index chunk). Validates like from_parts.
     static message from_bytes(std::span<std::byte const> data);
+    /// Receiver side, for parcels read where they lie: makes this message (empty, or a view
+    /// already) what from_bytes(data) would make, without copying `data` and without checking
+    /// it (an input archive checks it before reading). The caller keeps `data` alive and
+    /// unchanged while the message uses it; the message never writes it (growing it copies
+    /// the bytes into a buffer of its own first) and frees nothing of it.
+    void view(std::span<std::byte const> data);
 
     /// Checks the header (magic, format version, byte order, flags) and that the chunk list is
     /// consistent: index chunks tile the index buffer in order, external chunks have an
@@ -136,6 +142,7 @@ private:
     std::size_t capacity_ = 0;
     std::size_t growth_copied_ = 0;
     bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
+    bool borrowed_ = false;     // buffer_ is someone else's bytes (view())
     bool one_chunk_ = false;    // the chunk list is single_ (below)
     // check() passed and nothing has changed since (every writer clears it), so that a received
     // parcel, checked where it arrives (from_parts, from_bytes), is not checked again by its
