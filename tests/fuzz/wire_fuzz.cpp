@@ -40,6 +40,17 @@ public:
     void eager_parcel(std::uint32_t source, courier::serialization::message&& m) override {
         hub_.inject(source, 0, std::move(m));
     }
+    // A coalesced message's small parcels reach the runtime's batch path (deliver_batch).
+    bool eager_batch(std::uint32_t source,
+                     std::span<std::span<std::byte const> const> parcels) override {
+        std::vector<std::vector<std::byte>> copies;
+        copies.reserve(parcels.size());
+        for (auto s : parcels) {
+            copies.emplace_back(s.begin(), s.end());
+        }
+        hub_.inject_batch(source, 0, std::move(copies));
+        return true;
+    }
     void rendezvous_parcel(wire::header const&, std::byte const*, std::size_t,
                            std::size_t) override {}
     void release(fabric::recv_op* r) override { held_.erase(r); }

@@ -555,3 +555,38 @@ TEST(loopback_transport, rules_stop_after_max_count_or_next_messages_and_can_be_
     EXPECT_EQ(j.got[1].size(), 4u);
     EXPECT_NE(j.eps[0]->debug_state().find("drop 4"), std::string::npos);
 }
+
+TEST(loopback_transport,
+     an_injected_batch_reaches_the_batch_handler_whole_or_else_one_message_each) {
+    job j(2);
+    auto bytes_of = [](int i) {
+        cs::message m = cs::save(i);
+        auto d = m.data();
+        return std::vector<std::byte>(d.begin(), d.end());
+    };
+    std::vector<std::vector<std::byte>> parcels{bytes_of(7), bytes_of(8),
+                                                std::vector<std::byte>(3, std::byte{1})};
+    // Without a batch handler: one message each, in order; the malformed one is dropped.
+    ASSERT_TRUE(j.hub->inject_batch(1, 0, parcels));
+    ASSERT_TRUE(j.pump([&] { return j.got[0].size() == 2; }));
+    j.settle();
+    ASSERT_EQ(j.got[0].size(), 2u);
+    EXPECT_EQ(number_in(j.got[0][0].second), 7);
+    EXPECT_EQ(number_in(j.got[0][1].second), 8);
+    EXPECT_EQ(j.got[0][0].first, 1u);
+    // With one: all three together, byte for byte, from rank 1; none as a message.
+    std::vector<std::vector<std::byte>> seen;
+    std::uint32_t from = 99;
+    j.eps[0]->set_batch_handler(
+        [&](std::uint32_t src, std::span<std::span<std::byte const> const> ps) {
+            from = src;
+            for (auto p : ps) {
+                seen.emplace_back(p.begin(), p.end());
+            }
+        });
+    ASSERT_TRUE(j.hub->inject_batch(1, 0, parcels));
+    ASSERT_TRUE(j.pump([&] { return seen.size() == 3; }));
+    EXPECT_EQ(from, 1u);
+    EXPECT_EQ(seen, parcels);
+    EXPECT_EQ(j.got[0].size(), 2u);
+}

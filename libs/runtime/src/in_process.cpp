@@ -38,6 +38,10 @@ in_process_job::in_process_job(in_process_options const& o)
         } else {
             l->state.tp->set_receive_handler(
                 [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
+            l->state.tp->set_batch_handler(
+                [](std::uint32_t src, std::span<std::span<std::byte const> const> parcels) {
+                    deliver_batch(src, parcels);
+                });
         }
         addresses.push_back(l->state.tp->address());
         localities_.push_back(std::move(l));

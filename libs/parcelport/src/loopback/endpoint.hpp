@@ -27,6 +27,8 @@ struct parcel {
     std::uint64_t source_incarnation = 0; ///< which endpoint of the source rank sent it
     std::uint64_t token = 0;              ///< the sender's job token
     serialization::message msg;
+    /// inject_batch(): the parcels of a coalesced message instead of msg, for the batch handler
+    std::vector<std::vector<std::byte>> batch;
     transport::sent_handler on_sent; ///< empty for a duplicate's second copy
     /// delayed / held: when it may (delay) or must (reorder) go to the inbox.
     std::chrono::steady_clock::time_point due{};
@@ -48,6 +50,7 @@ public:
     void set_peers(std::vector<std::vector<std::byte>> const& addresses,
                    std::uint32_t my_rank) override;
     void set_receive_handler(receive_handler h) override { on_receive_ = std::move(h); }
+    void set_batch_handler(batch_handler h) override { on_batch_ = std::move(h); }
     void set_job_token(std::uint64_t token) override {
         token_.store(token, std::memory_order_relaxed);
     }
@@ -91,6 +94,7 @@ private:
     std::atomic<bool> signalled_{false}; // event_fd_ written since progress() last read it
     std::atomic<std::uint64_t> token_{0};
     receive_handler on_receive_;
+    batch_handler on_batch_;
 
     mutable std::mutex mutex_; // inbox_, delayed_, completions_
     std::deque<parcel> inbox_;

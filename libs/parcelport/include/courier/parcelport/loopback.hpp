@@ -136,6 +136,11 @@ public:
     ///
     ///     hub->inject(1, 0, courier::serialization::message::from_bytes(bytes));
     bool inject(std::uint32_t source, std::uint32_t dest, serialization::message&& m);
+    /// As inject(), for the small parcels of one coalesced message, each its whole stream:
+    /// delivered together to the destination's batch handler if it has one
+    /// (transport::set_batch_handler), else one message each (malformed ones logged, dropped).
+    bool inject_batch(std::uint32_t source, std::uint32_t dest,
+                      std::vector<std::vector<std::byte>> parcels);
 
 private:
     explicit loopback_hub(loopback_options const& o);
