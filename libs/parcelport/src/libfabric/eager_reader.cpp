@@ -134,10 +134,7 @@ void eager_reader::flush_batch(std::uint32_t source) {
     if (batch_.empty()) {
         return;
     }
-    if (sink_takes_batches_) {
-        sink_takes_batches_ = sink_.eager_batch(source, batch_);
-    }
-    if (!sink_takes_batches_) {
+    if (!sink_.eager_batch(source, batch_)) {
         for (auto s : batch_) {
             try {
                 sink_.eager_parcel(source, serialization::message::from_bytes(s));

@@ -80,7 +80,6 @@ private:
     message_sink& sink_;
     std::size_t recv_size_;
     std::vector<std::span<std::byte const>> batch_; // a coalesced message's small parcels
-    bool sink_takes_batches_ = true;                // until it first says it does not
     fragment_joiner joiner_;
 };
 
