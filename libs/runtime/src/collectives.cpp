@@ -387,6 +387,10 @@ std::shared_ptr<slot_base> match(key const& k, bool arriving,
     return s;
 }
 
+bool mailbox_holds_early() noexcept {
+    return table().early.load(std::memory_order_acquire) != 0;
+}
+
 std::uint64_t next_generation() {
     auto& t = table();
     {

@@ -77,7 +77,8 @@ struct collective_table {
     std::unordered_map<collectives::detail::key, std::shared_ptr<collectives::detail::slot_base>,
                        key_hash>
         slots;
-    std::size_t early = 0;               ///< slots holding a message nobody received yet
+    /// Slots holding a message nobody received yet (written under the mutex, read without it).
+    std::atomic<std::size_t> early{0};
     std::optional<std::uint32_t> failed; ///< a failed locality: every collective fails
     std::atomic<std::uint64_t> generation{0};
 };

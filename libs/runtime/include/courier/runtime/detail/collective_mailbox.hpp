@@ -58,6 +58,9 @@ struct slot final : slot_base {
 /// with network_error.
 std::shared_ptr<slot_base> match(key const& k, bool arriving,
                                  courier::detail::function_ref<std::shared_ptr<slot_base>()> make);
+/// Whether a message that arrived as a parcel waits for its receive (any key): a receive then
+/// looks there before its shared-memory inbox, so that the first message for a key wins.
+bool mailbox_holds_early() noexcept;
 template <class T>
 std::shared_ptr<slot_base> make_slot(bool arriving) {
     auto s = std::make_shared<slot<T>>();
@@ -290,7 +293,9 @@ public:
     T receive(std::uint32_t from, std::uint32_t step) const {
         key const k{generation_, step, from};
         bool const ring = ring_listens_to(from);
-        if (ring) {
+        // The inbox's head first, unless a parcel already waits in the mailbox (maybe for this
+        // key: a forged or repeated message came first, and the first one for a key counts).
+        if (ring && !mailbox_holds_early()) {
             std::optional<T> v;
             if (ring_take(k, message_action<T>::wire_id(),
                           [&](std::span<std::byte const> b, std::int32_t pid) {
