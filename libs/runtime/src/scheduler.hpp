@@ -33,6 +33,12 @@ struct locality_state;
 
 namespace courier::detail {
 
+/// steady_clock nanoseconds of `t` (the idle and start/stop times).
+inline std::uint64_t ns_of(std::chrono::steady_clock::time_point t) noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
 struct fiber_ctx {
     enum class state : std::uint8_t { running, suspended, idle };
     boost::context::fiber cont; // where to resume it while it is switched out
