@@ -483,6 +483,20 @@ void scenario_batches_leave_during_a_loop() {
     CHECK(total == n);
 }
 
+// Asks `to` for an outcome {..., finished one way, finished the other} every few milliseconds
+// until the two add up to `n` or `limit` has passed; returns the last answer.
+template <class Action, class Where>
+auto poll_outcome(Where const& to, long n, std::chrono::seconds limit) {
+    auto const until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(5));
+        auto v = courier::async<Action>(to).get();
+        if (v[1] + v[2] >= n || std::chrono::steady_clock::now() >= until) {
+            return v;
+        }
+    }
+}
+
 // The receiver has one worker. Posts of requests that each wait (suspend) until all have
 // arrived: they travel in coalesced messages, whose requests run as one task on the receiver;
 // when one blocks, the rest of its message must run meanwhile (else only the first of each
@@ -494,12 +508,7 @@ void scenario_blocked_requests() {
     for (long i = 0; i < n; ++i) {
         courier::post<arrive_and_wait_action>(to, n);
     }
-    std::vector<long> out;
-    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    do {
-        courier::this_thread::sleep_for(std::chrono::milliseconds(5));
-        out = courier::async<wait_outcome_action>(to).get();
-    } while (out[1] + out[2] < n && std::chrono::steady_clock::now() < until);
+    auto const out = poll_outcome<wait_outcome_action>(to, n, std::chrono::seconds(20));
     // (Batches count when they leave: the last one after the loop.)
     auto const st1 = courier::get_parcelport_statistics();
     std::printf("blocked_requests: %llu of %ld posts coalesced\n",
@@ -546,12 +555,7 @@ void scenario_idle_worker_takes_the_rest() {
     spinner.get();
     behind.get();
     auto const st1 = courier::get_parcelport_statistics();
-    std::vector<int> m;
-    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    do {
-        courier::this_thread::sleep_for(std::chrono::milliseconds(10));
-        m = courier::async<meetings_action>(to).get();
-    } while (m[1] + m[2] < n && std::chrono::steady_clock::now() < until);
+    auto const m = poll_outcome<meetings_action>(to, n, std::chrono::seconds(60));
     std::printf("idle_worker_takes_the_rest: %llu of %d posts coalesced, in %llu messages "
                 "(%llu messages sent in all)\n",
                 static_cast<unsigned long long>(st1.parcels_in_batches - st0.parcels_in_batches), n,

@@ -66,25 +66,6 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
     }
 }
 
-void parcel_received(locality_state& st, std::uint32_t source,
-                     serialization::message const& m) noexcept {
-    if (source == st.rank) {
-        return; // its own parcel, delivered without the network
-    }
-    std::uint64_t const zero_copy = external_bytes(m);
-    std::uint64_t const total = m.index_size() + zero_copy;
-    if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->parcels_received, 1);
-        add_single_writer(c->bytes_received, total);
-    } else {
-        st.traffic.parcels_received.fetch_add(1, std::memory_order_relaxed);
-        st.traffic.bytes_received.fetch_add(total, std::memory_order_relaxed);
-    }
-    if (trace::recorder* tracer = trace::active()) [[unlikely]] {
-        tracer->parcel(false, source, m, total, zero_copy);
-    }
-}
-
 void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t count,
                       std::uint64_t bytes) noexcept {
     if (source == st.rank) {
@@ -96,6 +77,19 @@ void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t co
     } else {
         st.traffic.parcels_received.fetch_add(count, std::memory_order_relaxed);
         st.traffic.bytes_received.fetch_add(bytes, std::memory_order_relaxed);
+    }
+}
+
+void parcel_received(locality_state& st, std::uint32_t source,
+                     serialization::message const& m) noexcept {
+    if (source == st.rank) {
+        return; // its own parcel, delivered without the network
+    }
+    std::uint64_t const zero_copy = external_bytes(m);
+    std::uint64_t const total = m.index_size() + zero_copy;
+    parcels_received(st, source, 1, total);
+    if (trace::recorder* tracer = trace::active()) [[unlikely]] {
+        tracer->parcel(false, source, m, total, zero_copy);
     }
 }
 

@@ -376,8 +376,7 @@ void message::shrink_to_fit() {
 }
 
 void message::grow_to(std::size_t min_capacity) {
-    if (borrowed_) { // a view: its bytes go to a buffer of its own first, never written where they
-                     // lie
+    if (borrowed_) { // a view: its bytes go to a buffer of its own, never written in place
         std::span<std::byte const> bytes = data();
         buffer_ = nullptr;
         capacity_ = 0;
@@ -530,9 +529,10 @@ message message::from_bytes(std::span<std::byte const> data) {
 }
 
 void message::view(std::span<std::byte const> data) {
-    if (!borrowed_ || !chunks_.empty() || owner_one_at_ != no_owner || !owners_.empty() ||
-        keep_first_ || keep_alive_.size() != 0 || types_) {
-        *this = message(); // frees what it owned: from here on it owns nothing
+    if (!borrowed_) {
+        // It owns something (or nothing yet): freed. A view stays one until a writer makes it
+        // own its bytes (grow_to, clear), and only view() changes its chunk list.
+        *this = message();
     }
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): never written (grow_to copies)
     buffer_ = const_cast<std::byte*>(data.data());

@@ -394,12 +394,16 @@ fault_counters loopback_hub::fault_counts() const {
     return state_->rules().counts();
 }
 
-bool loopback_hub::inject(std::uint32_t source, std::uint32_t dest, serialization::message&& m) {
+void loopback_hub::check_ranks(std::uint32_t source, std::uint32_t dest) const {
     if (source >= localities() || dest >= localities()) {
         throw std::out_of_range("loopback hub: inject from rank " + std::to_string(source) +
                                 " to rank " + std::to_string(dest) + " of a hub of " +
                                 std::to_string(localities()) + " localities");
     }
+}
+
+bool loopback_hub::inject(std::uint32_t source, std::uint32_t dest, serialization::message&& m) {
+    check_ranks(source, dest);
     return state_->with_endpoint(dest, [&](detail::loopback_endpoint& ep) {
         detail::parcel p;
         p.source = source;
@@ -411,11 +415,7 @@ bool loopback_hub::inject(std::uint32_t source, std::uint32_t dest, serializatio
 
 bool loopback_hub::inject_batch(std::uint32_t source, std::uint32_t dest,
                                 std::vector<std::vector<std::byte>> parcels) {
-    if (source >= localities() || dest >= localities()) {
-        throw std::out_of_range("loopback hub: inject from rank " + std::to_string(source) +
-                                " to rank " + std::to_string(dest) + " of a hub of " +
-                                std::to_string(localities()) + " localities");
-    }
+    check_ranks(source, dest);
     if (parcels.empty()) {
         return true;
     }

@@ -144,6 +144,8 @@ public:
 
 private:
     explicit loopback_hub(loopback_options const& o);
+    /// Throws std::out_of_range unless both ranks are below localities() (inject's check).
+    void check_ranks(std::uint32_t source, std::uint32_t dest) const;
     friend std::unique_ptr<transport> make_loopback_transport(std::shared_ptr<loopback_hub> hub,
                                                               std::uint32_t rank);
 
