@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 namespace cs = courier::serialization;
 namespace pp = courier::parcelport;
@@ -30,8 +31,15 @@ struct pair_of_endpoints {
                                std::size_t read_budget = pp::transport_options{}.read_budget,
                                bool attach_pool_to_a = false, std::size_t read_piece = 0,
                                bool coalescing = true, std::size_t eager_threshold = 4096,
-                               bool split_messages = true, std::size_t coalesce_records = 0) {
+                               bool split_messages = true, std::size_t coalesce_records = 0,
+                               std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0) {
         pp::transport_options o;
+        // No outbox unless asked: these tests see shm's RMA reads (the protocol of chunks over
+        // the outbox's largest, and of a peer whose outbox cannot be mapped).
+        o.shm_outbox = shm_outbox;
+        if (shm_outbox_chunk != 0) {
+            o.shm_outbox_chunk = shm_outbox_chunk;
+        }
         o.coalescing = coalescing;
         o.coalesce_records = coalesce_records;
         o.split_messages = split_messages;
@@ -80,6 +88,26 @@ std::uint64_t reads_to_receive(pair_of_endpoints& e, std::size_t bytes) {
     cs::load(e.got_b.back().second, back);
     EXPECT_EQ(back, buf);
     EXPECT_EQ(e.b->stats().rma_bytes_read - bytes_before, buf.size());
+    return e.b->stats().rma_reads - reads_before;
+}
+
+// As reads_to_receive, but the chunk may come through the outbox (no RMA read then).
+std::uint64_t reads_to_receive_any(pair_of_endpoints& e, std::size_t bytes) {
+    cs::serialize_buffer<char> buf(bytes);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 7 + i / 65536);
+    }
+    auto reads_before = e.b->stats().rma_reads;
+    bool sent = false;
+    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    std::size_t const n = e.got_b.size() + 1;
+    EXPECT_TRUE(e.pump([&] { return sent && e.got_b.size() == n; }));
+    if (e.got_b.size() != n) {
+        return 0;
+    }
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b.back().second, back);
+    EXPECT_EQ(back, buf);
     return e.b->stats().rma_reads - reads_before;
 }
 
@@ -714,4 +742,72 @@ TEST(transport_tcp_doorbell, a_peer_whose_bell_cannot_be_opened_leaves_this_side
     b->send(0, cs::save(std::string("to a")), nullptr);
     EXPECT_TRUE(pp::test::pump_both(
         *a, *b, [&] { return at_a == 1 && at_b == 1; }, std::chrono::seconds(30)));
+}
+
+TEST_P(transport, on_shm_chunks_up_to_the_outbox_chunk_are_copied_through_the_outbox) {
+    // A 64 KiB chunk is staged in the sender's outbox and copied out by the receiver: no RMA
+    // read. A 2 MiB chunk (over shm_outbox_chunk, 1 MiB) is read as before. tcp has no outbox.
+    bool const shm = GetParam() == "shm";
+    pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0, true, 4096,
+                        true, 0, std::size_t{8} << 20, std::size_t{1} << 20);
+    auto const a0 = e.a->stats();
+    auto const b0 = e.b->stats();
+    EXPECT_EQ(reads_to_receive_any(e, 65536), shm ? 0u : 1u);
+    auto const a1 = e.a->stats();
+    auto const b1 = e.b->stats();
+    EXPECT_EQ(a1.outbox_chunks_sent - a0.outbox_chunks_sent, shm ? 1u : 0u);
+    EXPECT_EQ(b1.outbox_chunks_received - b0.outbox_chunks_received, shm ? 1u : 0u);
+    EXPECT_EQ(b1.outbox_bytes_received - b0.outbox_bytes_received, shm ? 65536u : 0u);
+    EXPECT_GE(reads_to_receive_any(e, std::size_t{2} << 20), 1u);
+    auto const a2 = e.a->stats();
+    EXPECT_EQ(a2.outbox_chunks_sent, a1.outbox_chunks_sent);
+    EXPECT_EQ(e.b->stats().rma_bytes_read - b1.rma_bytes_read, std::size_t{2} << 20);
+}
+
+TEST_P(transport, a_full_outbox_sends_from_the_callers_memory_and_loses_nothing) {
+    // An outbox with room for four 60000-byte chunks, and twenty sent at once: the ones that
+    // find no room are read from the sender's memory; all arrive, once each and intact; once
+    // every DONE came, the outbox is empty again and takes the next chunk.
+    if (GetParam() != "shm") {
+        std::printf("no outbox on %s: nothing to fill\n", GetParam().c_str());
+        return;
+    }
+    pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0, true, 4096,
+                        true, 0, 4096 + 4 * 60032, 65536);
+    constexpr int n = 20;
+    auto payload = [](int i) {
+        cs::serialize_buffer<int> b(15000);
+        for (std::size_t k = 0; k < b.size(); ++k) {
+            b[k] = static_cast<int>(k) * 7 + i;
+        }
+        return b;
+    };
+    int sent = 0;
+    for (int i = 0; i < n; ++i) {
+        e.a->send(1, cs::save(i, payload(i)), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            ++sent;
+        });
+    }
+    ASSERT_TRUE(e.pump([&] { return sent == n && e.got_b.size() == std::size_t(n); }));
+    auto const s = e.a->stats();
+    EXPECT_GE(s.outbox_chunks_sent, 1u);
+    EXPECT_LT(s.outbox_chunks_sent, std::uint64_t{n});
+    EXPECT_EQ(e.b->stats().outbox_chunks_received, s.outbox_chunks_sent);
+    EXPECT_EQ(e.b->stats().rma_reads, n - s.outbox_chunks_sent);
+    std::set<int> seen;
+    for (auto& [src, m] : e.got_b) {
+        int i = -1;
+        cs::serialize_buffer<int> b;
+        cs::load(m, i, b);
+        EXPECT_EQ(b, payload(i)) << "parcel " << i;
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), std::size_t(n));
+    // Every block went back: a chunk as large as the outbox allows is staged again.
+    e.got_b.clear();
+    bool done = false;
+    e.a->send(1, cs::save(n, payload(n)), [&](std::error_code) { done = true; });
+    ASSERT_TRUE(e.pump([&] { return done && e.got_b.size() == 1; }));
+    EXPECT_EQ(e.a->stats().outbox_chunks_sent, s.outbox_chunks_sent + 1);
 }

@@ -217,7 +217,8 @@ void peer_failed(std::uint32_t rank);
 /// A locality failed: every collective in progress and every later one fails (collectives.cpp).
 void collectives_peer_failed(locality_state& st, std::uint32_t rank);
 
-/// Locality `rank`'s shared-memory names (/dev/shm/NAME and NAME-bell) in job `job_id`.
+/// Locality `rank`'s shared-memory names (/dev/shm/NAME, NAME-bell and NAME-outbox) in job
+/// `job_id`.
 inline std::string shm_name(std::string const& job_id, std::uint32_t rank) {
     return "courier-" + job_id + "-" + std::to_string(rank);
 }

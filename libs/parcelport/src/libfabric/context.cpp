@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // The shared parts of the libfabric transport: statistics, peers, the -FI_EAGAIN backlog.
 #include "context.hpp"
+#include "outbox.hpp"
 
 #include <courier/common/log.hpp>
 
@@ -28,6 +29,9 @@ statistics counters::snapshot() const {
     s.parcels_in_batches = parcels_in_batches;
     s.doorbell_rings = doorbell_rings;
     s.split_sends = split_sends;
+    s.outbox_chunks_sent = outbox_chunks_sent;
+    s.outbox_chunks_received = outbox_chunks_received;
+    s.outbox_bytes_received = outbox_bytes_received;
     return s;
 }
 
@@ -42,28 +46,37 @@ std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::
 } // namespace
 
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
-                     std::uint32_t rank, detail::doorbell* bell, bool& bell_wait) {
+                     std::uint32_t rank, detail::doorbell* bell, bool& bell_wait, outbox* box) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
-    std::vector<std::string> bells(addresses.size());
+    std::vector<std::string> bells(addresses.size()), boxes(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) {
         auto const& a = addresses[i];
         if (a.empty() && i != rank) {
             continue; // a peer another transport serves (routed_transport): no address, no bell
         }
-        std::size_t bell_len = a.size() < 2
-                                   ? SIZE_MAX
-                                   : std::to_integer<std::size_t>(a[a.size() - 2]) |
-                                         std::to_integer<std::size_t>(a[a.size() - 1]) << 8;
-        if (bell_len > a.size() - 2) {
-            throw network_error("courier: malformed address of locality " + std::to_string(i));
-        }
-        std::size_t fi_len = a.size() - 2 - bell_len;
-        bells[i].assign(reinterpret_cast<char const*>(a.data()) + fi_len, bell_len);
+        // The names at the end, last first: each followed by its length in two bytes.
+        std::size_t end = a.size();
+        auto take = [&](std::string& out) {
+            std::size_t len = end < 2 ? SIZE_MAX
+                                      : std::to_integer<std::size_t>(a[end - 2]) |
+                                            std::to_integer<std::size_t>(a[end - 1]) << 8;
+            if (len > end - 2 || end < 2) {
+                throw network_error("courier: malformed address of locality " + std::to_string(i));
+            }
+            end -= 2 + len;
+            out.assign(reinterpret_cast<char const*>(a.data()) + end, len);
+        };
+        take(bells[i]);
+        take(boxes[i]);
         addrs[i] = ep.insert(a.data(), static_cast<std::uint32_t>(i));
     }
     addrs_ = std::move(addrs);
     rank_ = rank;
     bell_ = bell;
+    if (box != nullptr && box->connect(boxes) != 0) {
+        logging::warn("could not map every peer's outbox; chunks from those peers are read from "
+                      "their memory instead");
+    }
     if (bell != nullptr && bell->connect(bells) > unserved(addresses, rank)) {
         if (ep.shm()) {
             logging::warn("could not open every peer's doorbell; idle localities will answer some "

@@ -20,6 +20,8 @@
 
 namespace courier::parcelport::fabric {
 
+class outbox;
+
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it); the
 /// completion queue dispatches on `k` (completion_queue.cpp).
 struct op {
@@ -37,7 +39,7 @@ struct counters {
         bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
         pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
         pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0}, doorbell_rings{0},
-        split_sends{0};
+        split_sends{0}, outbox_chunks_sent{0}, outbox_chunks_received{0}, outbox_bytes_received{0};
     statistics snapshot() const;
 };
 
@@ -46,10 +48,11 @@ struct counters {
 class peer_table {
 public:
     peer_table(counters& c) : counters_(c) {}
-    /// Parses each locality's address (the provider's, then the doorbell's name and its length
-    /// in two bytes), inserts it into the endpoint's address vector and opens the doorbells.
+    /// Parses each locality's address (the provider's, then the outbox's name and the
+    /// doorbell's, each followed by its length in two bytes), inserts it into the endpoint's
+    /// address vector and opens the doorbells and outboxes.
     void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
-             detail::doorbell* bell, bool& bell_wait);
+             detail::doorbell* bell, bool& bell_wait, outbox* box);
     std::size_t size() const noexcept { return addrs_.size(); }
     fi_addr_t operator[](std::uint32_t rank) const noexcept { return addrs_[rank]; }
     std::uint32_t rank() const noexcept { return rank_; }

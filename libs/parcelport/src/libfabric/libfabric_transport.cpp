@@ -149,8 +149,23 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     ep.enable(!ep.shm() && !bell_, name);
     try {
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
+        if (ep.shm() && opts_.shm_outbox != 0 && opts_.shm_outbox_chunk != 0) {
+            opening_step("outbox");
+            try {
+                outbox_ = std::make_unique<outbox>(name, opts_.shm_outbox, opts_.shm_outbox_chunk);
+                outbox_mr_.mr = ep.register_memory(outbox_->region(), outbox_->size(),
+                                                   FI_REMOTE_READ | FI_READ);
+                outbox_->set_registration(
+                    fi_mr_key(outbox_mr_.mr),
+                    ep.mr_virt_addr() ? reinterpret_cast<std::uint64_t>(outbox_->region()) : 0);
+            } catch (std::exception const& e) {
+                logging::warn("{}; chunks will be read from the sender's memory instead", e.what());
+                outbox_.reset();
+            }
+        }
         transport_parts parts{ep, peers_, backlog_, counters_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
+        sender_->set_outbox(outbox_.get());
         // Not on shm: only the bytes bound a batch (a record takes more than one byte, so a
         // count of batch_limit is never reached).
         std::size_t const records = opts_.coalesce_records != 0 ? opts_.coalesce_records
@@ -159,7 +174,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         coalescer_ = std::make_unique<coalescer>(parts, batch_limit, records);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
-                                                   max_read, recv_size);
+                                                   max_read, recv_size, outbox_.get());
         receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
                                                on_batch_, opts_, recv_size);
         receiver_->post_buffers(opts_.posted_receives);
@@ -180,18 +195,21 @@ libfabric_transport::~libfabric_transport() {
 
 std::vector<std::byte> libfabric_transport::address() const {
     std::vector<std::byte> a = endpoint_->name();
-    std::string bell = bell_ ? bell_->name() : std::string();
-    for (char c : bell) {
-        a.push_back(static_cast<std::byte>(c));
-    }
-    a.push_back(static_cast<std::byte>(bell.size() & 0xff));
-    a.push_back(static_cast<std::byte>(bell.size() >> 8));
+    auto append = [&](std::string const& s) {
+        for (char c : s) {
+            a.push_back(static_cast<std::byte>(c));
+        }
+        a.push_back(static_cast<std::byte>(s.size() & 0xff));
+        a.push_back(static_cast<std::byte>(s.size() >> 8));
+    };
+    append(outbox_ ? outbox_->name() : std::string());
+    append(bell_ ? bell_->name() : std::string());
     return a;
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,
                                     std::uint32_t my_rank) {
-    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_);
+    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_, outbox_.get());
     coalescer_->set_peers(addresses.size());
 }
 

@@ -18,6 +18,7 @@
 #include "context.hpp"
 #include "fabric.hpp"
 #include "memory.hpp"
+#include "outbox.hpp"
 #include "receiver.hpp"
 #include "rendezvous.hpp"
 #include "sender.hpp"
@@ -86,6 +87,16 @@ private:
     bool bell_wait_ = true; ///< idle workers wait on bell_ (false: some peer cannot ring it)
     backlog backlog_{counters_};
     std::unique_ptr<memory> memory_;
+    /// shm: the outbox and its registration (closed before the endpoint's domain).
+    std::unique_ptr<outbox> outbox_;
+    struct registration_owner {
+        fid_mr* mr = nullptr;
+        ~registration_owner() {
+            if (mr != nullptr) {
+                fi_close(&mr->fid);
+            }
+        }
+    } outbox_mr_;
     receive_handler on_receive_;
     batch_handler on_batch_;
     std::unique_ptr<sender> sender_;

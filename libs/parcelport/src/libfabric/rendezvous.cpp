@@ -14,9 +14,9 @@ namespace courier::parcelport::fabric {
 
 rendezvous::rendezvous(transport_parts const& parts, memory& mem, sender& s,
                        transport::receive_handler& on_receive, transport_options const& o,
-                       std::size_t max_read, std::size_t recv_size)
+                       std::size_t max_read, std::size_t recv_size, outbox const* box)
     : parts_(parts), memory_(mem), sender_(s), on_receive_(on_receive), opts_(o),
-      max_read_(max_read), recv_size_(recv_size) {
+      max_read_(max_read), recv_size_(recv_size), outbox_(box) {
     spare_.reserve(max_spare);
 }
 
@@ -177,6 +177,9 @@ void rendezvous::start_reads(held& e, bool index_inline) {
             add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
         }
     }
+    if (outbox_ != nullptr) {
+        copy_from_outbox(in);
+    }
     if (parts_.ep.mr_local()) {
         for (auto& pc : pieces) {
             pc.desc = memory_.pool_desc(pc.local, pc.size); // pool memory: registered already
@@ -203,11 +206,27 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         parts_.stats.rma_bytes_read += pc.size;
         ++parts_.stats.rma_reads;
     }
-    if (pieces.empty()) { // only empty external chunks: nothing to read, but the sender waits
+    if (pieces.empty()) { // copied from the outbox, or empty chunks: the sender still waits
         finish(raw);
         return;
     }
     parts_.posts.post_or_defer([this, raw] { return post_reads(raw); }, "fi_read");
+}
+
+void rendezvous::copy_from_outbox(incoming* in) {
+    auto& pieces = in->pieces;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+        read_piece const& pc = pieces[i];
+        if (std::byte const* from = outbox_->find(in->source, pc.remote, pc.key, pc.size)) {
+            std::memcpy(pc.local, from, pc.size);
+            ++parts_.stats.outbox_chunks_received;
+            parts_.stats.outbox_bytes_received += pc.size;
+        } else {
+            pieces[kept++] = pc;
+        }
+    }
+    pieces.resize(kept);
 }
 
 long rendezvous::post_reads(incoming* in) {

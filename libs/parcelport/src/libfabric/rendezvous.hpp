@@ -6,6 +6,7 @@
 
 #include "context.hpp"
 #include "memory.hpp"
+#include "outbox.hpp"
 
 #include <chrono>
 #include <deque>
@@ -72,7 +73,7 @@ class rendezvous {
 public:
     rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
-               std::size_t max_read, std::size_t recv_size);
+               std::size_t max_read, std::size_t recv_size, outbox const* box = nullptr);
     ~rendezvous();
     rendezvous(rendezvous const&) = delete;
     rendezvous& operator=(rendezvous const&) = delete;
@@ -116,6 +117,9 @@ private:
     void begin_reads(held& e, wire::header const& h, bool index_inline,
                      std::byte const* inline_index, std::size_t rma_bytes);
     void start_reads(held& e, bool index_inline);
+    /// Copies the pieces of `in` that lie in its sender's outbox and drops them from its
+    /// pieces: only the others are read.
+    void copy_from_outbox(incoming* in);
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
     /// (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
@@ -134,6 +138,7 @@ private:
     transport::receive_handler& on_receive_;
     transport_options const& opts_;
     std::size_t max_read_, recv_size_;
+    outbox const* outbox_;     // shm: where peers stage chunks (copied out, not read)
     mutable std::mutex mutex_; // incoming_, spare_, deferred_, reading_bytes_
     incoming_map incoming_;
     /// Finished parcels' entries, for the next ones (at most max_spare).

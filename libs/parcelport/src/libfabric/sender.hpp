@@ -6,6 +6,7 @@
 
 #include "context.hpp"
 #include "memory.hpp"
+#include "outbox.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
 
@@ -42,6 +43,7 @@ struct send_state {
     serialization::message msg;
     std::vector<fid_mr*> mrs;                           // FI_MR_LOCAL registrations
     std::vector<rma::registration_cache::lease> leases; // released when the send completes
+    std::vector<std::byte*> boxed;                      // outbox blocks, released with them
     transport::sent_handler on_sent;
     std::vector<std::byte> eager;
     std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
@@ -74,6 +76,8 @@ public:
            std::size_t split_max);
     ~sender();
     void set_coalescer(coalescer* c) noexcept { coalescer_ = c; }
+    /// shm: chunks of up to the outbox's largest are staged in `b` (null: none).
+    void set_outbox(outbox* b) noexcept { outbox_ = b; }
 
     /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
     bool send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
@@ -102,6 +106,11 @@ private:
     }
     /// Builds `s`'s eager message and descriptors from its message.
     void build(send_state* s);
+    /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
+    /// outbox when there is room, else the memory itself (registered).
+    std::pair<std::uint64_t, std::uint64_t> expose(send_state* s, void const* p, std::size_t n);
+    /// Gives back what `s` exposed (registration leases, outbox blocks).
+    void release_exposed(send_state* s) noexcept;
     /// Clears a send whose slot the caller holds (claimed, or never published) and gives the
     /// slot back.
     void recycle(send_table::slot* slot) noexcept;
@@ -109,6 +118,7 @@ private:
     transport_parts parts_;
     memory& memory_;
     coalescer* coalescer_ = nullptr;
+    outbox* outbox_ = nullptr;
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
     std::size_t split_part_, split_max_;

@@ -282,6 +282,9 @@ statistics routed_transport::stats() const {
         sum.registration_cache_misses += s.registration_cache_misses;
         sum.pool_receive_buffers += s.pool_receive_buffers;
         sum.doorbell_rings += s.doorbell_rings;
+        sum.outbox_chunks_sent += s.outbox_chunks_sent;
+        sum.outbox_chunks_received += s.outbox_chunks_received;
+        sum.outbox_bytes_received += s.outbox_bytes_received;
         sum.split_sends += s.split_sends;
     }
     return sum;

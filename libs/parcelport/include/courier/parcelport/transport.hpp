@@ -83,6 +83,11 @@ struct statistics {
     std::uint64_t doorbell_rings = 0;
     /// Messages sent as two parts, each within the provider's inject size.
     std::uint64_t split_sends = 0;
+    /// shm: chunks staged in this side's outbox (copied there on send), and chunks and bytes
+    /// copied out of a peer's outbox on receive (instead of an RMA read).
+    std::uint64_t outbox_chunks_sent = 0;
+    std::uint64_t outbox_chunks_received = 0;
+    std::uint64_t outbox_bytes_received = 0;
 };
 
 /// The read budget a provider gets by default: shm 1 MiB (its reads are copies the receiving
@@ -160,6 +165,13 @@ struct transport_options {
     /// it, which the receiver joins; whole, it would take shm's slower CMA protocol. Only
     /// messages of up to twice the inject size (less two headers) are split.
     bool split_messages = true;
+    /// shm: bytes of the outbox (/dev/shm/NAME-outbox) in which the sender stages the chunks of
+    /// rendezvous parcels, so that the receiver copies them out of shared memory instead of
+    /// reading them with shm's CMA protocol (a system call that pins the sender's pages). 0: no
+    /// outbox. A chunk that finds no room goes by an RMA read, as without one.
+    std::size_t shm_outbox = std::size_t{8} << 20;
+    /// shm: the largest chunk staged in the outbox; larger ones are read with fi_read.
+    std::size_t shm_outbox_chunk = std::size_t{1} << 20;
     /// send_coalesced() may put a parcel into one message with others to the same destination.
     /// false: it sends at once, like send().
     bool coalescing = true;
