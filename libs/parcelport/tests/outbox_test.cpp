@@ -66,10 +66,9 @@ TEST(outbox, a_random_workload_keeps_live_blocks_disjoint_and_their_bytes_intact
     for (int step = 0; step < 20000; ++step) {
         if (!blocks.empty() && (rng() % 3 == 0 || blocks.size() > 40)) {
             std::size_t i = rng() % blocks.size();
-            for (std::size_t k = 0; k < blocks[i].n; ++k) {
-                ASSERT_EQ(static_cast<unsigned char>(blocks[i].p[k]), blocks[i].fill)
-                    << "block overwritten at step " << step;
-            }
+            std::vector<std::byte> expected(blocks[i].n, std::byte{blocks[i].fill});
+            ASSERT_EQ(std::memcmp(blocks[i].p, expected.data(), blocks[i].n), 0)
+                << "block overwritten at step " << step;
             box.release(blocks[i].p);
             blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
             continue;
