@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace fab = courier::parcelport::fabric;
@@ -121,6 +122,30 @@ TEST(outbox, a_peer_finds_only_ranges_wholly_inside_an_outbox_under_its_key) {
     EXPECT_EQ(mine.find(1, UINT64_MAX - 8, key, 16), nullptr) << "an address that wraps";
     EXPECT_EQ(mine.find(1, base - 1, key, 16), nullptr) << "before the region";
     theirs.release(blk);
+}
+
+TEST(outbox, while_this_side_receives_large_chunks_it_stages_only_small_ones) {
+    // Receiving a chunk over always_staged makes this side busy for the window: its own large
+    // chunks then go by CMA (allocate refuses them), small ones are still staged. A window
+    // long enough that the first checks cannot outlast it, and one that surely has passed.
+    constexpr std::size_t big = fab::outbox::always_staged + 1;
+    fab::outbox slow(fresh_name(), 64 * page, 32 * page, std::chrono::seconds(30));
+    slow.received(fab::outbox::always_staged); // not large: nothing changes
+    std::byte* b = slow.allocate(big);
+    ASSERT_NE(b, nullptr);
+    slow.release(b);
+    slow.received(big);
+    EXPECT_EQ(slow.allocate(big), nullptr);
+    std::byte* small = slow.allocate(fab::outbox::always_staged);
+    EXPECT_NE(small, nullptr);
+    slow.release(small);
+
+    fab::outbox quick(fresh_name(), 64 * page, 32 * page, std::chrono::microseconds(1000));
+    quick.received(big);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    b = quick.allocate(big);
+    EXPECT_NE(b, nullptr) << "the window has passed";
+    quick.release(b);
 }
 
 TEST(outbox, its_file_goes_with_it) {

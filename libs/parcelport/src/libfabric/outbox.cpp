@@ -31,10 +31,11 @@ struct outbox::header {
     std::atomic<std::uint32_t> ready; // 1 once the fields above are final
 };
 
-outbox::outbox(std::string const& name, std::size_t bytes, std::size_t max_chunk)
+outbox::outbox(std::string const& name, std::size_t bytes, std::size_t max_chunk,
+               std::chrono::microseconds busy_window)
     : name_(name), path_("/" + name + "-outbox"),
       bytes_((std::max(bytes, 2 * data_offset) + data_offset - 1) / data_offset * data_offset),
-      max_chunk_(max_chunk), blocks_(max_blocks) {
+      max_chunk_(max_chunk), busy_window_us_(busy_window.count()), blocks_(max_blocks) {
     auto fail = [&](char const* what, int e) {
         throw std::system_error(e, std::generic_category(),
                                 std::string("courier outbox ") + path_ + ": " + what);
@@ -85,7 +86,9 @@ void outbox::set_registration(std::uint64_t key, std::uint64_t remote_base) noex
 }
 
 std::byte* outbox::allocate(std::size_t n) {
-    if (n == 0 || n > max_chunk_) {
+    if (n == 0 || n > max_chunk_ ||
+        (n > always_staged &&
+         now_us() - last_large_receive_.load(std::memory_order_relaxed) < busy_window_us_)) {
         return nullptr;
     }
     n = (n + block_align - 1) & ~(block_align - 1);

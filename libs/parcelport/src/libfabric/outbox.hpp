@@ -21,6 +21,8 @@
 // find() from the poller, afterwards.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -33,8 +35,10 @@ class outbox {
 public:
     /// Creates /dev/shm/`name`-outbox of `bytes` bytes (allocated now: a full /dev/shm fails
     /// here, not as a reader's SIGBUS later). Chunks of more than `max_chunk` bytes are never
-    /// staged. Throws std::system_error.
-    outbox(std::string const& name, std::size_t bytes, std::size_t max_chunk);
+    /// staged, nor larger than always_staged for `busy_window` after this side received one
+    /// (received()). Throws std::system_error.
+    outbox(std::string const& name, std::size_t bytes, std::size_t max_chunk,
+           std::chrono::microseconds busy_window = std::chrono::microseconds(1000));
     ~outbox();
     outbox(outbox const&) = delete;
     outbox& operator=(outbox const&) = delete;
@@ -48,8 +52,21 @@ public:
     std::byte* region() const noexcept { return base_; }
     std::size_t size() const noexcept { return bytes_; }
 
-    /// A block of `n` bytes, or nullptr when `n` is over max_chunk or the ring has no room.
+    /// A block of `n` bytes, or nullptr when `n` is over max_chunk or the ring has no room,
+    /// or when `n` is over always_staged while this side receives large chunks itself (see
+    /// received_large).
     std::byte* allocate(std::size_t n);
+    /// Chunks of up to this many bytes are always staged. A larger one costs the sender's CPU
+    /// more than the CMA read it saves the receiver: where this side's CPU is busy receiving
+    /// too (a bidirectional stream), it goes by CMA. Measured in benchmarks/RESULTS.md
+    /// (osu_bibw: 8-32 KiB 1.26-1.87x faster staged, 128 KiB - 1 MiB 0.61-0.93x).
+    static constexpr std::size_t always_staged = 64 * 1024;
+    /// The receiver of this transport took a rendezvous parcel of `bytes` (any peer).
+    void received(std::size_t bytes) noexcept {
+        if (bytes > always_staged) {
+            last_large_receive_.store(now_us(), std::memory_order_relaxed);
+        }
+    }
     /// Gives back a block allocate() returned.
     void release(std::byte* block) noexcept;
     /// Blocks allocated and not released.
@@ -69,6 +86,11 @@ public:
                           std::uint64_t size) const noexcept;
 
 private:
+    static std::int64_t now_us() noexcept {
+        return std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    }
     struct header;
     struct peer {
         std::byte const* map = nullptr;
@@ -83,7 +105,9 @@ private:
     std::string name_, path_;
     std::byte* base_ = nullptr;
     std::size_t bytes_ = 0, max_chunk_ = 0;
+    std::int64_t busy_window_us_ = 0;
     std::uint64_t key_ = 0, remote_base_ = 0;
+    std::atomic<std::int64_t> last_large_receive_{INT64_MIN / 2};
     std::vector<peer> peers_;
     mutable std::mutex mutex_; // the ring below
     /// Blocks in allocation order, a ring of records [first_, first_ + count_).

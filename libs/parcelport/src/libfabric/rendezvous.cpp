@@ -14,7 +14,7 @@ namespace courier::parcelport::fabric {
 
 rendezvous::rendezvous(transport_parts const& parts, memory& mem, sender& s,
                        transport::receive_handler& on_receive, transport_options const& o,
-                       std::size_t max_read, std::size_t recv_size, outbox const* box)
+                       std::size_t max_read, std::size_t recv_size, outbox* box)
     : parts_(parts), memory_(mem), sender_(s), on_receive_(on_receive), opts_(o),
       max_read_(max_read), recv_size_(recv_size), outbox_(box) {
     spare_.reserve(max_spare);
@@ -178,6 +178,7 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         }
     }
     if (outbox_ != nullptr) {
+        outbox_->received(in->rma_bytes);
         copy_from_outbox(in);
     }
     if (parts_.ep.mr_local()) {

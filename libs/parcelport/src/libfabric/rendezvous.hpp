@@ -73,7 +73,7 @@ class rendezvous {
 public:
     rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
-               std::size_t max_read, std::size_t recv_size, outbox const* box = nullptr);
+               std::size_t max_read, std::size_t recv_size, outbox* box = nullptr);
     ~rendezvous();
     rendezvous(rendezvous const&) = delete;
     rendezvous& operator=(rendezvous const&) = delete;
@@ -138,7 +138,7 @@ private:
     transport::receive_handler& on_receive_;
     transport_options const& opts_;
     std::size_t max_read_, recv_size_;
-    outbox const* outbox_;     // shm: where peers stage chunks (copied out, not read)
+    outbox* outbox_;           // shm: where peers stage chunks (copied out, not read)
     mutable std::mutex mutex_; // incoming_, spare_, deferred_, reading_bytes_
     incoming_map incoming_;
     /// Finished parcels' entries, for the next ones (at most max_spare).
