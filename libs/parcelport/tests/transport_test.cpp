@@ -811,3 +811,63 @@ TEST_P(transport, a_full_outbox_sends_from_the_callers_memory_and_loses_nothing)
     ASSERT_TRUE(e.pump([&] { return done && e.got_b.size() == 1; }));
     EXPECT_EQ(e.a->stats().outbox_chunks_sent, s.outbox_chunks_sent + 1);
 }
+
+TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_from_it) {
+    // The sender stages the chunk in its outbox either way; b is given a's address with the
+    // outbox's name replaced by one that does not exist, so b cannot map it and reads the
+    // announced range with fi_read (the outbox is registered): the chunk arrives intact.
+    pp::transport_options o;
+    o.provider = "shm";
+    o.job_token = 42;
+    std::unique_ptr<pp::transport> a, b;
+    try {
+        a = pp::make_libfabric_transport(o);
+        b = pp::make_libfabric_transport(o);
+    } catch (std::exception const& e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << e.what();
+    }
+    // An address ends with the outbox's name, its length (2 bytes), the doorbell's name and
+    // its length (2 bytes).
+    auto without_outbox = [](std::vector<std::byte> addr) {
+        auto len_at = [&](std::size_t end) {
+            return std::to_integer<std::size_t>(addr[end - 2]) |
+                   std::to_integer<std::size_t>(addr[end - 1]) << 8;
+        };
+        std::size_t end = addr.size();
+        std::size_t bell = len_at(end);
+        std::vector<std::byte> tail(addr.end() - static_cast<std::ptrdiff_t>(bell + 2), addr.end());
+        end -= bell + 2;
+        std::size_t box = len_at(end);
+        EXPECT_GT(box, 0u) << "a has an outbox";
+        addr.resize(end - 2 - box);
+        std::string missing = "courier-no-such-outbox";
+        for (char c : missing) {
+            addr.push_back(static_cast<std::byte>(c));
+        }
+        addr.push_back(static_cast<std::byte>(missing.size()));
+        addr.push_back(std::byte{0});
+        addr.insert(addr.end(), tail.begin(), tail.end());
+        return addr;
+    };
+    std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
+    a->set_peers(addrs, 0);
+    addrs[0] = without_outbox(addrs[0]);
+    b->set_peers(addrs, 1);
+    std::vector<cs::message> got;
+    b->set_receive_handler([&](std::uint32_t, cs::message&& m) { got.push_back(std::move(m)); });
+    cs::serialize_buffer<char> buf(65536);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 13 + 5);
+    }
+    bool sent = false;
+    a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    ASSERT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return sent && got.size() == 1; }, std::chrono::seconds(30)));
+    cs::serialize_buffer<char> back;
+    cs::load(got[0], back);
+    EXPECT_EQ(back, buf);
+    EXPECT_EQ(a->stats().outbox_chunks_sent, 1u);
+    EXPECT_EQ(b->stats().outbox_chunks_received, 0u);
+    EXPECT_EQ(b->stats().rma_reads, 1u);
+    EXPECT_EQ(b->stats().rma_bytes_read, 65536u);
+}
