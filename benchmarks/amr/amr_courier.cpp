@@ -521,8 +521,7 @@ int courier_main(int argc, char** argv) {
     r.time = t;
     auto after = courier::get_parcelport_statistics();
     // By zero copy: read by RMA, or copied out of the sender's shm outbox.
-    std::uint64_t read = after.rma_bytes_read - before.rma_bytes_read +
-                         after.outbox_bytes_received - before.outbox_bytes_received;
+    std::uint64_t read = after.rendezvous_bytes_received() - before.rendezvous_bytes_received();
     std::uint64_t sums[3] = {after.messages_sent - before.messages_sent,
                              after.eager_bytes_sent - before.eager_bytes_sent + read, read};
     for (auto& v : sums) {

@@ -1629,8 +1629,7 @@ COURIER_PLAIN_ACTION(walk_ring, walk_ring_action);
 
 /// Bytes that came by the rendezvous: read by RMA, or copied out of the sender's shm outbox.
 std::uint64_t rma_bytes_read_here() {
-    auto s = courier::get_parcelport_statistics();
-    return s.rma_bytes_read + s.outbox_bytes_received;
+    return courier::get_parcelport_statistics().rendezvous_bytes_received();
 }
 COURIER_PLAIN_ACTION(rma_bytes_read_here, rma_bytes_read_action);
 

@@ -211,9 +211,9 @@ void check_large_values() {
     // localities of one host).
     double const read_directly = my_counter("/collectives/bytes/shm-read") - read_before;
     if (p > 1) {
-        double const moved = double(after.rma_bytes_read - before.rma_bytes_read) +
-                             double(after.outbox_bytes_received - before.outbox_bytes_received) +
-                             read_directly;
+        double const moved =
+            double(after.rendezvous_bytes_received() - before.rendezvous_bytes_received()) +
+            read_directly;
         CHECK(moved >= double(n * sizeof(double)));
         if (moved < double(n * sizeof(double))) {
             std::fprintf(stderr, "rma bytes read %llu -> %llu, rendezvous sends %llu -> %llu\n",

@@ -56,8 +56,7 @@ COURIER_PLAIN_ACTION(shift, shift_action);
 
 /// Bytes that came by the rendezvous: read by RMA, or copied out of the sender's shm outbox.
 std::uint64_t rma_bytes_read_here() {
-    auto s = courier::get_parcelport_statistics();
-    return s.rma_bytes_read + s.outbox_bytes_received;
+    return courier::get_parcelport_statistics().rendezvous_bytes_received();
 }
 COURIER_PLAIN_ACTION(rma_bytes_read_here, rma_bytes_read_action);
 
@@ -128,7 +127,7 @@ struct traffic {
 };
 traffic traffic_here() {
     auto s = courier::get_parcelport_statistics();
-    return {s.eager_bytes_sent, s.rma_bytes_read + s.outbox_bytes_received};
+    return {s.eager_bytes_sent, s.rendezvous_bytes_received()};
 }
 COURIER_PLAIN_ACTION(traffic_here, traffic_action);
 

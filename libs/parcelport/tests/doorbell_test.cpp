@@ -2,11 +2,10 @@
 // The shm doorbell: a ring reaches only an armed bell, once per arming; bells of other
 // endpoints are found by name; what a bell creates in /dev/shm goes with it. And through the
 // transport: a send to a shm endpoint whose workers are about to sleep makes its wait fd
-// readable.
+// readable, and a tcp endpoint that cannot open a peer's bell does not wait on its own.
 #include "../src/doorbell.hpp"
-
-#include <courier/parcelport/transport.hpp>
-#include <courier/serialization.hpp>
+#include "../src/libfabric/context.hpp"
+#include "endpoint_pair.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +17,7 @@
 #include <string>
 
 namespace pp = courier::parcelport;
+namespace fab = courier::parcelport::fabric;
 
 namespace {
 
@@ -73,11 +73,8 @@ TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readabl
     pp::transport_options o;
     o.provider = "shm";
     std::unique_ptr<pp::transport> a, b;
-    try {
-        a = pp::make_libfabric_transport(o);
-        b = pp::make_libfabric_transport(o);
-    } catch (std::exception const& e) {
-        GTEST_SKIP() << "provider shm unavailable here: " << e.what();
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
     std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
     a->set_peers(addrs, 0);
@@ -111,3 +108,39 @@ TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readabl
 }
 
 } // namespace
+
+// tcp with a peer whose doorbell cannot be opened (one on another host, as far as this side can
+// tell): that peer could never ring this side, so this side must not wait on its own bell and
+// falls back to the scheduler's bounded backoff (no wait fd); the peer, which opened this
+// side's bell, still waits on its own. Messages flow both ways either way.
+TEST(transport_tcp_doorbell, a_peer_whose_bell_cannot_be_opened_leaves_this_side_polling) {
+    pp::transport_options o;
+    o.provider = "tcp;ofi_rxm";
+    o.job_token = 42;
+    o.tcp_doorbell = true;
+    std::unique_ptr<pp::transport> a, b;
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider tcp unavailable here: " << why;
+    }
+    ASSERT_GE(a->wait_fd(), 0) << "a tcp transport with a doorbell waits on its bell";
+    auto addr_a = a->address(), addr_b = b->address();
+    // b's address with the last character of its bell's name changed, so that a looks for a
+    // bell that does not exist.
+    fab::address_parts parts = fab::split_address(addr_b, 1);
+    ASSERT_FALSE(parts.bell.empty());
+    parts.bell.back() = parts.bell.back() == 'x' ? 'y' : 'x';
+    auto const bad_b = fab::join_address(parts);
+    a->set_peers({addr_a, bad_b}, 0);
+    b->set_peers({addr_a, addr_b}, 1);
+    EXPECT_EQ(a->wait_fd(), -1);
+    EXPECT_FALSE(a->wait_fd_may_miss());
+    EXPECT_GE(b->wait_fd(), 0);
+    EXPECT_TRUE(b->wait_fd_may_miss());
+    int at_a = 0, at_b = 0;
+    a->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_a; });
+    b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
+    a->send(1, cs::save(std::string("to b")), nullptr);
+    b->send(0, cs::save(std::string("to a")), nullptr);
+    EXPECT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return at_a == 1 && at_b == 1; }, std::chrono::seconds(30)));
+}

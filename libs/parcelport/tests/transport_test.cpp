@@ -1,116 +1,19 @@
 // SPDX-License-Identifier: BSL-1.0
-// The libfabric transport between two real endpoints in one process, on every provider that
-// works here (tcp;ofi_rxm on loopback, shm): eager and rendezvous messages, payload integrity,
-// zero-copy accounting, large messages, a flood of sends, and the job token.
-#include <courier/parcelport/transport.hpp>
-#include <courier/rma.hpp>
-#include <courier/serialization.hpp>
-
-#include "pump.hpp"
-
-#include <gtest/gtest.h>
+// Two real libfabric endpoints, on tcp and on shm: eager and rendezvous round trips, payload
+// integrity, zero-copy accounting, split messages, buffer reuse, the read budget and pieces,
+// descriptor tables, rma pool sends, the registration cache, the job token, and the shm
+// outbox. Coalescing: transport_coalescing_test.cpp.
+#include "../src/libfabric/context.hpp"
+#include "endpoint_pair.hpp"
 
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <set>
 
-namespace cs = courier::serialization;
-namespace pp = courier::parcelport;
-
-namespace {
-
-struct pair_of_endpoints {
-    std::unique_ptr<pp::transport> a, b;
-    std::vector<std::pair<std::uint32_t, cs::message>> got_a, got_b;
-
-    explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42,
-                               std::size_t read_budget = pp::transport_options{}.read_budget,
-                               bool attach_pool_to_a = false, std::size_t read_piece = 0,
-                               bool coalescing = true, std::size_t eager_threshold = 4096,
-                               bool split_messages = true, std::size_t coalesce_records = 0,
-                               std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0) {
-        pp::transport_options o;
-        // No outbox unless asked: these tests see shm's RMA reads (the protocol of chunks over
-        // the outbox's largest, and of a peer whose outbox cannot be mapped).
-        o.shm_outbox = shm_outbox;
-        if (shm_outbox_chunk != 0) {
-            o.shm_outbox_chunk = shm_outbox_chunk;
-        }
-        o.coalescing = coalescing;
-        o.coalesce_records = coalesce_records;
-        o.split_messages = split_messages;
-        o.eager_threshold = eager_threshold;
-        o.provider = provider;
-        o.read_budget = read_budget;
-        o.read_piece = read_piece;
-        o.job_token = 42;
-        o.attach_rma_pool = attach_pool_to_a;
-        a = pp::make_libfabric_transport(o);
-        o.attach_rma_pool = false;
-        o.job_token = token_b;
-        b = pp::make_libfabric_transport(o);
-        std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
-        a->set_peers(addrs, 0);
-        b->set_peers(addrs, 1);
-        a->set_receive_handler(
-            [this](std::uint32_t src, cs::message&& m) { got_a.emplace_back(src, std::move(m)); });
-        b->set_receive_handler(
-            [this](std::uint32_t src, cs::message&& m) { got_b.emplace_back(src, std::move(m)); });
-    }
-    // Progresses both until `done` or a timeout.
-    template <class Pred>
-    bool pump(Pred done, std::chrono::seconds limit = std::chrono::seconds(30)) {
-        return pp::test::pump_both(*a, *b, done, limit);
-    }
-};
-
-// Sends a serialize_buffer of `bytes` from a to b (a rendezvous: it is above the eager
-// threshold), checks that it arrives intact, and returns b's RMA reads for it. The chunk may
-// come through the shm outbox (no RMA read then).
-std::uint64_t reads_to_receive_any(pair_of_endpoints& e, std::size_t bytes) {
-    cs::serialize_buffer<char> buf(bytes);
-    for (std::size_t i = 0; i < buf.size(); ++i) {
-        buf[i] = static_cast<char>(i * 7 + i / 65536);
-    }
-    auto reads_before = e.b->stats().rma_reads;
-    bool sent = false;
-    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
-    std::size_t const n = e.got_b.size() + 1;
-    EXPECT_TRUE(e.pump([&] { return sent && e.got_b.size() == n; }));
-    if (e.got_b.size() != n) {
-        return 0;
-    }
-    cs::serialize_buffer<char> back;
-    cs::load(e.got_b.back().second, back);
-    EXPECT_EQ(back, buf);
-    return e.b->stats().rma_reads - reads_before;
-}
-
-// As reads_to_receive_any, and every byte of the chunk was read by RMA.
-std::uint64_t reads_to_receive(pair_of_endpoints& e, std::size_t bytes) {
-    auto bytes_before = e.b->stats().rma_bytes_read;
-    std::uint64_t reads = reads_to_receive_any(e, bytes);
-    EXPECT_EQ(e.b->stats().rma_bytes_read - bytes_before, bytes);
-    return reads;
-}
-
-class transport : public ::testing::TestWithParam<std::string> {
-protected:
-    void SetUp() override {
-        try {
-            eps_ = std::make_unique<pair_of_endpoints>(GetParam());
-        } catch (std::exception const& e) {
-            GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << e.what();
-        }
-    }
-    std::unique_ptr<pair_of_endpoints> eps_;
-};
-
-} // namespace
+namespace fab = courier::parcelport::fabric;
 
 TEST_P(transport, eager_message_round_trip) {
     auto& e = *eps_;
@@ -544,193 +447,6 @@ TEST_P(transport, a_message_with_thousands_of_chunks_reads_its_descriptor_table)
     EXPECT_LT(e.a->stats().eager_bytes_sent, 4096u) << "the descriptors went out of band";
 }
 
-namespace {
-
-/// Sends `n` parcels with send_coalesced, back to back with no progress in between; parcel i
-/// carries i and, when `big` divides i + 1, a 300 KB pointer chunk (a rendezvous) instead of
-/// 40 ints. Checks that each arrives once and intact and that each handler ran once without
-/// error; returns the sender's statistics, and in `large_held` how many of the rendezvous
-/// parcels send_coalesced held back.
-pp::statistics coalesced_burst(pair_of_endpoints& e, int n, int big, int* large_held = nullptr) {
-    std::vector<std::vector<int>> payloads;
-    for (int i = 0; i < n; ++i) {
-        bool large = big != 0 && (i + 1) % big == 0;
-        payloads.emplace_back(large ? 75000 : 40, i * 7);
-    }
-    std::vector<int> handled(static_cast<std::size_t>(n), 0);
-    int errors = 0;
-    std::uint64_t held = 0;
-    for (int i = 0; i < n; ++i) {
-        bool h = e.a->send_coalesced(1, cs::save(i, payloads[static_cast<std::size_t>(i)]),
-                                     [&, i](std::error_code ec) {
-                                         ++handled[static_cast<std::size_t>(i)];
-                                         errors += ec ? 1 : 0;
-                                     });
-        held += h;
-        if (h && large_held != nullptr && payloads[static_cast<std::size_t>(i)].size() > 40) {
-            ++*large_held;
-        }
-    }
-    auto all_handled = [&] {
-        return std::all_of(handled.begin(), handled.end(), [](int h) { return h != 0; });
-    };
-    EXPECT_TRUE(
-        e.pump([&] { return all_handled() && e.got_b.size() == static_cast<std::size_t>(n); }));
-    EXPECT_EQ(errors, 0);
-    for (int h : handled) {
-        EXPECT_EQ(h, 1);
-    }
-    std::vector<bool> seen(static_cast<std::size_t>(n), false);
-    for (auto& [src, m] : e.got_b) {
-        int i = -1;
-        std::vector<int> v;
-        cs::load(m, i, v);
-        EXPECT_EQ(src, 0u);
-        if (i < 0 || i >= n) {
-            ADD_FAILURE() << "parcel number " << i;
-            continue;
-        }
-        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]) << i;
-        seen[static_cast<std::size_t>(i)] = true;
-        EXPECT_EQ(v, payloads[static_cast<std::size_t>(i)]) << i;
-    }
-    EXPECT_EQ(e.b->stats().messages_received, static_cast<std::uint64_t>(n));
-    EXPECT_EQ(held, e.a->stats().parcels_in_batches) << "send_coalesced says which it held";
-    return e.a->stats();
-}
-
-} // namespace
-
-TEST_P(transport, parcels_sent_while_others_are_in_flight_are_coalesced_and_arrive_intact) {
-    // 300 parcels of ~200 bytes with no progress between sends: the first two leave alone,
-    // the rest wait in batches of at most one receive buffer (~5 KiB: about 25 parcels).
-    auto st = coalesced_burst(*eps_, 300, 0);
-    EXPECT_EQ(st.messages_sent, 300u);
-    EXPECT_GE(st.batches_sent, 300u / 30);
-    EXPECT_GE(st.parcels_in_batches, 290u);
-    EXPECT_LE(st.parcels_in_batches, 298u);
-}
-
-TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_progress) {
-    // A sender's long loop reaches no progress pass until it ends; a batch of
-    // coalesce_records parcels is posted from within the loop, so that the receiver can run
-    // them meanwhile. 100 parcels of ~200 bytes by 5: the first two alone, then 19 batches
-    // posted before any progress() (the 20th, of 3, waits for it).
-    std::unique_ptr<pair_of_endpoints> e;
-    try {
-        e = std::make_unique<pair_of_endpoints>(GetParam(), 42, pp::transport_options{}.read_budget,
-                                                false, 0, true, 4096, true, 5);
-    } catch (std::exception const& ex) {
-        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
-    }
-    std::vector<int> payload(40, 3);
-    int sent = 0;
-    for (int i = 0; i < 100; ++i) {
-        e->a->send_coalesced(1, cs::save(i, payload), [&](std::error_code ec) {
-            EXPECT_FALSE(ec);
-            ++sent;
-        });
-    }
-    EXPECT_EQ(e->a->stats().batches_sent, 19u) << "posted from within the loop";
-    EXPECT_EQ(e->a->stats().parcels_in_batches, 95u);
-    ASSERT_TRUE(e->pump([&] { return sent == 100 && e->got_b.size() == 100; }));
-    auto st = e->a->stats();
-    EXPECT_EQ(st.batches_sent, 20u);
-    EXPECT_EQ(st.parcels_in_batches, 98u);
-    std::vector<bool> seen(100, false);
-    for (auto& [src, m] : e->got_b) {
-        int i = -1;
-        std::vector<int> v;
-        cs::load(m, i, v);
-        ASSERT_TRUE(i >= 0 && i < 100) << i;
-        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]) << i;
-        seen[static_cast<std::size_t>(i)] = true;
-        EXPECT_EQ(v, payload);
-    }
-}
-
-TEST_P(transport, rendezvous_parcels_in_a_burst_leave_at_once_and_complete_after_their_reads) {
-    // Every fifth parcel carries a 300 KB pointer chunk. The small ones around it are
-    // coalesced; the rendezvous ones are never held back (their reads would wait for the
-    // batch), and each one's handler runs once its DONE came back.
-    int large_held = 0;
-    auto st = coalesced_burst(*eps_, 100, 5, &large_held);
-    EXPECT_GT(st.batches_sent, 0u);
-    EXPECT_EQ(large_held, 0);
-    EXPECT_EQ(st.rendezvous_sends, 20u);
-    EXPECT_EQ(eps_->b->stats().rma_bytes_read, 20u * 75000 * sizeof(int));
-}
-
-TEST_P(transport, a_lone_parcel_is_not_held_back) {
-    auto& e = *eps_;
-    for (int round = 0; round < 20; ++round) {
-        bool sent = false;
-        e.a->send_coalesced(1, cs::save(round), [&](std::error_code) { sent = true; });
-        ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
-        e.got_b.clear();
-    }
-    EXPECT_EQ(e.a->stats().batches_sent, 0u);
-}
-
-TEST_P(transport, with_coalescing_off_every_parcel_is_its_own_message) {
-    std::unique_ptr<pair_of_endpoints> off;
-    try {
-        off = std::make_unique<pair_of_endpoints>(GetParam(), 42, 0, false, 0, false);
-    } catch (std::exception const& ex) {
-        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
-    }
-    auto st = coalesced_burst(*off, 100, 0);
-    EXPECT_EQ(st.batches_sent, 0u);
-    EXPECT_EQ(st.parcels_in_batches, 0u);
-}
-
-INSTANTIATE_TEST_SUITE_P(providers, transport, ::testing::Values("tcp;ofi_rxm", "shm"),
-                         [](auto const& param_info) {
-                             return param_info.param == "shm" ? std::string("shm")
-                                                              : std::string("tcp");
-                         });
-
-// tcp with a peer whose doorbell cannot be opened (one on another host, as far as this side can
-// tell): that peer could never ring this side, so this side must not wait on its own bell and
-// falls back to the scheduler's bounded backoff (no wait fd); the peer, which opened this
-// side's bell, still waits on its own. Messages flow both ways either way.
-TEST(transport_tcp_doorbell, a_peer_whose_bell_cannot_be_opened_leaves_this_side_polling) {
-    pp::transport_options o;
-    o.provider = "tcp;ofi_rxm";
-    o.job_token = 42;
-    o.tcp_doorbell = true;
-    std::unique_ptr<pp::transport> a, b;
-    try {
-        a = pp::make_libfabric_transport(o);
-        b = pp::make_libfabric_transport(o);
-    } catch (std::exception const& e) {
-        GTEST_SKIP() << "provider tcp unavailable here: " << e.what();
-    }
-    ASSERT_GE(a->wait_fd(), 0) << "a tcp transport with a doorbell waits on its bell";
-    auto addr_a = a->address(), addr_b = b->address();
-    // The address ends with the bell's name and its length in two bytes: change the name's
-    // last character, so that a looks for a bell that does not exist.
-    auto bad_b = addr_b;
-    std::size_t name_len = std::to_integer<std::size_t>(bad_b[bad_b.size() - 2]) |
-                           std::to_integer<std::size_t>(bad_b[bad_b.size() - 1]) << 8;
-    ASSERT_GT(name_len, 0u);
-    std::byte& last = bad_b[bad_b.size() - 3];
-    last = last == std::byte{'x'} ? std::byte{'y'} : std::byte{'x'};
-    a->set_peers({addr_a, bad_b}, 0);
-    b->set_peers({addr_a, addr_b}, 1);
-    EXPECT_EQ(a->wait_fd(), -1);
-    EXPECT_FALSE(a->wait_fd_may_miss());
-    EXPECT_GE(b->wait_fd(), 0);
-    EXPECT_TRUE(b->wait_fd_may_miss());
-    int at_a = 0, at_b = 0;
-    a->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_a; });
-    b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
-    a->send(1, cs::save(std::string("to b")), nullptr);
-    b->send(0, cs::save(std::string("to a")), nullptr);
-    EXPECT_TRUE(pp::test::pump_both(
-        *a, *b, [&] { return at_a == 1 && at_b == 1; }, std::chrono::seconds(30)));
-}
-
 TEST_P(transport, on_shm_chunks_up_to_the_outbox_chunk_are_copied_through_the_outbox) {
     // A 64 KiB chunk is staged in the sender's outbox and copied out by the receiver: no RMA
     // read. A 2 MiB chunk (over shm_outbox_chunk, 1 MiB) is read as before. tcp has no outbox.
@@ -807,38 +523,15 @@ TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_f
     o.provider = "shm";
     o.job_token = 42;
     std::unique_ptr<pp::transport> a, b;
-    try {
-        a = pp::make_libfabric_transport(o);
-        b = pp::make_libfabric_transport(o);
-    } catch (std::exception const& e) {
-        GTEST_SKIP() << "provider shm unavailable here: " << e.what();
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    // An address ends with the outbox's name, its length (2 bytes), the doorbell's name and
-    // its length (2 bytes).
-    auto without_outbox = [](std::vector<std::byte> addr) {
-        auto len_at = [&](std::size_t end) {
-            return std::to_integer<std::size_t>(addr[end - 2]) |
-                   std::to_integer<std::size_t>(addr[end - 1]) << 8;
-        };
-        std::size_t end = addr.size();
-        std::size_t bell = len_at(end);
-        std::vector<std::byte> tail(addr.end() - static_cast<std::ptrdiff_t>(bell + 2), addr.end());
-        end -= bell + 2;
-        std::size_t box = len_at(end);
-        EXPECT_GT(box, 0u) << "a has an outbox";
-        addr.resize(end - 2 - box);
-        std::string missing = "courier-no-such-outbox";
-        for (char c : missing) {
-            addr.push_back(static_cast<std::byte>(c));
-        }
-        addr.push_back(static_cast<std::byte>(missing.size()));
-        addr.push_back(std::byte{0});
-        addr.insert(addr.end(), tail.begin(), tail.end());
-        return addr;
-    };
     std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
     a->set_peers(addrs, 0);
-    addrs[0] = without_outbox(addrs[0]);
+    fab::address_parts parts = fab::split_address(addrs[0], 0);
+    EXPECT_FALSE(parts.outbox.empty()) << "a has an outbox";
+    parts.outbox = "courier-no-such-outbox";
+    addrs[0] = fab::join_address(parts);
     b->set_peers(addrs, 1);
     std::vector<cs::message> got;
     b->set_receive_handler([&](std::uint32_t, cs::message&& m) { got.push_back(std::move(m)); });
@@ -858,3 +551,5 @@ TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_f
     EXPECT_EQ(b->stats().rma_reads, 1u);
     EXPECT_EQ(b->stats().rma_bytes_read, 65536u);
 }
+
+INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);

@@ -45,6 +45,36 @@ std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::
 }
 } // namespace
 
+std::vector<std::byte> join_address(address_parts const& p) {
+    std::vector<std::byte> a = p.provider;
+    for (std::string const* name : {&p.outbox, &p.bell}) {
+        for (char c : *name) {
+            a.push_back(static_cast<std::byte>(c));
+        }
+        a.push_back(static_cast<std::byte>(name->size() & 0xff));
+        a.push_back(static_cast<std::byte>(name->size() >> 8));
+    }
+    return a;
+}
+
+address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
+    address_parts p;
+    std::size_t end = a.size();
+    // The names at the end, last first.
+    for (std::string* name : {&p.bell, &p.outbox}) {
+        std::size_t len = end < 2 ? 0
+                                  : std::to_integer<std::size_t>(a[end - 2]) |
+                                        std::to_integer<std::size_t>(a[end - 1]) << 8;
+        if (end < 2 || len > end - 2) {
+            throw network_error("courier: malformed address of locality " + std::to_string(rank));
+        }
+        end -= 2 + len;
+        name->assign(reinterpret_cast<char const*>(a.data()) + end, len);
+    }
+    p.provider.assign(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(end));
+    return p;
+}
+
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
                      std::uint32_t rank, detail::doorbell* bell, bool& bell_wait, outbox* box) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
@@ -54,20 +84,9 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
         if (a.empty() && i != rank) {
             continue; // a peer another transport serves (routed_transport): no address, no bell
         }
-        // The names at the end, last first: each followed by its length in two bytes.
-        std::size_t end = a.size();
-        auto take = [&](std::string& out) {
-            std::size_t len = end < 2 ? SIZE_MAX
-                                      : std::to_integer<std::size_t>(a[end - 2]) |
-                                            std::to_integer<std::size_t>(a[end - 1]) << 8;
-            if (len > end - 2 || end < 2) {
-                throw network_error("courier: malformed address of locality " + std::to_string(i));
-            }
-            end -= 2 + len;
-            out.assign(reinterpret_cast<char const*>(a.data()) + end, len);
-        };
-        take(bells[i]);
-        take(boxes[i]);
+        address_parts parts = split_address(a, i);
+        bells[i] = std::move(parts.bell);
+        boxes[i] = std::move(parts.outbox);
         addrs[i] = ep.insert(a.data(), static_cast<std::uint32_t>(i));
     }
     addrs_ = std::move(addrs);

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,14 +44,23 @@ struct counters {
     statistics snapshot() const;
 };
 
+/// A locality's address as the transport publishes it: the provider's address, then the names
+/// of its outbox and of its doorbell (empty: none), each followed by its length in two bytes.
+struct address_parts {
+    std::vector<std::byte> provider;
+    std::string outbox, bell;
+};
+std::vector<std::byte> join_address(address_parts const& p);
+/// The parts of `a`; throws network_error naming locality `rank` when the lengths do not fit.
+address_parts split_address(std::vector<std::byte> const& a, std::size_t rank);
+
 /// The localities of the job as this endpoint addresses them, and what every message carries.
 /// Set once (set_peers) before any send; read-only afterwards.
 class peer_table {
 public:
     peer_table(counters& c) : counters_(c) {}
-    /// Parses each locality's address (the provider's, then the outbox's name and the
-    /// doorbell's, each followed by its length in two bytes), inserts it into the endpoint's
-    /// address vector and opens the doorbells and outboxes.
+    /// Parses each locality's address (split_address), inserts it into the endpoint's address
+    /// vector and opens the doorbells and outboxes.
     void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
              detail::doorbell* bell, bool& bell_wait, outbox* box);
     std::size_t size() const noexcept { return addrs_.size(); }

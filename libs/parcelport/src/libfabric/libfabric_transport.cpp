@@ -194,17 +194,8 @@ libfabric_transport::~libfabric_transport() {
 }
 
 std::vector<std::byte> libfabric_transport::address() const {
-    std::vector<std::byte> a = endpoint_->name();
-    auto append = [&](std::string const& s) {
-        for (char c : s) {
-            a.push_back(static_cast<std::byte>(c));
-        }
-        a.push_back(static_cast<std::byte>(s.size() & 0xff));
-        a.push_back(static_cast<std::byte>(s.size() >> 8));
-    };
-    append(outbox_ ? outbox_->name() : std::string());
-    append(bell_ ? bell_->name() : std::string());
-    return a;
+    return join_address({endpoint_->name(), outbox_ ? outbox_->name() : std::string(),
+                         bell_ ? bell_->name() : std::string()});
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,

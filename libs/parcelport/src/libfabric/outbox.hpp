@@ -54,7 +54,7 @@ public:
 
     /// A block of `n` bytes, or nullptr when `n` is over max_chunk or the ring has no room,
     /// or when `n` is over always_staged while this side receives large chunks itself (see
-    /// received_large).
+    /// received()).
     std::byte* allocate(std::size_t n);
     /// Chunks of up to this many bytes are always staged. A larger one costs the sender's CPU
     /// more than the CMA read it saves the receiver: where this side's CPU is busy receiving

@@ -3,6 +3,7 @@
 // posting the reads (fi_read), and delivering the parcel and answering DONE once they complete.
 #include "rendezvous.hpp"
 
+#include "outbox.hpp"
 #include "sender.hpp"
 
 #include <courier/common/log.hpp>

@@ -6,7 +6,6 @@
 
 #include "context.hpp"
 #include "memory.hpp"
-#include "outbox.hpp"
 
 #include <chrono>
 #include <deque>
@@ -18,6 +17,7 @@
 
 namespace courier::parcelport::fabric {
 
+class outbox;
 class sender;
 struct incoming;
 

@@ -4,6 +4,7 @@
 
 #include "../eager_writer.hpp"
 #include "coalescer.hpp"
+#include "outbox.hpp"
 
 #include <cstring>
 #if defined(__SSE2__)

@@ -6,7 +6,6 @@
 
 #include "context.hpp"
 #include "memory.hpp"
-#include "outbox.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
 
@@ -18,6 +17,7 @@
 namespace courier::parcelport::fabric {
 
 class coalescer;
+class outbox;
 struct send_state;
 
 struct send_op : op {

@@ -88,6 +88,10 @@ struct statistics {
     std::uint64_t outbox_chunks_sent = 0;
     std::uint64_t outbox_chunks_received = 0;
     std::uint64_t outbox_bytes_received = 0;
+    /// Bytes of rendezvous chunks received: read by RMA or copied out of a peer's outbox.
+    std::uint64_t rendezvous_bytes_received() const noexcept {
+        return rma_bytes_read + outbox_bytes_received;
+    }
 };
 
 /// The read budget a provider gets by default: shm 1 MiB (its reads are copies the receiving

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: BSL-1.0
+// Test helpers: two real libfabric endpoints connected to each other (pair_of_endpoints), the
+// `transport` fixture parameterized by provider, and a rendezvous round trip that checks its
+// payload (reads_to_receive). Each test file that includes it instantiates the fixture itself.
+#pragma once
+
+#include <courier/parcelport/transport.hpp>
+#include <courier/rma.hpp>
+#include <courier/serialization.hpp>
+
+#include "pump.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cs = courier::serialization;
+namespace pp = courier::parcelport;
+
+namespace {
+
+struct pair_of_endpoints {
+    std::unique_ptr<pp::transport> a, b;
+    std::vector<std::pair<std::uint32_t, cs::message>> got_a, got_b;
+
+    explicit pair_of_endpoints(std::string const& provider, std::uint64_t token_b = 42,
+                               std::size_t read_budget = pp::transport_options{}.read_budget,
+                               bool attach_pool_to_a = false, std::size_t read_piece = 0,
+                               bool coalescing = true, std::size_t eager_threshold = 4096,
+                               bool split_messages = true, std::size_t coalesce_records = 0,
+                               std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0) {
+        pp::transport_options o;
+        // No outbox unless asked: these tests see shm's RMA reads (the protocol of chunks over
+        // the outbox's largest, and of a peer whose outbox cannot be mapped).
+        o.shm_outbox = shm_outbox;
+        if (shm_outbox_chunk != 0) {
+            o.shm_outbox_chunk = shm_outbox_chunk;
+        }
+        o.coalescing = coalescing;
+        o.coalesce_records = coalesce_records;
+        o.split_messages = split_messages;
+        o.eager_threshold = eager_threshold;
+        o.provider = provider;
+        o.read_budget = read_budget;
+        o.read_piece = read_piece;
+        o.job_token = 42;
+        o.attach_rma_pool = attach_pool_to_a;
+        a = pp::make_libfabric_transport(o);
+        o.attach_rma_pool = false;
+        o.job_token = token_b;
+        b = pp::make_libfabric_transport(o);
+        std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
+        a->set_peers(addrs, 0);
+        b->set_peers(addrs, 1);
+        a->set_receive_handler(
+            [this](std::uint32_t src, cs::message&& m) { got_a.emplace_back(src, std::move(m)); });
+        b->set_receive_handler(
+            [this](std::uint32_t src, cs::message&& m) { got_b.emplace_back(src, std::move(m)); });
+    }
+    // Progresses both until `done` or a timeout.
+    template <class Pred>
+    bool pump(Pred done, std::chrono::seconds limit = std::chrono::seconds(30)) {
+        return pp::test::pump_both(*a, *b, done, limit);
+    }
+};
+
+// Sends a serialize_buffer of `bytes` from a to b (a rendezvous: it is above the eager
+// threshold), checks that it arrives intact, and returns b's RMA reads for it. The chunk may
+// come through the shm outbox (no RMA read then).
+inline std::uint64_t reads_to_receive_any(pair_of_endpoints& e, std::size_t bytes) {
+    cs::serialize_buffer<char> buf(bytes);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 7 + i / 65536);
+    }
+    auto reads_before = e.b->stats().rma_reads;
+    bool sent = false;
+    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    std::size_t const n = e.got_b.size() + 1;
+    EXPECT_TRUE(e.pump([&] { return sent && e.got_b.size() == n; }));
+    if (e.got_b.size() != n) {
+        return 0;
+    }
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b.back().second, back);
+    EXPECT_EQ(back, buf);
+    return e.b->stats().rma_reads - reads_before;
+}
+
+// As reads_to_receive_any, and every byte of the chunk was read by RMA.
+inline std::uint64_t reads_to_receive(pair_of_endpoints& e, std::size_t bytes) {
+    auto bytes_before = e.b->stats().rma_bytes_read;
+    std::uint64_t reads = reads_to_receive_any(e, bytes);
+    EXPECT_EQ(e.b->stats().rma_bytes_read - bytes_before, bytes);
+    return reads;
+}
+
+class transport : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        try {
+            eps_ = std::make_unique<pair_of_endpoints>(GetParam());
+        } catch (std::exception const& e) {
+            GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << e.what();
+        }
+    }
+    std::unique_ptr<pair_of_endpoints> eps_;
+};
+
+/// Opens two libfabric transports of `o` into `a` and `b`; false, with the reason in `why`,
+/// when the provider cannot be opened here (the caller skips the test).
+inline bool open_two(pp::transport_options const& o, std::unique_ptr<pp::transport>& a,
+                     std::unique_ptr<pp::transport>& b, std::string& why) {
+    try {
+        a = pp::make_libfabric_transport(o);
+        b = pp::make_libfabric_transport(o);
+    } catch (std::exception const& e) {
+        why = e.what();
+        return false;
+    }
+    return true;
+}
+
+/// The providers the `transport` fixture runs on, and their names in the tests' names.
+inline auto const transport_providers = ::testing::Values("tcp;ofi_rxm", "shm");
+inline std::string provider_label(::testing::TestParamInfo<std::string> const& info) {
+    return info.param == "shm" ? std::string("shm") : std::string("tcp");
+}
+
+} // namespace

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: BSL-1.0
+// Coalescing through two real libfabric endpoints, on tcp and on shm: parcels sent while others
+// are in flight share a message and arrive intact, a batch leaves once it holds
+// coalesce_records parcels, rendezvous parcels in a burst, a lone parcel, coalescing off.
+#include "endpoint_pair.hpp"
+
+#include <algorithm>
+
+namespace {
+
+/// Sends `n` parcels with send_coalesced, back to back with no progress in between; parcel i
+/// carries i and, when `big` divides i + 1, a 300 KB pointer chunk (a rendezvous) instead of
+/// 40 ints. Checks that each arrives once and intact and that each handler ran once without
+/// error; returns the sender's statistics, and in `large_held` how many of the rendezvous
+/// parcels send_coalesced held back.
+pp::statistics coalesced_burst(pair_of_endpoints& e, int n, int big, int* large_held = nullptr) {
+    std::vector<std::vector<int>> payloads;
+    for (int i = 0; i < n; ++i) {
+        bool large = big != 0 && (i + 1) % big == 0;
+        payloads.emplace_back(large ? 75000 : 40, i * 7);
+    }
+    std::vector<int> handled(static_cast<std::size_t>(n), 0);
+    int errors = 0;
+    std::uint64_t held = 0;
+    for (int i = 0; i < n; ++i) {
+        bool h = e.a->send_coalesced(1, cs::save(i, payloads[static_cast<std::size_t>(i)]),
+                                     [&, i](std::error_code ec) {
+                                         ++handled[static_cast<std::size_t>(i)];
+                                         errors += ec ? 1 : 0;
+                                     });
+        held += h;
+        if (h && large_held != nullptr && payloads[static_cast<std::size_t>(i)].size() > 40) {
+            ++*large_held;
+        }
+    }
+    auto all_handled = [&] {
+        return std::all_of(handled.begin(), handled.end(), [](int h) { return h != 0; });
+    };
+    EXPECT_TRUE(
+        e.pump([&] { return all_handled() && e.got_b.size() == static_cast<std::size_t>(n); }));
+    EXPECT_EQ(errors, 0);
+    for (int h : handled) {
+        EXPECT_EQ(h, 1);
+    }
+    std::vector<bool> seen(static_cast<std::size_t>(n), false);
+    for (auto& [src, m] : e.got_b) {
+        int i = -1;
+        std::vector<int> v;
+        cs::load(m, i, v);
+        EXPECT_EQ(src, 0u);
+        if (i < 0 || i >= n) {
+            ADD_FAILURE() << "parcel number " << i;
+            continue;
+        }
+        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]) << i;
+        seen[static_cast<std::size_t>(i)] = true;
+        EXPECT_EQ(v, payloads[static_cast<std::size_t>(i)]) << i;
+    }
+    EXPECT_EQ(e.b->stats().messages_received, static_cast<std::uint64_t>(n));
+    EXPECT_EQ(held, e.a->stats().parcels_in_batches) << "send_coalesced says which it held";
+    return e.a->stats();
+}
+
+} // namespace
+
+TEST_P(transport, parcels_sent_while_others_are_in_flight_are_coalesced_and_arrive_intact) {
+    // 300 parcels of ~200 bytes with no progress between sends: the first two leave alone,
+    // the rest wait in batches of at most one receive buffer (~5 KiB: about 25 parcels).
+    auto st = coalesced_burst(*eps_, 300, 0);
+    EXPECT_EQ(st.messages_sent, 300u);
+    EXPECT_GE(st.batches_sent, 300u / 30);
+    EXPECT_GE(st.parcels_in_batches, 290u);
+    EXPECT_LE(st.parcels_in_batches, 298u);
+}
+
+TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_progress) {
+    // A sender's long loop reaches no progress pass until it ends; a batch of
+    // coalesce_records parcels is posted from within the loop, so that the receiver can run
+    // them meanwhile. 100 parcels of ~200 bytes by 5: the first two alone, then 19 batches
+    // posted before any progress() (the 20th, of 3, waits for it).
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>(GetParam(), 42, pp::transport_options{}.read_budget,
+                                                false, 0, true, 4096, true, 5);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+    }
+    std::vector<int> payload(40, 3);
+    int sent = 0;
+    for (int i = 0; i < 100; ++i) {
+        e->a->send_coalesced(1, cs::save(i, payload), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            ++sent;
+        });
+    }
+    EXPECT_EQ(e->a->stats().batches_sent, 19u) << "posted from within the loop";
+    EXPECT_EQ(e->a->stats().parcels_in_batches, 95u);
+    ASSERT_TRUE(e->pump([&] { return sent == 100 && e->got_b.size() == 100; }));
+    auto st = e->a->stats();
+    EXPECT_EQ(st.batches_sent, 20u);
+    EXPECT_EQ(st.parcels_in_batches, 98u);
+    std::vector<bool> seen(100, false);
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        std::vector<int> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < 100) << i;
+        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]) << i;
+        seen[static_cast<std::size_t>(i)] = true;
+        EXPECT_EQ(v, payload);
+    }
+}
+
+TEST_P(transport, rendezvous_parcels_in_a_burst_leave_at_once_and_complete_after_their_reads) {
+    // Every fifth parcel carries a 300 KB pointer chunk. The small ones around it are
+    // coalesced; the rendezvous ones are never held back (their reads would wait for the
+    // batch), and each one's handler runs once its DONE came back.
+    int large_held = 0;
+    auto st = coalesced_burst(*eps_, 100, 5, &large_held);
+    EXPECT_GT(st.batches_sent, 0u);
+    EXPECT_EQ(large_held, 0);
+    EXPECT_EQ(st.rendezvous_sends, 20u);
+    EXPECT_EQ(eps_->b->stats().rma_bytes_read, 20u * 75000 * sizeof(int));
+}
+
+TEST_P(transport, a_lone_parcel_is_not_held_back) {
+    auto& e = *eps_;
+    for (int round = 0; round < 20; ++round) {
+        bool sent = false;
+        e.a->send_coalesced(1, cs::save(round), [&](std::error_code) { sent = true; });
+        ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
+        e.got_b.clear();
+    }
+    EXPECT_EQ(e.a->stats().batches_sent, 0u);
+}
+
+TEST_P(transport, with_coalescing_off_every_parcel_is_its_own_message) {
+    std::unique_ptr<pair_of_endpoints> off;
+    try {
+        off = std::make_unique<pair_of_endpoints>(GetParam(), 42, 0, false, 0, false);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+    }
+    auto st = coalesced_burst(*off, 100, 0);
+    EXPECT_EQ(st.batches_sent, 0u);
+    EXPECT_EQ(st.parcels_in_batches, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);
