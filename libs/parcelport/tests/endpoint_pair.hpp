@@ -8,11 +8,13 @@
 #include <courier/rma.hpp>
 #include <courier/serialization.hpp>
 
+#include "../src/libfabric/context.hpp"
 #include "pump.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -32,11 +34,14 @@ struct pair_of_endpoints {
                                bool attach_pool_to_a = false, std::size_t read_piece = 0,
                                bool coalescing = true, std::size_t eager_threshold = 4096,
                                bool split_messages = true, std::size_t coalesce_records = 0,
-                               std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0) {
+                               std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0,
+                               bool shm_direct_read = false) {
         pp::transport_options o;
-        // No outbox unless asked: these tests see shm's RMA reads (the protocol of chunks over
-        // the outbox's largest, and of a peer whose outbox cannot be mapped).
+        // No outbox and no direct reads unless asked: these tests see shm's RMA reads by
+        // fi_read (the protocol of chunks over the outbox's largest, and of a peer whose outbox
+        // cannot be mapped or whose memory cannot be read directly).
         o.shm_outbox = shm_outbox;
+        o.shm_direct_read = shm_direct_read;
         if (shm_outbox_chunk != 0) {
             o.shm_outbox_chunk = shm_outbox_chunk;
         }
@@ -122,6 +127,40 @@ inline bool open_two(pp::transport_options const& o, std::unique_ptr<pp::transpo
         return false;
     }
     return true;
+}
+
+/// Opens a and b with `o` and connects them, b given a's address with its parts changed by
+/// `alter` (a peer b sees differently from what a is); b's receptions go into `got`. false,
+/// with the reason, if the provider cannot open here.
+inline bool open_two_altered(pp::transport_options const& o, std::unique_ptr<pp::transport>& a,
+                             std::unique_ptr<pp::transport>& b,
+                             std::function<void(courier::parcelport::fabric::address_parts&)> alter,
+                             std::vector<cs::message>& got, std::string& why) {
+    if (!open_two(o, a, b, why)) {
+        return false;
+    }
+    std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
+    a->set_peers(addrs, 0);
+    auto parts = courier::parcelport::fabric::split_address(addrs[0], 0);
+    alter(parts);
+    addrs[0] = courier::parcelport::fabric::join_address(parts);
+    b->set_peers(addrs, 1);
+    b->set_receive_handler([&got](std::uint32_t, cs::message&& m) { got.push_back(std::move(m)); });
+    return true;
+}
+
+/// Sends `buf` from a to b (as open_two_altered connects them, b's receptions in `got`) and
+/// checks that it arrives once and intact.
+inline void send_one_checked(pp::transport& a, pp::transport& b, std::vector<cs::message>& got,
+                             cs::serialize_buffer<char> const& buf) {
+    bool sent = false;
+    std::size_t const n = got.size() + 1;
+    a.send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    ASSERT_TRUE(pp::test::pump_both(
+        a, b, [&] { return sent && got.size() == n; }, std::chrono::seconds(30)));
+    cs::serialize_buffer<char> back;
+    cs::load(got.back(), back);
+    EXPECT_EQ(back, buf);
 }
 
 /// The providers the `transport` fixture runs on, and their names in the tests' names.

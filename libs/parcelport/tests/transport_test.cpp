@@ -522,30 +522,21 @@ TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_f
     pp::transport_options o;
     o.provider = "shm";
     o.job_token = 42;
+    o.shm_direct_read = false;
     std::unique_ptr<pp::transport> a, b;
-    if (std::string why; !open_two(o, a, b, why)) {
+    std::vector<cs::message> got;
+    auto no_outbox = [](fab::address_parts& parts) {
+        EXPECT_FALSE(parts.outbox.empty()) << "a has an outbox";
+        parts.outbox = "courier-no-such-outbox";
+    };
+    if (std::string why; !open_two_altered(o, a, b, no_outbox, got, why)) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
-    a->set_peers(addrs, 0);
-    fab::address_parts parts = fab::split_address(addrs[0], 0);
-    EXPECT_FALSE(parts.outbox.empty()) << "a has an outbox";
-    parts.outbox = "courier-no-such-outbox";
-    addrs[0] = fab::join_address(parts);
-    b->set_peers(addrs, 1);
-    std::vector<cs::message> got;
-    b->set_receive_handler([&](std::uint32_t, cs::message&& m) { got.push_back(std::move(m)); });
     cs::serialize_buffer<char> buf(65536);
     for (std::size_t i = 0; i < buf.size(); ++i) {
         buf[i] = static_cast<char>(i * 13 + 5);
     }
-    bool sent = false;
-    a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
-    ASSERT_TRUE(pp::test::pump_both(
-        *a, *b, [&] { return sent && got.size() == 1; }, std::chrono::seconds(30)));
-    cs::serialize_buffer<char> back;
-    cs::load(got[0], back);
-    EXPECT_EQ(back, buf);
+    send_one_checked(*a, *b, got, buf);
     EXPECT_EQ(a->stats().outbox_chunks_sent, 1u);
     EXPECT_EQ(b->stats().outbox_chunks_received, 0u);
     EXPECT_EQ(b->stats().rma_reads, 1u);

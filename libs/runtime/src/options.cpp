@@ -88,6 +88,11 @@ std::vector<option_spec> const& option_table() {
          "sender's pages: 2.8 us for 16 KiB against 0.45 us for a copy); 0 = no outbox"},
         {"shm_outbox_chunk", "1048576",
          "shm: the largest chunk staged in the outbox; larger ones are read with CMA"},
+        {"shm_direct_read", "1",
+         "shm: 1 = the receiver reads a chunk that is not in an outbox from the sender's memory "
+         "itself (process_vm_readv); 0 = with fi_read, by which libfabric 1.17's shm holds the "
+         "sender's region lock for the whole copy, stalling the sender's own progress (large "
+         "transfers in both directions then take turns)"},
         {"shm_collectives", "1",
          "1 = the small messages of collectives (up to ~1 KiB) between localities of one host "
          "go through per-pair rings in shared memory (/dev/shm/courier-JOB-RANK-coll, 8 KiB "

@@ -105,6 +105,7 @@ bool libfabric_transport::progress() {
         return false;
     }
     bool any = rendezvous_->admit_deferred();
+    any = rendezvous_->advance_direct() || any;
     fi_cq_msg_entry entries[16];
     for (;;) {
         ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);

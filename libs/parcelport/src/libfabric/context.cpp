@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // The shared parts of the libfabric transport: statistics, peers, the -FI_EAGAIN backlog.
 #include "context.hpp"
+
+#include "direct_read.hpp"
 #include "outbox.hpp"
 
 #include <courier/common/log.hpp>
@@ -32,6 +34,7 @@ statistics counters::snapshot() const {
     s.outbox_chunks_sent = outbox_chunks_sent;
     s.outbox_chunks_received = outbox_chunks_received;
     s.outbox_bytes_received = outbox_bytes_received;
+    s.direct_reads = direct_reads;
     return s;
 }
 
@@ -47,7 +50,7 @@ std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::
 
 std::vector<std::byte> join_address(address_parts const& p) {
     std::vector<std::byte> a = p.provider;
-    for (std::string const* name : {&p.outbox, &p.bell}) {
+    for (std::string const* name : {&p.outbox, &p.bell, &p.direct}) {
         for (char c : *name) {
             a.push_back(static_cast<std::byte>(c));
         }
@@ -61,7 +64,7 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
     address_parts p;
     std::size_t end = a.size();
     // The names at the end, last first.
-    for (std::string* name : {&p.bell, &p.outbox}) {
+    for (std::string* name : {&p.direct, &p.bell, &p.outbox}) {
         std::size_t len = end < 2 ? 0
                                   : std::to_integer<std::size_t>(a[end - 2]) |
                                         std::to_integer<std::size_t>(a[end - 1]) << 8;
@@ -76,9 +79,11 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
 }
 
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
-                     std::uint32_t rank, detail::doorbell* bell, bool& bell_wait, outbox* box) {
+                     std::uint32_t rank, detail::doorbell* bell, bool& bell_wait, outbox* box,
+                     direct_reader* direct) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
-    std::vector<std::string> bells(addresses.size()), boxes(addresses.size());
+    std::vector<std::string> bells(addresses.size()), boxes(addresses.size()),
+        identities(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) {
         auto const& a = addresses[i];
         if (a.empty() && i != rank) {
@@ -87,6 +92,9 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
         address_parts parts = split_address(a, i);
         bells[i] = std::move(parts.bell);
         boxes[i] = std::move(parts.outbox);
+        if (i != rank) {
+            identities[i] = std::move(parts.direct);
+        }
         addrs[i] = ep.insert(a.data(), static_cast<std::uint32_t>(i));
     }
     addrs_ = std::move(addrs);
@@ -95,6 +103,13 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
     if (box != nullptr && box->connect(boxes) != 0) {
         logging::warn("could not map every peer's outbox; chunks from those peers are read from "
                       "their memory instead");
+    }
+    if (direct != nullptr) {
+        if (std::size_t failed = direct->connect(identities); failed != 0) {
+            logging::debug("{} peers cannot be read directly (process_vm_readv); their chunks are "
+                           "read with fi_read",
+                           failed);
+        }
     }
     if (bell != nullptr && bell->connect(bells) > unserved(addresses, rank)) {
         if (ep.shm()) {

@@ -22,6 +22,7 @@
 namespace courier::parcelport::fabric {
 
 class outbox;
+class direct_reader;
 
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it); the
 /// completion queue dispatches on `k` (completion_queue.cpp).
@@ -40,15 +41,17 @@ struct counters {
         bytes_copied_on_send{0}, receive_buffers_reused{0}, deferred_rendezvous{0},
         pool_chunks_sent{0}, registration_cache_hits{0}, registration_cache_misses{0},
         pool_receive_buffers{0}, batches_sent{0}, parcels_in_batches{0}, doorbell_rings{0},
-        split_sends{0}, outbox_chunks_sent{0}, outbox_chunks_received{0}, outbox_bytes_received{0};
+        split_sends{0}, outbox_chunks_sent{0}, outbox_chunks_received{0}, outbox_bytes_received{0},
+        direct_reads{0};
     statistics snapshot() const;
 };
 
 /// A locality's address as the transport publishes it: the provider's address, then the names
-/// of its outbox and of its doorbell (empty: none), each followed by its length in two bytes.
+/// of its outbox and of its doorbell and its direct-read identity (direct_reader::identity())
+/// (empty: none), each followed by its length in two bytes.
 struct address_parts {
     std::vector<std::byte> provider;
-    std::string outbox, bell;
+    std::string outbox, bell, direct;
 };
 std::vector<std::byte> join_address(address_parts const& p);
 /// The parts of `a`; throws network_error naming locality `rank` when the lengths do not fit.
@@ -60,9 +63,10 @@ class peer_table {
 public:
     peer_table(counters& c) : counters_(c) {}
     /// Parses each locality's address (split_address), inserts it into the endpoint's address
-    /// vector and opens the doorbells and outboxes.
+    /// vector and opens the doorbells and outboxes, and checks the peers' direct-read
+    /// identities.
     void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
-             detail::doorbell* bell, bool& bell_wait, outbox* box);
+             detail::doorbell* bell, bool& bell_wait, outbox* box, direct_reader* direct);
     std::size_t size() const noexcept { return addrs_.size(); }
     fi_addr_t operator[](std::uint32_t rank) const noexcept { return addrs_[rank]; }
     std::uint32_t rank() const noexcept { return rank_; }

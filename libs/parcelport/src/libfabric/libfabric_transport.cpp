@@ -163,6 +163,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                 outbox_.reset();
             }
         }
+        if (ep.shm() && ep.mr_virt_addr() && opts_.shm_direct_read) {
+            direct_ = std::make_unique<direct_reader>();
+        }
         transport_parts parts{ep, peers_, backlog_, counters_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
         sender_->set_outbox(outbox_.get());
@@ -173,8 +176,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                                                                 : batch_limit;
         coalescer_ = std::make_unique<coalescer>(parts, batch_limit, records);
         sender_->set_coalescer(coalescer_.get());
-        rendezvous_ = std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_,
-                                                   max_read, recv_size, outbox_.get());
+        rendezvous_ =
+            std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_, max_read,
+                                         recv_size, outbox_.get(), direct_.get());
         receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
                                                on_batch_, opts_, recv_size);
         receiver_->post_buffers(opts_.posted_receives);
@@ -195,12 +199,14 @@ libfabric_transport::~libfabric_transport() {
 
 std::vector<std::byte> libfabric_transport::address() const {
     return join_address({endpoint_->name(), outbox_ ? outbox_->name() : std::string(),
-                         bell_ ? bell_->name() : std::string()});
+                         bell_ ? bell_->name() : std::string(),
+                         direct_ ? direct_reader::identity() : std::string()});
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,
                                     std::uint32_t my_rank) {
-    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_, outbox_.get());
+    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_, outbox_.get(),
+               direct_.get());
     coalescer_->set_peers(addresses.size());
 }
 

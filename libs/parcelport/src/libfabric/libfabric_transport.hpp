@@ -16,6 +16,7 @@
 
 #include "coalescer.hpp"
 #include "context.hpp"
+#include "direct_read.hpp"
 #include "fabric.hpp"
 #include "memory.hpp"
 #include "outbox.hpp"
@@ -97,6 +98,8 @@ private:
             }
         }
     } outbox_mr_;
+    /// shm: reads of peers' chunks without fi_read (descriptors hold virtual addresses).
+    std::unique_ptr<direct_reader> direct_;
     receive_handler on_receive_;
     batch_handler on_batch_;
     std::unique_ptr<sender> sender_;

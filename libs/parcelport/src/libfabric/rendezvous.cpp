@@ -3,6 +3,7 @@
 // posting the reads (fi_read), and delivering the parcel and answering DONE once they complete.
 #include "rendezvous.hpp"
 
+#include "direct_read.hpp"
 #include "outbox.hpp"
 #include "sender.hpp"
 
@@ -15,9 +16,10 @@ namespace courier::parcelport::fabric {
 
 rendezvous::rendezvous(transport_parts const& parts, memory& mem, sender& s,
                        transport::receive_handler& on_receive, transport_options const& o,
-                       std::size_t max_read, std::size_t recv_size, outbox* box)
+                       std::size_t max_read, std::size_t recv_size, outbox* box,
+                       direct_reader* direct)
     : parts_(parts), memory_(mem), sender_(s), on_receive_(on_receive), opts_(o),
-      max_read_(max_read), recv_size_(recv_size), outbox_(box) {
+      max_read_(max_read), recv_size_(recv_size), outbox_(box), direct_(direct) {
     spare_.reserve(max_spare);
 }
 
@@ -33,6 +35,9 @@ void incoming::reset() noexcept {
     next_piece = 0;
     outstanding = 0;
     rma_bytes = 0;
+    direct = false;
+    direct_piece = 0;
+    direct_offset = 0;
     failed = false;
     table_phase = false;
     h = {};
@@ -178,9 +183,17 @@ void rendezvous::start_reads(held& e, bool index_inline) {
             add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
         }
     }
+    in->started = std::chrono::steady_clock::now();
     if (outbox_ != nullptr) {
         outbox_->received(in->rma_bytes);
         copy_from_outbox(in);
+    }
+    in->direct = direct_ != nullptr && !pieces.empty() && direct_->enabled(in->source);
+    in->direct_piece = 0;
+    in->direct_offset = 0;
+    if (in->direct) {
+        start_direct(e);
+        return;
     }
     if (parts_.ep.mr_local()) {
         for (auto& pc : pieces) {
@@ -193,7 +206,6 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         }
     }
     incoming* raw = in;
-    raw->started = std::chrono::steady_clock::now();
     raw->outstanding = pieces.size();
     raw->reads.clear(); // a previous phase's reads have all completed
     for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -229,6 +241,76 @@ void rendezvous::copy_from_outbox(incoming* in) {
         }
     }
     pieces.resize(kept);
+}
+
+void rendezvous::start_direct(held& e) {
+    incoming* raw = e.get();
+    raw->outstanding = 1; // the direct reads, as one
+    raw->reads.clear();
+    for (auto const& pc : raw->pieces) {
+        parts_.stats.rma_bytes_read += pc.size;
+        ++parts_.stats.rma_reads;
+        ++parts_.stats.direct_reads;
+    }
+    bool first = false;
+    {
+        std::lock_guard g(mutex_);
+        e.node.key() = raw;
+        incoming_.insert(std::move(e.node)); // e holds nothing from here
+        first = direct_queue_.empty();
+        if (!first) {
+            direct_queue_.push_back(raw); // after the parcels read before it
+        }
+    }
+    if (!first) {
+        return;
+    }
+    // The first step now: a small parcel is done at once, as with fi_read.
+    if (read_direct_step(raw)) {
+        finish(raw);
+        return;
+    }
+    std::lock_guard g(mutex_);
+    direct_queue_.push_front(raw);
+}
+
+bool rendezvous::read_direct_step(incoming* in) {
+    std::size_t left = direct_step;
+    while (in->direct_piece < in->pieces.size() && left != 0) {
+        read_piece const& pc = in->pieces[in->direct_piece];
+        std::size_t n = std::min(left, pc.size - in->direct_offset);
+        if (!direct_->read(in->source, pc.local + in->direct_offset, pc.remote + in->direct_offset,
+                           n)) {
+            in->failed = true; // a bad address, or the peer is gone: as a failed fi_read
+            return true;
+        }
+        in->direct_offset += n;
+        left -= n;
+        if (in->direct_offset == pc.size) {
+            ++in->direct_piece;
+            in->direct_offset = 0;
+        }
+    }
+    return in->direct_piece == in->pieces.size();
+}
+
+bool rendezvous::advance_direct() {
+    incoming* in = nullptr;
+    {
+        std::lock_guard g(mutex_);
+        if (direct_queue_.empty()) {
+            return false;
+        }
+        in = direct_queue_.front();
+    }
+    if (read_direct_step(in)) {
+        {
+            std::lock_guard g(mutex_);
+            direct_queue_.pop_front();
+        }
+        finish(in);
+    }
+    return true;
 }
 
 long rendezvous::post_reads(incoming* in) {

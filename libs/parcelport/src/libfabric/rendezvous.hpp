@@ -18,6 +18,7 @@
 namespace courier::parcelport::fabric {
 
 class outbox;
+class direct_reader;
 class sender;
 struct incoming;
 
@@ -48,6 +49,11 @@ struct incoming {
     std::size_t next_piece = 0;     // the first not posted yet (-FI_EAGAIN)
     std::size_t outstanding = 0;
     std::size_t rma_bytes = 0; // counted against the read budget until finished (or stalled)
+    // Read by direct_reader instead of fi_read: every piece, a step per progress pass
+    // (rendezvous::advance_direct), from pieces[direct_piece] at direct_offset on.
+    bool direct = false;
+    std::size_t direct_piece = 0;
+    std::size_t direct_offset = 0;
     std::chrono::steady_clock::time_point started; // when the current phase's reads began
     bool failed = false;
     // Phase one of a parcel whose descriptors are remote: reading the table.
@@ -73,7 +79,8 @@ class rendezvous {
 public:
     rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
-               std::size_t max_read, std::size_t recv_size, outbox* box = nullptr);
+               std::size_t max_read, std::size_t recv_size, outbox* box = nullptr,
+               direct_reader* direct = nullptr);
     ~rendezvous();
     rendezvous(rendezvous const&) = delete;
     rendezvous& operator=(rendezvous const&) = delete;
@@ -85,6 +92,8 @@ public:
     void admit(wire::header const& h, std::byte const* p, std::size_t len, std::size_t rma_bytes);
     /// Admits the waiting parcels that the budget now allows (progress, first); true if any.
     bool admit_deferred();
+    /// Reads the next step of the oldest parcel read directly (progress); true if there was one.
+    bool advance_direct();
     void on_completion(read_op* r, bool failed);
     /// Returns the read budget of parcels whose reads outlived the stall timeout (every few
     /// passes). Their buffers stay until the reads complete, if ever: nothing is freed under a
@@ -120,6 +129,12 @@ private:
     /// Copies the pieces of `in` that lie in its sender's outbox and drops them from its
     /// pieces: only the others are read.
     void copy_from_outbox(incoming* in);
+    /// Registers `e` (every piece read directly) and reads its first step now, unless parcels
+    /// before it are still being read: then it waits in direct_queue_.
+    void start_direct(held& e);
+    /// Reads up to direct_step more bytes of a parcel read directly; true once it is done (or
+    /// failed: in->failed).
+    bool read_direct_step(incoming* in);
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
     /// (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
@@ -138,8 +153,14 @@ private:
     transport::receive_handler& on_receive_;
     transport_options const& opts_;
     std::size_t max_read_, recv_size_;
-    outbox* outbox_;           // shm: where peers stage chunks (copied out, not read)
-    mutable std::mutex mutex_; // incoming_, spare_, deferred_, reading_bytes_
+    outbox* outbox_;        // shm: where peers stage chunks (copied out, not read)
+    direct_reader* direct_; // shm: reads without fi_read (process_vm_readv)
+    /// A direct read copies at most this much per progress pass, so that a large chunk holds
+    /// up the worker's tasks (a send that would keep the other direction busy) for ~30 us at a
+    /// time, not for the whole copy (~0.3-0.6 ms for 4 MiB).
+    static constexpr std::size_t direct_step = 256 * 1024;
+    std::deque<incoming*> direct_queue_; // read directly, oldest first (under mutex_)
+    mutable std::mutex mutex_;           // incoming_, spare_, deferred_, reading_bytes_
     incoming_map incoming_;
     /// Finished parcels' entries, for the next ones (at most max_spare).
     static constexpr std::size_t max_spare = 64;

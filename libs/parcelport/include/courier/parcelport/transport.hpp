@@ -88,6 +88,9 @@ struct statistics {
     std::uint64_t outbox_chunks_sent = 0;
     std::uint64_t outbox_chunks_received = 0;
     std::uint64_t outbox_bytes_received = 0;
+    /// shm: RMA reads (of rma_reads) this side made itself with process_vm_readv rather than by
+    /// fi_read (transport_options::shm_direct_read).
+    std::uint64_t direct_reads = 0;
     /// Bytes of rendezvous chunks received: read by RMA or copied out of a peer's outbox.
     std::uint64_t rendezvous_bytes_received() const noexcept {
         return rma_bytes_read + outbox_bytes_received;
@@ -176,6 +179,11 @@ struct transport_options {
     std::size_t shm_outbox = std::size_t{8} << 20;
     /// shm: the largest chunk staged in the outbox; larger ones are read with fi_read.
     std::size_t shm_outbox_chunk = std::size_t{1} << 20;
+    /// shm: the receiver reads the chunks it does not find in an outbox from the sender's memory
+    /// itself (process_vm_readv), as libfabric's shm would, but without holding the sender's
+    /// region lock for the copy, which stalls the sender's progress meanwhile (large transfers
+    /// in both directions then take turns). false: fi_read.
+    bool shm_direct_read = true;
     /// send_coalesced() may put a parcel into one message with others to the same destination.
     /// false: it sends at once, like send().
     bool coalescing = true;

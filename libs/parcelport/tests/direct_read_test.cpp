@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: BSL-1.0
+// Direct reads on shm (libs/parcelport/src/libfabric/direct_read.hpp): the identity check a
+// peer passes before its memory is read with process_vm_readv, reads of this process and of
+// another, bad addresses, and through a transport: chunks read in steps across progress
+// passes, and a peer that fails the check read with fi_read.
+#include "../src/libfabric/context.hpp"
+#include "../src/libfabric/direct_read.hpp"
+#include "endpoint_pair.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+namespace fab = courier::parcelport::fabric;
+
+namespace {
+
+std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::vector<std::byte> v(n);
+    for (auto& b : v) {
+        b = static_cast<std::byte>(gen());
+    }
+    return v;
+}
+
+std::uint64_t address_of(void const* p) {
+    return reinterpret_cast<std::uintptr_t>(p);
+}
+
+/// identity() with one field replaced (0: pid, 1: address, 2: value), in hexadecimal.
+std::string identity_with(int field, std::uint64_t v) {
+    std::string s = fab::direct_reader::identity();
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= s.size(); ++i) {
+        if (i == s.size() || s[i] == ':') {
+            parts.push_back(s.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    EXPECT_EQ(parts.size(), 3u) << s;
+    parts.resize(3);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+    parts[static_cast<std::size_t>(field)] = buf;
+    return parts[0] + ":" + parts[1] + ":" + parts[2];
+}
+
+} // namespace
+
+TEST(direct_reader, a_peer_that_proves_its_identity_is_read_and_the_bytes_are_exact) {
+    fab::direct_reader r;
+    // Locality 0 offers nothing (this side, say), 1 offers this process's identity.
+    EXPECT_EQ(r.connect({"", fab::direct_reader::identity()}), 0u);
+    EXPECT_FALSE(r.enabled(0));
+    EXPECT_TRUE(r.enabled(1));
+    EXPECT_FALSE(r.enabled(2));
+    auto const src = random_bytes((std::size_t{1} << 20) + 3, 7);
+    std::vector<std::byte> dst(src.size());
+    ASSERT_TRUE(r.read(1, dst.data(), address_of(src.data()), src.size()));
+    EXPECT_EQ(dst, src);
+    EXPECT_FALSE(r.read(0, dst.data(), address_of(src.data()), src.size())) << "not enabled";
+    EXPECT_FALSE(r.read(5, dst.data(), address_of(src.data()), src.size())) << "no such peer";
+}
+
+TEST(direct_reader, malformed_or_false_identities_are_refused) {
+    fab::direct_reader r;
+    std::vector<std::string> ids = {
+        "x",
+        "1:2",
+        "0:0:0",
+        "12:34:56:78",
+        fab::direct_reader::identity() + "z",
+        identity_with(2, 0x1234),     // the right pid and address, another value
+        identity_with(1, 16),         // an address that is not mapped
+        identity_with(0, 0x7ffffffe), // a pid that does not exist (pid_max is lower)
+    };
+    EXPECT_EQ(r.connect(ids), ids.size());
+    for (std::uint32_t i = 0; i < ids.size(); ++i) {
+        EXPECT_FALSE(r.enabled(i)) << ids[i];
+    }
+}
+
+TEST(direct_reader, a_bad_address_fails_the_read_and_the_peer_stays_readable) {
+    fab::direct_reader r;
+    ASSERT_EQ(r.connect({fab::direct_reader::identity()}), 0u);
+    long const page = ::sysconf(_SC_PAGESIZE);
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(2 * page), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    std::memset(p, 0x5a, static_cast<std::size_t>(page));
+    // The second page unmapped: a read across it ends short, which is a failure.
+    ASSERT_EQ(::munmap(static_cast<char*>(p) + page, static_cast<std::size_t>(page)), 0);
+    std::vector<std::byte> dst(static_cast<std::size_t>(2 * page));
+    EXPECT_FALSE(r.read(0, dst.data(), address_of(p), dst.size()));
+    EXPECT_FALSE(r.read(0, dst.data(), 16, 64));
+    EXPECT_TRUE(r.enabled(0));
+    ASSERT_TRUE(r.read(0, dst.data(), address_of(p), static_cast<std::size_t>(page)));
+    EXPECT_EQ(dst[0], std::byte{0x5a});
+    EXPECT_EQ(dst[static_cast<std::size_t>(page) - 1], std::byte{0x5a});
+    ::munmap(p, static_cast<std::size_t>(page));
+}
+
+TEST(direct_reader, another_process_is_read_by_its_pid) {
+    // A child changes its copy of a buffer after fork; the parent reads the child's copy at the
+    // same address by the child's pid (its identity word, set before fork, is the same).
+    auto buf = random_bytes(300000, 3);
+    (void)fab::direct_reader::identity(); // the identity word is made before fork
+    int ready[2], done[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    ASSERT_EQ(::pipe(done), 0);
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        for (std::size_t i = 0; i < buf.size(); ++i) {
+            buf[i] = static_cast<std::byte>(i % 251);
+        }
+        char c = 1;
+        (void)!::write(ready[1], &c, 1);
+        (void)!::read(done[0], &c, 1); // until the parent has read
+        ::_exit(0);
+    }
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    fab::direct_reader r;
+    EXPECT_EQ(r.connect({identity_with(0, static_cast<std::uint64_t>(child))}), 0u);
+    std::vector<std::byte> got(buf.size());
+    bool const ok = r.read(0, got.data(), address_of(buf.data()), got.size());
+    (void)!::write(done[1], &c, 1);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(ok);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], static_cast<std::byte>(i % 251)) << i;
+    }
+    EXPECT_NE(got, buf) << "the parent's own copy is another";
+    // Once the child is gone, its pid reads nothing and is not tried again.
+    EXPECT_FALSE(r.read(0, got.data(), address_of(buf.data()), 64));
+    EXPECT_FALSE(r.enabled(0));
+    for (int fd : {ready[0], ready[1], done[0], done[1]}) {
+        ::close(fd);
+    }
+}
+
+namespace {
+
+/// A shm pair whose b reads a's chunks directly (no outbox), or nullptr with the reason.
+std::unique_ptr<pair_of_endpoints> direct_pair(std::string& why) {
+    try {
+        return std::make_unique<pair_of_endpoints>("shm", 42, pp::transport_options{}.read_budget,
+                                                   false, 0, true, 4096, true, 0, 0, 0, true);
+    } catch (std::exception const& e) {
+        why = e.what();
+        return nullptr;
+    }
+}
+
+cs::serialize_buffer<char> pattern(std::size_t n, int seed) {
+    cs::serialize_buffer<char> b(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        b[i] = static_cast<char>(i * 31 + i / 4096 + static_cast<std::size_t>(seed));
+    }
+    return b;
+}
+
+} // namespace
+
+TEST(shm_direct_read, a_large_chunk_is_read_in_steps_between_which_progress_returns) {
+    // 4 MiB + 5 bytes, read directly: at most 256 KiB per progress pass of the receiver, so
+    // its worker runs other tasks between steps (fi_read on shm copies all of it within one
+    // call). At least 17 passes of b, and the bytes intact.
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    std::size_t const n = (std::size_t{4} << 20) + 5;
+    auto const buf = pattern(n, 1);
+    bool sent = false;
+    e->a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    std::size_t passes = 0, started_at = 0;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(sent && e->got_b.size() == 1) && std::chrono::steady_clock::now() < until) {
+        e->a->progress();
+        e->b->progress();
+        ++passes;
+        if (started_at == 0 && e->b->stats().direct_reads != 0) {
+            started_at = passes; // the pass in which b took the parcel and read its first step
+        }
+    }
+    ASSERT_EQ(e->got_b.size(), 1u);
+    ASSERT_NE(started_at, 0u);
+    EXPECT_GE(passes - started_at + 1, (n + (256 << 10) - 1) / (256 << 10));
+    cs::serialize_buffer<char> back;
+    cs::load(e->got_b[0].second, back);
+    EXPECT_EQ(back, buf);
+    auto const s = e->b->stats();
+    EXPECT_EQ(s.direct_reads, 1u);
+    EXPECT_EQ(s.rma_reads, 1u);
+    EXPECT_EQ(s.rma_bytes_read, n);
+}
+
+TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact) {
+    // Twelve parcels of 100 KB to 1 MB sent at once: while one is read in steps the next ones
+    // wait their turn; all arrive, each intact, and every read was direct.
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    constexpr int count = 12;
+    int sent = 0;
+    for (int i = 0; i < count; ++i) {
+        e->a->send(1, cs::save(i, pattern(100000 + 80000 * static_cast<std::size_t>(i), i)),
+                   [&](std::error_code ec) { sent += !ec; });
+    }
+    ASSERT_TRUE(e->pump([&] { return sent == count && e->got_b.size() == std::size_t(count); }));
+    std::set<int> seen;
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        cs::serialize_buffer<char> b;
+        cs::load(m, i, b);
+        ASSERT_GE(i, 0);
+        EXPECT_EQ(b, pattern(100000 + 80000 * static_cast<std::size_t>(i), i)) << i;
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), std::size_t(count));
+    EXPECT_EQ(e->b->stats().direct_reads, std::uint64_t{count});
+    EXPECT_EQ(e->b->stats().rma_reads, std::uint64_t{count});
+}
+
+TEST(shm_direct_read, a_peer_that_fails_the_identity_check_is_read_with_fi_read) {
+    // b is given a's address with a false identity word: b does not read a's memory itself but
+    // asks shm (fi_read); the chunk arrives intact.
+    pp::transport_options o;
+    o.provider = "shm";
+    o.job_token = 42;
+    o.shm_outbox = 0;
+    std::unique_ptr<pp::transport> a, b;
+    std::vector<cs::message> got;
+    auto false_identity = [](fab::address_parts& parts) {
+        EXPECT_FALSE(parts.direct.empty()) << "a offers direct reads";
+        parts.direct = identity_with(2, 0x5eed);
+    };
+    if (std::string why; !open_two_altered(o, a, b, false_identity, got, why)) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    send_one_checked(*a, *b, got, pattern(200000, 9));
+    EXPECT_EQ(b->stats().direct_reads, 0u);
+    EXPECT_EQ(b->stats().rma_reads, 1u);
+}
