@@ -5,6 +5,7 @@
 // passes, and a peer that fails the check read with fi_read.
 #include "../src/libfabric/context.hpp"
 #include "../src/libfabric/direct_read.hpp"
+#include "../src/libfabric/rendezvous.hpp"
 #include "endpoint_pair.hpp"
 
 #include <gtest/gtest.h>
@@ -208,8 +209,8 @@ TEST(shm_direct_read, a_large_chunk_is_read_in_steps_between_which_progress_retu
 }
 
 TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact) {
-    // Twelve parcels of 100 KB to 1 MB sent at once: while one is read in steps the next ones
-    // wait their turn; all arrive, each intact, and every read was direct.
+    // Twelve parcels of 600 KB to 1.5 MB sent at once: while one is read in steps the next
+    // ones wait their turn; all arrive, each intact, and every read was direct.
     std::string why;
     auto e = direct_pair(why);
     if (!e) {
@@ -218,7 +219,7 @@ TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact)
     constexpr int count = 12;
     int sent = 0;
     for (int i = 0; i < count; ++i) {
-        e->a->send(1, cs::save(i, pattern(100000 + 80000 * static_cast<std::size_t>(i), i)),
+        e->a->send(1, cs::save(i, pattern(600000 + 80000 * static_cast<std::size_t>(i), i)),
                    [&](std::error_code ec) { sent += !ec; });
     }
     ASSERT_TRUE(e->pump([&] { return sent == count && e->got_b.size() == std::size_t(count); }));
@@ -228,12 +229,26 @@ TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact)
         cs::serialize_buffer<char> b;
         cs::load(m, i, b);
         ASSERT_GE(i, 0);
-        EXPECT_EQ(b, pattern(100000 + 80000 * static_cast<std::size_t>(i), i)) << i;
+        EXPECT_EQ(b, pattern(600000 + 80000 * static_cast<std::size_t>(i), i)) << i;
         seen.insert(i);
     }
     EXPECT_EQ(seen.size(), std::size_t(count));
     EXPECT_EQ(e->b->stats().direct_reads, std::uint64_t{count});
     EXPECT_EQ(e->b->stats().rma_reads, std::uint64_t{count});
+}
+
+TEST(shm_direct_read, parcels_with_less_to_read_than_direct_min_go_by_fi_read) {
+    // A chunk one byte short of direct_min is read with fi_read, one of direct_min directly.
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    std::size_t const min = fab::rendezvous::direct_min;
+    EXPECT_EQ(reads_to_receive(*e, min - 1), 1u);
+    EXPECT_EQ(e->b->stats().direct_reads, 0u);
+    EXPECT_EQ(reads_to_receive(*e, min), 1u);
+    EXPECT_EQ(e->b->stats().direct_reads, 1u);
 }
 
 TEST(shm_direct_read, a_peer_that_fails_the_identity_check_is_read_with_fi_read) {
@@ -252,7 +267,7 @@ TEST(shm_direct_read, a_peer_that_fails_the_identity_check_is_read_with_fi_read)
     if (std::string why; !open_two_altered(o, a, b, false_identity, got, why)) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    send_one_checked(*a, *b, got, pattern(200000, 9));
+    send_one_checked(*a, *b, got, pattern(1000000, 9));
     EXPECT_EQ(b->stats().direct_reads, 0u);
     EXPECT_EQ(b->stats().rma_reads, 1u);
 }

@@ -16,6 +16,9 @@
 // that check and is read with fi_read, as is any peer when the system call is not permitted
 // (ptrace restrictions: EPERM).
 //
+// Only parcels with at least rendezvous::direct_min bytes to read are read directly: below
+// that, the turns shm's lock imposes were faster than copying at once (rendezvous.hpp).
+//
 // Thread safety: connect() before any read; read() from any thread.
 #pragma once
 

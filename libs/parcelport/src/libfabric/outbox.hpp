@@ -58,9 +58,9 @@ public:
     std::byte* allocate(std::size_t n);
     /// Chunks of up to this many bytes are always staged. A larger one costs the sender's CPU
     /// more than the CMA read it saves the receiver: where this side's CPU is busy receiving
-    /// too (a bidirectional stream), it goes by CMA (the receiver's direct read). Measured in
-    /// benchmarks/RESULTS.md (osu_bibw with direct reads, 6 alternating rounds: 32 / 64 KiB
-    /// 1.11 / 1.20x faster with this at 16 KiB than at 64 KiB, 8-16 and 128 KiB within 4 %).
+    /// too (a bidirectional stream), it goes by CMA. Measured in benchmarks/RESULTS.md
+    /// (osu_bibw on an Intel Xeon, 5-6 alternating rounds each: 32 / 64 KiB 1.06-1.11 /
+    /// 1.17-1.20x faster with this at 16 KiB than at 64 KiB, 8-16 KiB within 4 %).
     static constexpr std::size_t always_staged = 16 * 1024;
     /// The receiver of this transport took a rendezvous parcel of `bytes` (any peer).
     void received(std::size_t bytes) noexcept {

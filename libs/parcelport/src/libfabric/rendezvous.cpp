@@ -188,7 +188,11 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         outbox_->received(in->rma_bytes);
         copy_from_outbox(in);
     }
-    in->direct = direct_ != nullptr && !pieces.empty() && direct_->enabled(in->source);
+    std::size_t to_read = 0;
+    for (auto const& pc : pieces) {
+        to_read += pc.size;
+    }
+    in->direct = direct_ != nullptr && to_read >= direct_min && direct_->enabled(in->source);
     in->direct_piece = 0;
     in->direct_offset = 0;
     if (in->direct) {

@@ -77,6 +77,12 @@ std::size_t descriptor_payload(std::vector<std::byte> const& table, std::uint32_
 /// debug_state() from any thread.
 class rendezvous {
 public:
+    /// Parcels with fewer bytes to read than this go by fi_read even from a peer read
+    /// directly. There shm's lock makes two localities that read each other take turns, and
+    /// with chunks that fit in a core's cache turns were faster than copying at once (osu_bibw
+    /// on an Intel Xeon, 5 paired rounds: 64-256 KiB 0.66-0.71x with direct reads, 512 KiB -
+    /// 4 MiB 1.1-1.6x; benchmarks/RESULTS.md).
+    static constexpr std::size_t direct_min = 512 * 1024;
     rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
                std::size_t max_read, std::size_t recv_size, outbox* box = nullptr,
