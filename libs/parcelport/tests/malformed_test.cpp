@@ -547,6 +547,29 @@ TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {
                 static_cast<unsigned long long>(e_->b->stats().stalled_reads));
 }
 
+TEST_P(malformed, large_reads_of_memory_the_sender_never_mapped_fail_cleanly) {
+    // Rendezvous parcels with a 1 MiB pointer chunk (on shm over direct_min: read directly,
+    // with process_vm_readv) at an address nothing is mapped at, and at one whose range runs
+    // past the end of the address space: each read fails, the parcel is dropped and logged,
+    // its budget returned, and the next real parcel arrives.
+    auto index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
+    auto pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);
+    std::vector<std::byte> index(16, std::byte{2});
+    std::uint64_t const mib = std::uint64_t{1} << 20;
+    std::vector<forged> fs;
+    for (std::uint64_t address : {std::uint64_t{0x1000}, ~std::uint64_t{0} - mib / 2}) {
+        fs.push_back(eager(parcel_header(2, 16, wire::index_inline),
+                           {desc(index_t, 16), desc(pointer_t, mib, address, 0x7777)}, index));
+    }
+    auto const direct_before = e_->b->stats().direct_reads;
+    expect_dropped(fs, "large reads of unmapped memory");
+    if (GetParam() == "shm") {
+        // Both, and still_works()'s real parcel if it is as large.
+        EXPECT_GE(e_->b->stats().direct_reads - direct_before, fs.size())
+            << "both went by the direct path";
+    }
+}
+
 TEST_P(malformed, random_damage_to_a_real_parcel_never_breaks_the_receiver) {
     // A real eager parcel (a string and an int) with one to four random bytes of its
     // flags, counts, descriptors and index changed, 300 times. Each copy is delivered (if the

@@ -80,11 +80,9 @@ std::string direct_reader::identity() {
 }
 
 std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
-    count_ = identities.size();
-    pids_ = std::make_unique<std::atomic<int>[]>(count_);
+    pids_ = std::vector<std::atomic<int>>(identities.size()); // all 0
     std::size_t failed = 0;
-    for (std::size_t i = 0; i < count_; ++i) {
-        pids_[i].store(0, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < identities.size(); ++i) {
         if (identities[i].empty()) {
             continue;
         }
@@ -103,10 +101,7 @@ std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
 
 bool direct_reader::read(std::uint32_t rank, std::byte* local, std::uint64_t remote,
                          std::size_t size) noexcept {
-    if (rank >= count_) {
-        return false;
-    }
-    int pid = pids_[rank].load(std::memory_order_relaxed);
+    int pid = rank < pids_.size() ? pids_[rank].load(std::memory_order_relaxed) : 0;
     if (pid <= 0) {
         return false;
     }

@@ -25,7 +25,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,12 +50,11 @@ public:
 
     /// Whether locality `rank` is read directly (tests).
     bool enabled(std::uint32_t rank) const noexcept {
-        return rank < count_ && pids_[rank].load(std::memory_order_relaxed) > 0;
+        return rank < pids_.size() && pids_[rank].load(std::memory_order_relaxed) > 0;
     }
 
 private:
-    std::unique_ptr<std::atomic<int>[]> pids_; // 0: read with fi_read
-    std::size_t count_ = 0;
+    std::vector<std::atomic<int>> pids_; // by locality; 0: read with fi_read
 };
 
 } // namespace courier::parcelport::fabric

@@ -35,7 +35,6 @@ void incoming::reset() noexcept {
     next_piece = 0;
     outstanding = 0;
     rma_bytes = 0;
-    direct = false;
     direct_piece = 0;
     direct_offset = 0;
     failed = false;
@@ -192,10 +191,10 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     for (auto const& pc : pieces) {
         to_read += pc.size;
     }
-    in->direct = direct_ != nullptr && to_read >= direct_min && direct_->enabled(in->source);
-    in->direct_piece = 0;
-    in->direct_offset = 0;
-    if (in->direct) {
+    parts_.stats.rma_bytes_read += to_read;
+    parts_.stats.rma_reads += pieces.size();
+    if (direct_ != nullptr && to_read >= direct_min && direct_->enabled(in->source)) {
+        parts_.stats.direct_reads += pieces.size();
         start_direct(e);
         return;
     }
@@ -219,10 +218,6 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         std::lock_guard g(mutex_);
         e.node.key() = raw;
         incoming_.insert(std::move(e.node)); // e holds nothing from here
-    }
-    for (auto const& pc : pieces) {
-        parts_.stats.rma_bytes_read += pc.size;
-        ++parts_.stats.rma_reads;
     }
     if (pieces.empty()) { // copied from the outbox, or empty chunks: the sender still waits
         finish(raw);
@@ -251,31 +246,17 @@ void rendezvous::start_direct(held& e) {
     incoming* raw = e.get();
     raw->outstanding = 1; // the direct reads, as one
     raw->reads.clear();
-    for (auto const& pc : raw->pieces) {
-        parts_.stats.rma_bytes_read += pc.size;
-        ++parts_.stats.rma_reads;
-        ++parts_.stats.direct_reads;
-    }
-    bool first = false;
+    raw->direct_piece = 0;
+    raw->direct_offset = 0;
     {
         std::lock_guard g(mutex_);
         e.node.key() = raw;
         incoming_.insert(std::move(e.node)); // e holds nothing from here
-        first = direct_queue_.empty();
-        if (!first) {
-            direct_queue_.push_back(raw); // after the parcels read before it
-        }
     }
-    if (!first) {
-        return;
+    direct_queue_.push_back(raw); // after the parcels read before it
+    if (direct_queue_.size() == 1) {
+        advance_direct(); // its first step now, as fi_read would start at once
     }
-    // The first step now: a small parcel is done at once, as with fi_read.
-    if (read_direct_step(raw)) {
-        finish(raw);
-        return;
-    }
-    std::lock_guard g(mutex_);
-    direct_queue_.push_front(raw);
 }
 
 bool rendezvous::read_direct_step(incoming* in) {
@@ -299,19 +280,12 @@ bool rendezvous::read_direct_step(incoming* in) {
 }
 
 bool rendezvous::advance_direct() {
-    incoming* in = nullptr;
-    {
-        std::lock_guard g(mutex_);
-        if (direct_queue_.empty()) {
-            return false;
-        }
-        in = direct_queue_.front();
+    if (direct_queue_.empty()) {
+        return false;
     }
+    incoming* in = direct_queue_.front();
     if (read_direct_step(in)) {
-        {
-            std::lock_guard g(mutex_);
-            direct_queue_.pop_front();
-        }
+        direct_queue_.pop_front(); // before finish(): phase two of `in` may queue it again
         finish(in);
     }
     return true;

@@ -49,9 +49,8 @@ struct incoming {
     std::size_t next_piece = 0;     // the first not posted yet (-FI_EAGAIN)
     std::size_t outstanding = 0;
     std::size_t rma_bytes = 0; // counted against the read budget until finished (or stalled)
-    // Read by direct_reader instead of fi_read: every piece, a step per progress pass
-    // (rendezvous::advance_direct), from pieces[direct_piece] at direct_offset on.
-    bool direct = false;
+    // Read by direct_reader instead of fi_read (rendezvous::start_direct): every piece, a step
+    // per progress pass, from pieces[direct_piece] at direct_offset on.
     std::size_t direct_piece = 0;
     std::size_t direct_offset = 0;
     std::chrono::steady_clock::time_point started; // when the current phase's reads began
@@ -73,15 +72,15 @@ std::size_t rendezvous_bytes(wire::header const& h, std::byte const* p, std::siz
 /// Bytes a read descriptor table announces to read (phase two of descriptors_remote).
 std::size_t descriptor_payload(std::vector<std::byte> const& table, std::uint32_t chunk_count);
 
-/// Thread safety: admit from the poller; on_completion from the poller; busy() and
-/// debug_state() from any thread.
+/// Thread safety: admit, admit_deferred, advance_direct and on_completion from the poller (the
+/// thread in progress()); busy() and debug_state() from any thread.
 class rendezvous {
 public:
     /// Parcels with fewer bytes to read than this go by fi_read even from a peer read
     /// directly. There shm's lock makes two localities that read each other take turns, and
     /// with chunks that fit in a core's cache turns were faster than copying at once (osu_bibw
-    /// on an Intel Xeon, 5 paired rounds: 64-256 KiB 0.66-0.71x with direct reads, 512 KiB -
-    /// 4 MiB 1.1-1.6x; benchmarks/RESULTS.md).
+    /// on an Intel Xeon, medians of 5 rounds, direct reads over fi_read: 0.79 / 0.67 / 0.71x at
+    /// 64 / 128 / 256 KiB, 1.12-1.61x at 512 KiB - 4 MiB; benchmarks/RESULTS.md).
     static constexpr std::size_t direct_min = 512 * 1024;
     rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
@@ -136,7 +135,7 @@ private:
     /// pieces: only the others are read.
     void copy_from_outbox(incoming* in);
     /// Registers `e` (every piece read directly) and reads its first step now, unless parcels
-    /// before it are still being read: then it waits in direct_queue_.
+    /// before it are still being read: it waits in direct_queue_ then.
     void start_direct(held& e);
     /// Reads up to direct_step more bytes of a parcel read directly; true once it is done (or
     /// failed: in->failed).
@@ -165,8 +164,10 @@ private:
     /// up the worker's tasks (a send that would keep the other direction busy) for ~30 us at a
     /// time, not for the whole copy (~0.3-0.6 ms for 4 MiB).
     static constexpr std::size_t direct_step = 256 * 1024;
-    std::deque<incoming*> direct_queue_; // read directly, oldest first (under mutex_)
-    mutable std::mutex mutex_;           // incoming_, spare_, deferred_, reading_bytes_
+    /// Parcels read directly, oldest first. The poller's alone (start_reads and
+    /// advance_direct run only within progress), so no lock: progress checks it every pass.
+    std::deque<incoming*> direct_queue_;
+    mutable std::mutex mutex_; // incoming_, spare_, deferred_, reading_bytes_
     incoming_map incoming_;
     /// Finished parcels' entries, for the next ones (at most max_spare).
     static constexpr std::size_t max_spare = 64;
