@@ -12,6 +12,7 @@
 #include <cstring>
 #include <numeric>
 #include <set>
+#include <thread>
 
 namespace fab = courier::parcelport::fabric;
 
@@ -223,10 +224,10 @@ TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_
 }
 
 TEST_P(transport, the_default_read_budget_is_the_providers_and_bounds_a_flood) {
-    // read_budget 0 (the default) takes default_read_budget(provider): 1 MiB on shm, 2 MiB on
+    // read_budget 0 (the default) takes default_read_budget(provider): 512 KiB on shm, 2 MiB on
     // tcp, 16 MiB elsewhere. 48 parcels of 400 KB (19.2 MB) cannot all be read at once.
     EXPECT_EQ(pp::transport_options{}.read_budget, 0u);
-    EXPECT_EQ(pp::default_read_budget("shm"), std::size_t{1} << 20);
+    EXPECT_EQ(pp::default_read_budget("shm"), std::size_t{512} << 10);
     EXPECT_EQ(pp::default_read_budget("tcp;ofi_rxm"), std::size_t{2} << 20);
     EXPECT_EQ(pp::default_read_budget("tcp"), std::size_t{2} << 20);
     EXPECT_EQ(pp::default_read_budget("verbs;ofi_rxm"), std::size_t{16} << 20);
@@ -515,6 +516,65 @@ TEST_P(transport, a_full_outbox_sends_from_the_callers_memory_and_loses_nothing)
     EXPECT_EQ(e.a->stats().outbox_chunks_sent, s.outbox_chunks_sent + 1);
 }
 
+TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
+    // Copies out of an outbox complete within the pass that admits them, and their budget
+    // comes back at once; the bytes they landed still count against the budget until the
+    // pass ends, so that the tasks of the parcels delivered run (and free their landing
+    // buffers) before more land. Sixteen parcels of 200 KB, all staged, are waiting when b
+    // polls with a 512 KiB budget: its first pass that delivers any delivers two, and the
+    // rest follow intact.
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>("shm", 42, std::size_t{512} << 10, false, 0,
+                                                /*coalescing=*/false, 4096, true, 0,
+                                                std::size_t{8} << 20, std::size_t{1} << 20);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider shm unavailable here: " << ex.what();
+    }
+    constexpr int n = 16;
+    auto payload = [](int i) {
+        cs::serialize_buffer<int> b(50000);
+        for (std::size_t k = 0; k < b.size(); ++k) {
+            b[k] = static_cast<int>(k) * 3 + i;
+        }
+        return b;
+    };
+    // The first message connects the two (shm needs both sides' progress for that).
+    int sent = 0;
+    e->a->send(1, cs::save(-1), [&](std::error_code ec) { sent += !ec; });
+    ASSERT_TRUE(e->pump([&] { return sent == 1 && e->got_b.size() == 1; }));
+    e->got_b.clear();
+    sent = 0;
+    for (int i = 0; i < n; ++i) {
+        e->a->send(1, cs::save(i, payload(i)), [&](std::error_code ec) { sent += !ec; });
+    }
+    for (int k = 0; k < 20; ++k) { // whatever a still has to post reaches b's queue
+        e->a->progress();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(e->a->stats().outbox_chunks_sent, std::uint64_t{n});
+    ASSERT_EQ(e->got_b.size(), 0u);
+    // b's first passes may only connect; the first that delivers anything delivers two.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (e->got_b.empty() && std::chrono::steady_clock::now() < until) {
+        e->b->progress();
+    }
+    EXPECT_EQ(e->got_b.size(), 2u) << "one pass landed more than the budget";
+    EXPECT_GT(e->b->stats().deferred_rendezvous, 0u);
+    ASSERT_TRUE(
+        e->pump([&] { return sent == n && e->got_b.size() == static_cast<std::size_t>(n); }));
+    std::set<int> seen;
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        cs::serialize_buffer<int> b;
+        cs::load(m, i, b);
+        EXPECT_EQ(b, payload(i)) << "parcel " << i;
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), std::size_t(n));
+    EXPECT_EQ(e->b->stats().outbox_chunks_received, std::uint64_t{n});
+}
+
 TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_from_it) {
     // The sender stages the chunk in its outbox either way; b is given a's address with the
     // outbox's name replaced by one that does not exist, so b cannot map it and reads the
@@ -523,6 +583,7 @@ TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_f
     o.provider = "shm";
     o.job_token = 42;
     o.shm_direct_read = false;
+    o.shm_outbox_chunk = std::size_t{1} << 20; // the 64 KiB chunk is staged on any processor
     std::unique_ptr<pp::transport> a, b;
     std::vector<cs::message> got;
     auto no_outbox = [](fab::address_parts& parts) {

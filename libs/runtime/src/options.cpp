@@ -55,9 +55,9 @@ std::vector<option_spec> const& option_table() {
          "bytes of index data sent inline in the eager message; more is read by RMA; auto = "
          "65536 on tcp, 8192 on shm, else 4096"},
         {"read_budget", "0",
-         "bytes of rendezvous (RMA read) data a locality receives at a time; more waits. Small "
-         "keeps the landing buffers in cache; 0 = the provider's default (shm 1 MiB, tcp 2 MiB, "
-         "else 16 MiB)"},
+         "bytes of rendezvous (RMA read) data a locality receives at a time (on shm also per "
+         "progress pass); more waits. Small keeps the landing buffers in cache; 0 = the "
+         "provider's default (shm 512 KiB, tcp 2 MiB, else 16 MiB)"},
         {"read_piece", "0",
          "largest single RMA read in bytes (>= 4096); larger chunks are read in pieces posted "
          "together; 0 = the provider's default (shm 1 GiB, tcp 256 KiB, else 1 MiB)"},
@@ -86,8 +86,10 @@ std::vector<option_spec> const& option_table() {
          "a sender stages the chunks of rendezvous parcels, which the receiver then copies out "
          "instead of reading them with shm's CMA protocol (a system call that pins the "
          "sender's pages: 2.8 us for 16 KiB against 0.45 us for a copy); 0 = no outbox"},
-        {"shm_outbox_chunk", "1048576",
-         "shm: the largest chunk staged in the outbox; larger ones are read with CMA"},
+        {"shm_outbox_chunk", "auto",
+         "shm: the largest chunk staged in the outbox; larger ones are read with CMA; auto = "
+         "1 MiB on AMD processors, 32 KiB on others (where a CMA read costs less than a second "
+         "copy)"},
         {"shm_direct_read", "1",
          "shm: 1 = the receiver reads a chunk that is not in an outbox from the sender's memory "
          "itself (process_vm_readv); 0 = with fi_read, by which libfabric 1.17's shm holds the "

@@ -25,7 +25,7 @@ provider_defaults defaults_for(std::string_view provider) noexcept {
         return {std::size_t{64} << 20, std::size_t{64} << 20, std::size_t{8} << 10};
     }
     if (core == "shm") {
-        return {std::size_t{1} << 20, std::size_t{1} << 30, std::size_t{8} << 10};
+        return {std::size_t{512} << 10, std::size_t{1} << 30, std::size_t{8} << 10};
     }
     if (core == "tcp") {
         return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{64} << 10};
@@ -42,6 +42,9 @@ std::size_t default_eager_threshold(std::string_view provider) noexcept {
 }
 std::size_t default_read_piece(std::string_view provider) noexcept {
     return defaults_for(provider).read_piece;
+}
+std::size_t default_shm_outbox_chunk() noexcept {
+    return fabric::amd_processor() ? std::size_t{1} << 20 : std::size_t{32} << 10;
 }
 
 namespace {
@@ -109,6 +112,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     if (opts_.read_piece == 0) {
         opts_.read_piece = default_read_piece(prov);
     }
+    if (opts_.shm_outbox_chunk == 0) {
+        opts_.shm_outbox_chunk = default_shm_outbox_chunk();
+    }
     std::size_t max_read = std::min<std::size_t>(ep.max_msg_size(), std::size_t{1} << 30);
     max_read = std::min(max_read, std::max<std::size_t>(opts_.read_piece, 4096));
     // Split messages (shm): a part must fit in the inject size with its header, and a joined
@@ -149,7 +155,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     ep.enable(!ep.shm() && !bell_, name);
     try {
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
-        if (ep.shm() && opts_.shm_outbox != 0 && opts_.shm_outbox_chunk != 0) {
+        if (ep.shm() && opts_.shm_outbox != 0) {
             opening_step("outbox");
             try {
                 outbox_ = std::make_unique<outbox>(name, opts_.shm_outbox, opts_.shm_outbox_chunk);

@@ -22,6 +22,18 @@ constexpr std::size_t block_align = 64;   // a cache line
 constexpr std::size_t max_blocks = 4096;  // the ring's records (more blocks wait for DONEs)
 } // namespace
 
+bool amd_processor() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    static bool const amd = [] {
+        __builtin_cpu_init(); // static initialization may run before libgcc's own
+        return __builtin_cpu_is("amd") != 0;
+    }();
+    return amd;
+#else
+    return false;
+#endif
+}
+
 struct outbox::header {
     std::uint32_t magic;
     std::uint32_t version;

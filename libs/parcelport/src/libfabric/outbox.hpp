@@ -31,6 +31,11 @@
 
 namespace courier::parcelport::fabric {
 
+/// Whether this process runs on an AMD processor, whose copies between cores and CMA reads
+/// measured differently from an Intel Xeon's: the outbox's defaults depend on it
+/// (default_shm_outbox_chunk, the streaming stores in sender.cpp).
+bool amd_processor() noexcept;
+
 class outbox {
 public:
     /// Creates /dev/shm/`name`-outbox of `bytes` bytes (allocated now: a full /dev/shm fails

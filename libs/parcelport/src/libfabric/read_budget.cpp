@@ -53,9 +53,13 @@ void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t le
                        std::size_t rma_bytes) {
     if (rma_bytes != 0) {
         std::lock_guard g(mutex_);
-        if (reading_bytes_ != 0 && reading_bytes_ + rma_bytes > opts_.read_budget) {
+        std::size_t used = reading_bytes_ + landed_in_pass_.load(std::memory_order_relaxed);
+        if (used != 0 && used + rma_bytes > opts_.read_budget) {
             deferred_.push(h, p, len, rma_bytes);
             ++parts_.stats.deferred_rendezvous;
+            if (reading_bytes_ == 0) { // nothing will release budget: the next pass admits it
+                admit_pending_.store(true, std::memory_order_release);
+            }
             return;
         }
         reading_bytes_ += rma_bytes;
@@ -68,18 +72,26 @@ void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t le
     }
 }
 
-void rendezvous::release_budget(std::size_t bytes) {
+void rendezvous::release_budget(std::size_t bytes, bool landed) {
     if (bytes == 0) {
         return;
     }
     std::lock_guard g(mutex_);
     reading_bytes_ -= bytes;
+    if (landed) {
+        landed_in_pass_.store(landed_in_pass_.load(std::memory_order_relaxed) + bytes,
+                              std::memory_order_relaxed);
+    }
     if (!deferred_.empty()) {
         admit_pending_.store(true, std::memory_order_release);
     }
 }
 
 bool rendezvous::admit_deferred() {
+    if (landed_in_pass_.load(std::memory_order_relaxed) != 0) {
+        std::lock_guard g(mutex_); // a new pass: the tasks of the last one's parcels have run
+        landed_in_pass_.store(0, std::memory_order_relaxed);
+    }
     if (!admit_pending_.load(std::memory_order_relaxed) ||
         !admit_pending_.exchange(false, std::memory_order_acq_rel)) {
         return false;
@@ -89,9 +101,12 @@ bool rendezvous::admit_deferred() {
     for (;;) {
         {
             std::lock_guard g(mutex_);
+            std::size_t used = reading_bytes_ + landed_in_pass_.load(std::memory_order_relaxed);
             if (deferred_.empty() ||
-                (reading_bytes_ != 0 &&
-                 reading_bytes_ + deferred_.front().rma_bytes > opts_.read_budget)) {
+                (used != 0 && used + deferred_.front().rma_bytes > opts_.read_budget)) {
+                if (!deferred_.empty() && reading_bytes_ == 0) {
+                    admit_pending_.store(true, std::memory_order_release); // the next pass
+                }
                 return any;
             }
             deferred_.pop_into(next);

@@ -387,7 +387,9 @@ void rendezvous::finish(incoming* raw) {
     // Every parcel that comes here is a rendezvous, whose sender keeps its registrations until
     // DONE.
     sender_.send_done(in->source, in->send_id);
-    release_budget(in->rma_bytes);
+    // On shm every read is a copy this side makes within the pass that started it; on a
+    // network the bytes arrive over time, and the reads in flight bound them already.
+    release_budget(in->rma_bytes, /*landed=*/!in->failed && parts_.ep.shm());
     if (in->failed) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "an RMA read from locality {} failed; parcel dropped",

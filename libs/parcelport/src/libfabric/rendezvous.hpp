@@ -95,7 +95,8 @@ public:
     /// of large messages and keeps the pooled landing buffers few and cache-warm. Throws
     /// serialization_error for a malformed parcel.
     void admit(wire::header const& h, std::byte const* p, std::size_t len, std::size_t rma_bytes);
-    /// Admits the waiting parcels that the budget now allows (progress, first); true if any.
+    /// Admits the waiting parcels that the budget now allows (progress, first: a new pass);
+    /// true if any.
     bool admit_deferred();
     /// Reads the next step of the oldest parcel read directly (progress); true if there was one.
     bool advance_direct();
@@ -149,8 +150,9 @@ private:
     /// Gives back read budget; parcels waiting for it are admitted by the next progress pass
     /// (admit_deferred), not here: by then the worker has run the tasks of the parcels just
     /// delivered, their landing buffers went back to the pool, and the next read lands in one
-    /// that is still in cache.
-    void release_budget(std::size_t bytes);
+    /// that is still in cache. `landed`: the bytes arrived (the parcel goes to its task), so
+    /// they count against the budget until this pass ends (landed_in_pass_).
+    void release_budget(std::size_t bytes, bool landed = false);
 
     transport_parts parts_;
     memory& memory_;
@@ -202,6 +204,12 @@ private:
     /// thread at a time); its copy's storage goes back to the queue with the next one taken.
     deferred_parcel admitting_;
     std::size_t reading_bytes_ = 0;
+    /// shm: bytes of parcels delivered in this progress pass, whose tasks have not run yet:
+    /// they count against the read budget too. Copies from an outbox and shm's reads complete
+    /// within the pass that admits them, so without this a pass would land every parcel that
+    /// arrived (a window of 64 x 256 KiB: 16 MiB of landing buffers, out of the cache, before
+    /// the first task frees one). Changed under mutex_; reset by admit_deferred (poller).
+    std::atomic<std::size_t> landed_in_pass_{0};
     std::atomic<bool> admit_pending_{false}; // budget was released with parcels waiting
 };
 

@@ -74,15 +74,7 @@ void stream_copy(std::byte* d, void const* src, std::size_t n) {
 
 /// Whether outbox blocks are written with stream_copy: on AMD processors (measured on EPYC
 /// family 25), not elsewhere (measured on an Intel Xeon).
-bool const streaming_stores =
-#if defined(__x86_64__) || defined(__i386__)
-    [] {
-        __builtin_cpu_init(); // static initialization may run before libgcc's own
-        return __builtin_cpu_is("amd") != 0;
-    }();
-#else
-    false;
-#endif
+bool const streaming_stores = amd_processor();
 } // namespace
 
 std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const* p,

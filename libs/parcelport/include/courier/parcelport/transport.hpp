@@ -97,11 +97,19 @@ struct statistics {
     }
 };
 
-/// The read budget a provider gets by default: shm 1 MiB (its reads are copies the receiving
-/// CPU makes, so more in flight adds landing buffers, not overlap), tcp 2 MiB (with 256 KiB
+/// The read budget a provider gets by default: shm 512 KiB (its reads and outbox copies are
+/// copies the receiving CPU makes within one progress pass, so more adds landing buffers, not
+/// overlap: one-way and both ways 1.1-1.4x 1 MiB's rate at 64-512 KiB), tcp 2 MiB (with 256 KiB
 /// pieces, landing buffers are reused while in cache), others 16 MiB (reads of several large
 /// messages overlap on a network with a longer round trip). Figures: benchmarks/RESULTS.md.
 std::size_t default_read_budget(std::string_view provider) noexcept;
+
+/// The largest chunk a shm sender stages in its outbox by default: 1 MiB on AMD processors,
+/// 32 KiB on others. On AMD EPYC a CMA read (a system call that pins the sender's pages) cost
+/// several copies, and staging up to 1 MiB gave 1.2-1.4x the rate of reading; on an Intel Xeon
+/// reading chunks of 64 KiB - 1 MiB was 1.1-1.2x faster than two copies one way, and both
+/// ways too (benchmarks/RESULTS.md, "The middle sizes on Intel").
+std::size_t default_shm_outbox_chunk() noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces of
 /// this size, all posted at once. shm 1 GiB (one process_vm_readv per chunk), tcp 256 KiB (the
@@ -146,8 +154,9 @@ struct transport_options {
     /// removes what a killed locality leaves behind.
     std::string endpoint_name;
     /// Bytes of rendezvous reads in flight at most (one parcel is always admitted, whatever its
-    /// size): bounds the receiver's memory under a flood of large messages. 0: the provider's
-    /// default_read_budget().
+    /// size): bounds the receiver's memory under a flood of large messages. On shm the bytes a
+    /// progress pass delivered count too until the pass ends (their tasks have not run yet).
+    /// 0: the provider's default_read_budget().
     std::size_t read_budget = 0;
     /// Largest single RMA read, in bytes (at least 4096; the provider's max_msg_size caps it).
     /// 0: the provider's default_read_piece().
@@ -177,8 +186,9 @@ struct transport_options {
     /// reading them with shm's CMA protocol (a system call that pins the sender's pages). 0: no
     /// outbox. A chunk that finds no room goes by an RMA read, as without one.
     std::size_t shm_outbox = std::size_t{8} << 20;
-    /// shm: the largest chunk staged in the outbox; larger ones are read with fi_read.
-    std::size_t shm_outbox_chunk = std::size_t{1} << 20;
+    /// shm: the largest chunk staged in the outbox; larger ones are read from the sender's
+    /// memory. 0: default_shm_outbox_chunk().
+    std::size_t shm_outbox_chunk = 0;
     /// shm: the receiver reads the chunks it does not find in an outbox from the sender's memory
     /// itself (process_vm_readv), as libfabric's shm would, but without holding the sender's
     /// region lock for the copy, which stalls the sender's progress meanwhile (large transfers
