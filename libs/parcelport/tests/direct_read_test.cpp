@@ -251,18 +251,20 @@ TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact)
     EXPECT_EQ(e->b->stats().rma_reads, std::uint64_t{count});
 }
 
-TEST(shm_direct_read, parcels_with_less_to_read_than_direct_min_go_by_fi_read) {
-    // A chunk one byte short of direct_min is read with fi_read, one of direct_min directly.
+TEST(shm_direct_read, chunks_of_every_rendezvous_size_are_read_directly) {
+    // From just over the eager threshold to 1 MiB and more, each chunk is one direct read,
+    // and arrives intact (reads_to_receive checks its bytes).
     std::string why;
     auto e = direct_pair(why);
     if (!e) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    std::size_t const min = fab::rendezvous::direct_min;
-    EXPECT_EQ(reads_to_receive(*e, min - 1), 1u);
-    EXPECT_EQ(e->b->stats().direct_reads, 0u);
-    EXPECT_EQ(reads_to_receive(*e, min), 1u);
-    EXPECT_EQ(e->b->stats().direct_reads, 1u);
+    std::uint64_t count = 0;
+    for (std::size_t n :
+         {std::size_t{4097}, std::size_t{65536}, std::size_t{300000}, (std::size_t{1} << 20) + 1}) {
+        EXPECT_EQ(reads_to_receive(*e, n), 1u) << n << " bytes";
+        EXPECT_EQ(e->b->stats().direct_reads, ++count) << n << " bytes";
+    }
 }
 
 TEST(shm_direct_read, a_peer_that_fails_the_identity_check_is_read_with_fi_read) {

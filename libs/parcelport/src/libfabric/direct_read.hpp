@@ -16,8 +16,9 @@
 // that check and is read with fi_read, as is any peer when the system call is not permitted
 // (ptrace restrictions: EPERM).
 //
-// Only parcels with at least rendezvous::direct_min bytes to read are read directly: below
-// that, the turns shm's lock imposes were faster than copying at once (rendezvous.hpp).
+// Every chunk that is not copied out of an outbox is read directly from a peer that passed
+// the check: since a progress pass lands at most the read budget (rendezvous.hpp), direct
+// reads beat fi_read from 32 KiB up, one way and both ways (benchmarks/RESULTS.md).
 //
 // Thread safety: connect() before any read; read() from any thread.
 #pragma once

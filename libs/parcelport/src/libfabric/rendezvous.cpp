@@ -193,7 +193,7 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     }
     parts_.stats.rma_bytes_read += to_read;
     parts_.stats.rma_reads += pieces.size();
-    if (direct_ != nullptr && to_read >= direct_min && direct_->enabled(in->source)) {
+    if (direct_ != nullptr && to_read != 0 && direct_->enabled(in->source)) {
         parts_.stats.direct_reads += pieces.size();
         start_direct(e);
         return;

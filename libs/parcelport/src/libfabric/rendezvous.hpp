@@ -76,12 +76,6 @@ std::size_t descriptor_payload(std::vector<std::byte> const& table, std::uint32_
 /// thread in progress()); busy() and debug_state() from any thread.
 class rendezvous {
 public:
-    /// Parcels with fewer bytes to read than this go by fi_read even from a peer read
-    /// directly. There shm's lock makes two localities that read each other take turns, and
-    /// with chunks that fit in a core's cache turns were faster than copying at once (osu_bibw
-    /// on an Intel Xeon, medians of 5 rounds, direct reads over fi_read: 0.79 / 0.67 / 0.71x at
-    /// 64 / 128 / 256 KiB, 1.12-1.61x at 512 KiB - 4 MiB; benchmarks/RESULTS.md).
-    static constexpr std::size_t direct_min = 512 * 1024;
     rendezvous(transport_parts const& parts, memory& mem, sender& s,
                transport::receive_handler& on_receive, transport_options const& o,
                std::size_t max_read, std::size_t recv_size, outbox* box = nullptr,
