@@ -119,7 +119,7 @@ void coalescer::post_batch(batch_op* b) {
 }
 
 void coalescer::on_completion(batch_op* b, std::error_code ec) {
-    for (auto& h : b->handlers) { // eager-only parcels (try_coalesce): no DONE to wait for
+    for (auto& h : b->handlers) { // eager-only parcels, and announcements (sender::on_announced)
         if (h) {
             h(ec);
         }

@@ -86,6 +86,9 @@ public:
     bool small_enough(std::size_t eager_bytes) const noexcept {
         return 3 * wire::record_size(eager_bytes) <= batch_limit_ - sizeof(wire::header);
     }
+    /// Whether a batch leaves once it holds batch_records parcels (shm: 8), not only at the end
+    /// of a progress pass (tcp: only its bytes bound it).
+    bool leaves_by_count() const noexcept { return batch_records_ < batch_limit_; }
     /// A first look, without the lock: would a parcel to `dest` be held now (a message to it
     /// in flight or a batch open)? try_coalesce decides under the lock.
     bool would_hold(std::uint32_t dest) const noexcept {
@@ -97,8 +100,10 @@ public:
     /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
     /// writes its eager message in place, and `on_sent` is kept to run when the batch's send
     /// completes. False: the caller posts it itself (`on_sent` is then untouched). A rendezvous
-    /// parcel never comes here: held in a batch, its announcement would wait for the end of a
-    /// progress pass, and so would the receiver's reads, which are what its transfer waits for.
+    /// parcel's announcement comes here too where batches leave by count (sender::send): it
+    /// waits for a few more parcels at most, never for a progress pass, which a sender's long
+    /// loop may not reach while the receiver could be reading. Its send completes at its DONE,
+    /// after the batch's handler ran.
     template <class Write>
     bool try_coalesce(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
                       transport::sent_handler& on_sent) {

@@ -146,11 +146,32 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
         }
         s->mrs.push_back(eager_mr);
     }
+    // A rendezvous parcel's announcement may join a batch like an eager-only parcel where
+    // batches leave by count (coalescer::try_coalesce): the receiver takes its record from the
+    // batch as it would the message (eager_reader), and a stream of such parcels costs the
+    // provider one send and one completion per batch (shm, Intel Xeon: posts of 8-32 KiB
+    // 1.07-1.09x, osu_bw 8-16 KiB 1.14-1.15x, bibw 64-256 KiB 1.09-1.11x).
+    bool const announce_in_batch =
+        coalesce && s->needs_done && eager_mr == nullptr && coalescer_->leaves_by_count() &&
+        coalescer_->small_enough(s->eager.size()) && coalescer_->would_hold(dest);
     sends_.publish(std::exchange(guard.slot, nullptr));
     send_state* raw = s;
     ++parts_.stats.messages_sent;
     parts_.stats.eager_bytes_sent += raw->eager.size();
     parts_.stats.rendezvous_sends += raw->needs_done;
+    if (announce_in_batch) {
+        // Published first: the DONE may come as soon as the batch leaves. Once the record is
+        // written, `raw` may complete and be reused at any moment: nothing of it after that.
+        std::size_t const n = raw->eager.size();
+        std::byte const* bytes = raw->eager.data();
+        transport::sent_handler announced = [this, id = raw->id](std::error_code ec) {
+            on_announced(id, ec);
+        };
+        if (coalescer_->try_coalesce(
+                dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, announced)) {
+            return true;
+        }
+    }
     coalescer_->posted(dest);
     fi_addr_t to = parts_.peers[dest];
     try {
@@ -272,6 +293,19 @@ void sender::on_completion(send_op* o, bool failed) {
     s->eager_done = true;
     if (!s->needs_done || s->remote_done) {
         complete(s, {});
+    }
+}
+
+void sender::on_announced(std::uint64_t id, std::error_code ec) {
+    if (send_table::slot* slot = sends_.find(id); slot != nullptr) {
+        if (ec) {
+            complete(&slot->value, ec);
+            return;
+        }
+        slot->value.eager_done = true;
+        if (slot->value.remote_done) {
+            complete(&slot->value, {});
+        }
     }
 }
 

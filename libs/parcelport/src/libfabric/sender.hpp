@@ -86,6 +86,9 @@ public:
     void on_completion(send_op* o, bool failed);
     /// The receiver read every chunk of send `id` (its DONE came).
     void on_done(std::uint64_t id);
+    /// The batch that carried the announcement of rendezvous send `id` was sent (or failed:
+    /// `ec`, which completes the send with it).
+    void on_announced(std::uint64_t id, std::error_code ec);
     /// Runs `s`'s handler with `ec` and recycles it (no-op if completed already).
     void complete(send_state* s, std::error_code ec);
     /// Tells `dest` that its rendezvous send `id` was read.
