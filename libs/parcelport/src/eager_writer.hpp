@@ -10,10 +10,13 @@
 #include <courier/serialization/message.hpp>
 
 #include <cstring>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace courier::parcelport {
@@ -116,13 +119,39 @@ bool write_eager_into(serialization::message const& m, wire::header h, eager_lay
     return reads;
 }
 
+/// An allocator whose value-less construct() leaves a byte uninitialized: a buffer that is
+/// resized and then written in full (an eager message) is not zero-filled first. With
+/// std::vector's value-initialization, a 32 KiB eager message on tcp cost a memset of its
+/// bytes on every send (6.6 % of the sender's time in posts of 32 KiB).
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = default_init_allocator<U>;
+    };
+    default_init_allocator() noexcept = default;
+    template <class U>
+    default_init_allocator(default_init_allocator<U> const&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+/// Bytes that resize() leaves uninitialized (see default_init_allocator).
+using byte_buffer = std::vector<std::byte, default_init_allocator<std::byte>>;
+
 /// Writes message `m`'s eager message into `eager` and, with too many chunks to describe
 /// inline, its descriptor list into `table` (flag descriptors_remote), for receive buffers of
-/// `recv_size` bytes (see layout_eager and write_eager_into). Returns true if the receiver reads
+/// `recv_size` bytes (see layout_eager and write_eager_into); `Bytes`: a vector of bytes
+/// (byte_buffer on the send path). Returns true if the receiver reads
 /// anything. Throws std::length_error for more than wire::max_chunks chunks.
-template <class Expose>
+template <class Expose, class Bytes>
 bool write_eager(serialization::message const& m, wire::header h, std::size_t recv_size,
-                 Expose&& expose, std::vector<std::byte>& eager, std::vector<std::byte>& table) {
+                 Expose&& expose, Bytes& eager, Bytes& table) {
     eager_layout const l = layout_eager(m, recv_size);
     eager.resize(l.eager_size);
     table.resize(l.table_size);

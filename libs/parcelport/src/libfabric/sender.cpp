@@ -348,8 +348,8 @@ void sender::recycle(send_table::slot* slot) noexcept {
     auto index = static_cast<std::uint32_t>(s->id);
     bool large = s->eager.capacity() > kept_eager || s->table.capacity() > kept_eager;
     if (index >= kept_slots || (large && index >= kept_large_slots)) {
-        std::vector<std::byte>().swap(s->eager);
-        std::vector<std::byte>().swap(s->table);
+        byte_buffer().swap(s->eager);
+        byte_buffer().swap(s->table);
     }
     s->needs_done = s->eager_done = s->remote_done = false;
     s->split.posted = 0;

@@ -4,6 +4,7 @@
 // flight, split messages (two parts within shm's inject size), completion and DONE.
 #pragma once
 
+#include "../eager_writer.hpp"
 #include "context.hpp"
 #include "memory.hpp"
 
@@ -45,8 +46,8 @@ struct send_state {
     std::vector<rma::registration_cache::lease> leases; // released when the send completes
     std::vector<std::byte*> boxed;                      // outbox blocks, released with them
     transport::sent_handler on_sent;
-    std::vector<std::byte> eager;
-    std::vector<std::byte> table; // the descriptor list, when it does not fit the eager message
+    byte_buffer eager;
+    byte_buffer table; // the descriptor list, when it does not fit the eager message
     send_op op{this};
     split_parts split{this};
     bool needs_done = false; // the receiver reads chunks and answers with DONE
