@@ -16,6 +16,31 @@
 
 namespace fab = courier::parcelport::fabric;
 
+namespace {
+/// Parcel i's payload in the outbox tests: `count` ints, k * mul + i.
+cs::serialize_buffer<int> numbered_ints(std::size_t count, int mul, int i) {
+    cs::serialize_buffer<int> b(count);
+    for (std::size_t k = 0; k < b.size(); ++k) {
+        b[k] = static_cast<int>(k) * mul + i;
+    }
+    return b;
+}
+
+/// Each of `n` parcels (an int i, then numbered_ints(count, mul, i)) arrived once and intact.
+void expect_each_once_intact(std::vector<std::pair<std::uint32_t, cs::message>>& got, int n,
+                             std::size_t count, int mul) {
+    std::set<int> seen;
+    for (auto& [src, m] : got) {
+        int i = -1;
+        cs::serialize_buffer<int> b;
+        cs::load(m, i, b);
+        EXPECT_EQ(b, numbered_ints(count, mul, i)) << "parcel " << i;
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), std::size_t(n));
+}
+} // namespace
+
 TEST_P(transport, eager_message_round_trip) {
     auto& e = *eps_;
     bool sent = false;
@@ -479,13 +504,7 @@ TEST_P(transport, a_full_outbox_sends_from_the_callers_memory_and_loses_nothing)
     pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0, true, 4096,
                         true, 0, 4096 + 4 * 60032, 65536);
     constexpr int n = 20;
-    auto payload = [](int i) {
-        cs::serialize_buffer<int> b(15000);
-        for (std::size_t k = 0; k < b.size(); ++k) {
-            b[k] = static_cast<int>(k) * 7 + i;
-        }
-        return b;
-    };
+    auto payload = [](int i) { return numbered_ints(15000, 7, i); };
     int sent = 0;
     for (int i = 0; i < n; ++i) {
         e.a->send(1, cs::save(i, payload(i)), [&](std::error_code ec) {
@@ -499,15 +518,7 @@ TEST_P(transport, a_full_outbox_sends_from_the_callers_memory_and_loses_nothing)
     EXPECT_LT(s.outbox_chunks_sent, std::uint64_t{n});
     EXPECT_EQ(e.b->stats().outbox_chunks_received, s.outbox_chunks_sent);
     EXPECT_EQ(e.b->stats().rma_reads, n - s.outbox_chunks_sent);
-    std::set<int> seen;
-    for (auto& [src, m] : e.got_b) {
-        int i = -1;
-        cs::serialize_buffer<int> b;
-        cs::load(m, i, b);
-        EXPECT_EQ(b, payload(i)) << "parcel " << i;
-        seen.insert(i);
-    }
-    EXPECT_EQ(seen.size(), std::size_t(n));
+    expect_each_once_intact(e.got_b, n, 15000, 7);
     // Every block went back: a chunk as large as the outbox allows is staged again.
     e.got_b.clear();
     bool done = false;
@@ -532,13 +543,7 @@ TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
         GTEST_SKIP() << "provider shm unavailable here: " << ex.what();
     }
     constexpr int n = 16;
-    auto payload = [](int i) {
-        cs::serialize_buffer<int> b(50000);
-        for (std::size_t k = 0; k < b.size(); ++k) {
-            b[k] = static_cast<int>(k) * 3 + i;
-        }
-        return b;
-    };
+    auto payload = [](int i) { return numbered_ints(50000, 3, i); };
     // The first message connects the two (shm needs both sides' progress for that).
     int sent = 0;
     e->a->send(1, cs::save(-1), [&](std::error_code ec) { sent += !ec; });
@@ -563,15 +568,7 @@ TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
     EXPECT_GT(e->b->stats().deferred_rendezvous, 0u);
     ASSERT_TRUE(
         e->pump([&] { return sent == n && e->got_b.size() == static_cast<std::size_t>(n); }));
-    std::set<int> seen;
-    for (auto& [src, m] : e->got_b) {
-        int i = -1;
-        cs::serialize_buffer<int> b;
-        cs::load(m, i, b);
-        EXPECT_EQ(b, payload(i)) << "parcel " << i;
-        seen.insert(i);
-    }
-    EXPECT_EQ(seen.size(), std::size_t(n));
+    expect_each_once_intact(e->got_b, n, 50000, 3);
     EXPECT_EQ(e->b->stats().outbox_chunks_received, std::uint64_t{n});
 }
 
