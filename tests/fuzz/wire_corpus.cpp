@@ -147,6 +147,13 @@ int main(int argc, char** argv) {
     dh.kind = wire::done;
     dh.send_id = 1;
     out.write("done", {as_bytes(dh)});
+    dh.chunk_count = 2; // a DONE of three sends: two more ids after the header
+    auto three = as_bytes(dh);
+    for (std::uint64_t id : {std::uint64_t{2}, std::uint64_t{3}}) {
+        auto const* q = reinterpret_cast<std::byte const*>(&id);
+        three.insert(three.end(), q, q + sizeof id);
+    }
+    out.write("done-of-three", {three});
     std::printf("%d seeds in %s\n", out.count, argv[1]);
     return 0;
 }

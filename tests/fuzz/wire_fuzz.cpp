@@ -36,7 +36,7 @@ public:
         return h.magic == wire::magic && h.version == wire::version &&
                h.token == courier::fuzz::job_token && h.source < courier::fuzz::localities;
     }
-    void done(wire::header const&) override {} // a DONE for a send that does not exist
+    void done(std::uint64_t) override {} // a DONE for a send that does not exist
     void eager_parcel(std::uint32_t source, courier::serialization::message&& m) override {
         hub_.inject(source, 0, std::move(m));
     }

@@ -19,6 +19,9 @@
 //   bytes       the part's bytes of the message
 // The receiver joins the two, in whichever order they come, and handles the result as one
 // message (a fragment inside it is dropped).
+// A DONE (kind done) tells a sender that the receiver read the chunks of its send send_id;
+// with chunk_count = n > 0 (at most max_done_ids - 1), n more such ids (u64 each) follow the
+// header: the DONEs of one progress pass to one sender travel together.
 #pragma once
 
 #include <sys/sysinfo.h>
@@ -34,6 +37,8 @@ inline constexpr std::uint32_t magic = 0x4c505243; // "CRPL"
 inline constexpr std::uint16_t version = 1;
 
 enum kind : std::uint8_t { parcel = 1, done = 2, batch = 3, fragment = 4 };
+/// The most send ids one DONE message carries (the header's and the ones after it).
+inline constexpr std::size_t max_done_ids = 64;
 enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2 };
 
 struct header {

@@ -259,6 +259,34 @@ TEST_P(malformed, bad_headers_are_dropped) {
     expect_dropped(fs, "bad headers");
 }
 
+TEST_P(malformed, dones_whose_ids_do_not_add_up_are_dropped) {
+    // A DONE names chunk_count more send ids after its header (wire.hpp). Fewer or more bytes
+    // than those ids, or more ids than a DONE may carry: dropped, one log line each. A
+    // well-formed DONE of ids no send has completes nothing. Either way the receiver's own
+    // DONEs still reach the sender (still_works' large parcel completes only by its DONE).
+    auto done_with = [](std::uint32_t more, std::size_t ids) {
+        auto h = parcel_header(more, 0, 0);
+        h.kind = wire::done;
+        forged f;
+        f.add(&h, sizeof h);
+        for (std::size_t i = 0; i < ids; ++i) {
+            std::uint64_t id = 1000 + i;
+            f.add(&id, sizeof id);
+        }
+        return f;
+    };
+    auto const max_more = static_cast<std::uint32_t>(wire::max_done_ids - 1);
+    e_->raw(done_with(max_more, max_more).bytes); // well-formed, of unknown ids
+    e_->raw(done_with(0, 0).bytes);
+    std::vector<forged> fs;
+    fs.push_back(done_with(5, 2));                       // ids missing
+    fs.push_back(done_with(1, 2));                       // bytes after the ids
+    fs.push_back(done_with(0, 1));                       // an id it does not name
+    fs.push_back(done_with(max_more + 1, max_more + 1)); // more than a DONE carries
+    fs.push_back(done_with(~std::uint32_t{0}, 3));       // a count that overflows nothing
+    expect_dropped(fs, "DONEs whose ids do not add up");
+}
+
 TEST_P(malformed, inconsistent_sizes_and_descriptors_are_dropped) {
     auto index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
     auto pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);

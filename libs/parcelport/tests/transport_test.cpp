@@ -572,6 +572,51 @@ TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
     EXPECT_EQ(e->b->stats().outbox_chunks_received, std::uint64_t{n});
 }
 
+TEST(shm_outbox, the_dones_of_one_pass_go_as_one_message) {
+    // Sixteen rendezvous parcels of 80 KB land in one pass (a 16 MiB budget): b answers the
+    // first at once and the other fifteen together at the end of the pass, two DONE messages
+    // in all (it sent sixteen before). Every send completes, each once and only by its DONE.
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>("shm", 42, std::size_t{16} << 20, false, 0,
+                                                /*coalescing=*/false, 4096, true, 0,
+                                                std::size_t{8} << 20, std::size_t{1} << 20);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider shm unavailable here: " << ex.what();
+    }
+    int sent = 0;
+    e->a->send(1, cs::save(-1), [&](std::error_code ec) { sent += !ec; }); // connects them
+    ASSERT_TRUE(e->pump([&] { return sent == 1 && e->got_b.size() == 1; }));
+    e->got_b.clear();
+    sent = 0;
+    constexpr int n = 16;
+    std::vector<int> completions(n, 0);
+    for (int i = 0; i < n; ++i) {
+        e->a->send(1, cs::save(i, numbered_ints(20000, 5, i)), [&, i](std::error_code ec) {
+            sent += !ec;
+            ++completions[static_cast<std::size_t>(i)];
+        });
+    }
+    for (int k = 0; k < 20; ++k) { // whatever a still has to post reaches b's queue
+        e->a->progress();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(e->got_b.size(), 0u);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (e->got_b.empty() && std::chrono::steady_clock::now() < until) {
+        e->b->progress();
+    }
+    ASSERT_EQ(e->got_b.size(), std::size_t(n)) << "one pass landed them all";
+    EXPECT_EQ(e->b->stats().done_messages, 2u);
+    EXPECT_EQ(sent, 0) << "no send completes before its DONE arrives";
+    ASSERT_TRUE(e->pump([&] { return sent == n; }));
+    for (int c : completions) {
+        EXPECT_EQ(c, 1);
+    }
+    expect_each_once_intact(e->got_b, n, 20000, 5);
+    EXPECT_EQ(e->b->stats().done_messages, 2u);
+}
+
 TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_from_it) {
     // The sender stages the chunk in its outbox either way; b is given a's address with the
     // outbox's name replaced by one that does not exist, so b cannot map it and reads the

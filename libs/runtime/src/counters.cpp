@@ -178,6 +178,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/count/outbox-chunks-received", p.outbox_chunks_received);
     put("/parcelport/bytes/outbox-received", p.outbox_bytes_received);
     put("/parcelport/count/direct-reads", p.direct_reads);
+    put("/parcelport/count/done-messages", p.done_messages);
 
     // Flow control (get_flow_statistics' fields, read from `st`).
     auto const& f = st.flow;

@@ -149,6 +149,8 @@ bool libfabric_transport::progress() {
         rendezvous_->release_stalled();
         receiver_->housekeeping();
     }
+    // The DONEs of the parcels this pass finished, one message per sender.
+    any = sender_->flush_dones() || any;
     // Coalesced parcels wait at most until here (the message before them has had the time this
     // pass took to complete; if it has not, the batch follows it anyway).
     any = coalescer_->flush() || any;

@@ -35,6 +35,7 @@ statistics counters::snapshot() const {
     s.outbox_chunks_received = outbox_chunks_received;
     s.outbox_bytes_received = outbox_bytes_received;
     s.direct_reads = direct_reads;
+    s.done_messages = done_messages;
     return s;
 }
 

@@ -40,7 +40,7 @@ void eager_reader::handle_message(std::byte const* p, std::size_t len) {
         logging::error_limited(limit, "dropped a message with a bad header or job token ({} bytes)",
                                len);
     } else if (h.kind == wire::done) {
-        sink_.done(h);
+        handle_done(h, p, len);
     } else if (h.kind == wire::parcel) {
         handle_parcel(h, p, len);
     } else if (h.kind == wire::batch) {
@@ -49,6 +49,22 @@ void eager_reader::handle_message(std::byte const* p, std::size_t len) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "dropped a message of unknown kind {} from locality {}",
                                static_cast<unsigned>(h.kind), h.source);
+    }
+}
+
+void eager_reader::handle_done(wire::header const& h, std::byte const* p, std::size_t len) {
+    std::size_t const more = h.chunk_count;
+    if (more >= wire::max_done_ids || len != sizeof h + more * sizeof(std::uint64_t)) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a DONE from locality {}: {} more ids in {} bytes",
+                               h.source, more, len);
+        return;
+    }
+    sink_.done(h.send_id);
+    for (std::size_t i = 0; i < more; ++i) {
+        std::uint64_t id;
+        std::memcpy(&id, p + sizeof h + i * sizeof id, sizeof id);
+        sink_.done(id);
     }
 }
 

@@ -26,8 +26,8 @@ class message_sink {
 public:
     /// Magic, version, job token and a source this endpoint serves.
     virtual bool header_ok(wire::header const& h) const = 0;
-    /// A DONE for this side's send `h.send_id`.
-    virtual void done(wire::header const& h) = 0;
+    /// A DONE for this side's send `id`.
+    virtual void done(std::uint64_t id) = 0;
     /// An eager-only parcel, whole and validated.
     virtual void eager_parcel(std::uint32_t source, serialization::message&& m) = 0;
     /// The small parcels of a coalesced message (transport::batch_handler), if the sink takes
@@ -67,6 +67,8 @@ public:
     std::size_t buffer_size() const noexcept { return recv_size_; }
 
 private:
+    /// A DONE, with the ids after its header (wire.hpp); a malformed one is logged, dropped.
+    void handle_done(wire::header const& h, std::byte const* p, std::size_t len);
     void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len);
     void handle_batch(wire::header const& h, std::byte const* p, std::size_t len);
     /// Builds an eager-only parcel's message straight from the receive buffer (one copy of

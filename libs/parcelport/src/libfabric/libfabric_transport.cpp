@@ -214,6 +214,7 @@ void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& a
     peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_, outbox_.get(),
                direct_.get());
     coalescer_->set_peers(addresses.size());
+    sender_->set_peers(addresses.size());
 }
 
 bool libfabric_transport::can_sleep() {

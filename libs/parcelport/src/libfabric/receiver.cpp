@@ -59,8 +59,8 @@ bool receiver::header_ok(wire::header const& h) const {
     return parts_.peers.header_ok(h);
 }
 
-void receiver::done(wire::header const& h) {
-    sender_.on_done(h.send_id);
+void receiver::done(std::uint64_t id) {
+    sender_.on_done(id);
 }
 
 void receiver::eager_parcel(std::uint32_t source, serialization::message&& m) {

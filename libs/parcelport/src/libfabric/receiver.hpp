@@ -37,7 +37,7 @@ public:
 
 private:
     bool header_ok(wire::header const& h) const override;
-    void done(wire::header const& h) override;
+    void done(std::uint64_t id) override;
     void eager_parcel(std::uint32_t source, serialization::message&& m) override;
     bool eager_batch(std::uint32_t source,
                      std::span<std::span<std::byte const> const> parcels) override;

@@ -6,6 +6,7 @@
 #include "coalescer.hpp"
 #include "outbox.hpp"
 
+#include <algorithm>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -358,14 +359,65 @@ void sender::recycle(send_table::slot* slot) noexcept {
     sends_.release(slot);
 }
 
+void sender::set_peers(std::size_t n) {
+    dones_.resize(n);
+    done_dests_.reserve(n);
+}
+
 void sender::send_done(std::uint32_t dest, std::uint64_t id) {
-    wire::header h = parts_.peers.header_of(wire::done);
-    h.send_id = id;
+    if (dest >= dones_.size()) {
+        post_dones(dest, &id, 1); // before set_peers: cannot happen (no peer to read from)
+        return;
+    }
+    auto& q = dones_[dest];
+    if (std::find(done_dests_.begin(), done_dests_.end(), dest) == done_dests_.end()) {
+        // The first DONE of the pass to `dest` leaves at once, as a lone parcel's must (its
+        // sender may be waiting for it to reuse the buffer); the pass's later ones wait.
+        done_dests_.push_back(dest);
+        post_dones(dest, &id, 1);
+        return;
+    }
+    q.push_back(id);
+}
+
+bool sender::flush_dones() {
+    if (done_dests_.empty()) {
+        return false;
+    }
+    // One message of up to max_done_ids ids, within the provider's inject size.
+    std::size_t const per_message = std::clamp<std::size_t>(
+        (parts_.ep.inject_size() - sizeof(wire::header)) / sizeof(std::uint64_t) + 1, 1,
+        wire::max_done_ids);
+    bool any = false;
+    for (std::uint32_t dest : done_dests_) {
+        auto& q = dones_[dest];
+        any = any || !q.empty();
+        for (std::size_t at = 0; at < q.size(); at += per_message) {
+            post_dones(dest, q.data() + at, std::min(per_message, q.size() - at));
+        }
+        q.clear(); // its capacity stays for the next pass
+    }
+    done_dests_.clear();
+    return any;
+}
+
+void sender::post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n) {
+    struct done_message {
+        wire::header h;
+        std::array<std::uint64_t, wire::max_done_ids - 1> more;
+    } m;
+    m.h = parts_.peers.header_of(wire::done);
+    m.h.send_id = ids[0];
+    m.h.chunk_count = static_cast<std::uint32_t>(n - 1);
+    std::copy(ids + 1, ids + n, m.more.begin());
+    std::size_t const bytes = sizeof m.h + (n - 1) * sizeof(std::uint64_t);
     fi_addr_t to = parts_.peers[dest];
+    ++parts_.stats.done_messages;
+    // The lambda holds the message (copied into a std::function only if it must wait).
     parts_.posts.post_or_defer(
-        [this, h, to, dest] {
-            return parts_.peers.wake(
-                dest, static_cast<long>(fi_inject(parts_.ep.ep(), &h, sizeof h, to)));
+        [this, m, bytes, to, dest] {
+            return parts_.peers.wake(dest,
+                                     static_cast<long>(fi_inject(parts_.ep.ep(), &m, bytes, to)));
         },
         "fi_inject");
 }

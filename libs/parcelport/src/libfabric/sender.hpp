@@ -92,13 +92,21 @@ public:
     void on_announced(std::uint64_t id, std::error_code ec);
     /// Runs `s`'s handler with `ec` and recycles it (no-op if completed already).
     void complete(send_state* s, std::error_code ec);
-    /// Tells `dest` that its rendezvous send `id` was read.
+    /// Tells `dest` that its rendezvous send `id` was read (poller only): the pass's first
+    /// DONE to `dest` at once, later ones queued until flush_dones(), which the poller calls at
+    /// the end of its pass, so that they go as one message (wire.hpp), not one each.
     void send_done(std::uint32_t dest, std::uint64_t id);
+    /// Sends the queued DONEs (poller, end of pass); true if any.
+    bool flush_dones();
+    /// Sizes the DONE queues for `n` localities (set_peers).
+    void set_peers(std::size_t n);
     /// Sends not yet completed (coalesced parcels included).
     std::size_t in_flight() const;
 
 private:
     void post_split(send_state* s);
+    /// Posts one DONE message to `dest` of ids[0, n) (n <= wire::max_done_ids).
+    void post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n);
     /// Sends `m` in a batch if it is eager-only and small and its destination is busy (see
     /// coalescer): true if it went there; false leaves `on_sent` to the caller.
     bool try_coalesce(std::uint32_t dest, serialization::message const& m,
@@ -126,6 +134,11 @@ private:
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
     std::size_t split_part_, split_max_;
+    /// DONEs waiting for the end of the pass, per destination, and the destinations sent a
+    /// DONE in this pass (each listed once; few: a pass reads from few peers). The poller's
+    /// alone: rendezvous::finish runs within progress.
+    std::vector<std::vector<std::uint64_t>> dones_;
+    std::vector<std::uint32_t> done_dests_;
 };
 
 } // namespace courier::parcelport::fabric

@@ -286,6 +286,7 @@ statistics routed_transport::stats() const {
         sum.outbox_chunks_received += s.outbox_chunks_received;
         sum.outbox_bytes_received += s.outbox_bytes_received;
         sum.direct_reads += s.direct_reads;
+        sum.done_messages += s.done_messages;
         sum.split_sends += s.split_sends;
     }
     return sum;

@@ -91,6 +91,8 @@ struct statistics {
     /// shm: RMA reads (of rma_reads) this side made itself with process_vm_readv rather than by
     /// fi_read (transport_options::shm_direct_read).
     std::uint64_t direct_reads = 0;
+    /// DONE messages this side sent (a DONE message answers one or more rendezvous parcels).
+    std::uint64_t done_messages = 0;
     /// Bytes of rendezvous chunks received: read by RMA or copied out of a peer's outbox.
     std::uint64_t rendezvous_bytes_received() const noexcept {
         return rma_bytes_read + outbox_bytes_received;
