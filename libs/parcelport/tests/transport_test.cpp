@@ -532,8 +532,8 @@ TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
     // comes back at once; the bytes they landed still count against the budget until the
     // pass ends, so that the tasks of the parcels delivered run (and free their landing
     // buffers) before more land. Sixteen parcels of 200 KB, all staged, are waiting when b
-    // polls with a 512 KiB budget: its first pass that delivers any delivers two, and the
-    // rest follow intact.
+    // polls with a 512 KiB budget: its first pass that delivers any delivers at most two, and
+    // the rest follow intact.
     std::unique_ptr<pair_of_endpoints> e;
     try {
         e = std::make_unique<pair_of_endpoints>("shm", 42, std::size_t{512} << 10, false, 0,
@@ -564,7 +564,9 @@ TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
     while (e->got_b.empty() && std::chrono::steady_clock::now() < until) {
         e->b->progress();
     }
-    EXPECT_EQ(e->got_b.size(), 2u) << "one pass landed more than the budget";
+    // Two fit the budget (200 KB + 200 KB <= 512 KiB); one if shm handed that pass only one.
+    EXPECT_GE(e->got_b.size(), 1u);
+    EXPECT_LE(e->got_b.size(), 2u) << "one pass landed more than the budget";
     EXPECT_GT(e->b->stats().deferred_rendezvous, 0u);
     ASSERT_TRUE(
         e->pump([&] { return sent == n && e->got_b.size() == static_cast<std::size_t>(n); }));
@@ -573,9 +575,10 @@ TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
 }
 
 TEST(shm_outbox, the_dones_of_one_pass_go_as_one_message) {
-    // Sixteen rendezvous parcels of 80 KB land in one pass (a 16 MiB budget): b answers the
-    // first at once and the other fifteen together at the end of the pass, two DONE messages
-    // in all (it sent sixteen before). Every send completes, each once and only by its DONE.
+    // Sixteen rendezvous parcels of 80 KB, all waiting when b polls, land within its first
+    // passes (a 16 MiB budget): in each pass b answers the first at once and the others
+    // together at its end, two DONE messages per pass (it sent sixteen before). Every send
+    // completes, each once and only by its DONE.
     std::unique_ptr<pair_of_endpoints> e;
     try {
         e = std::make_unique<pair_of_endpoints>("shm", 42, std::size_t{16} << 20, false, 0,
@@ -603,18 +606,23 @@ TEST(shm_outbox, the_dones_of_one_pass_go_as_one_message) {
     }
     ASSERT_EQ(e->got_b.size(), 0u);
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (e->got_b.empty() && std::chrono::steady_clock::now() < until) {
+    int passes = 0; // b's passes that delivered any (a does not progress meanwhile)
+    while (e->got_b.size() < std::size_t(n) && std::chrono::steady_clock::now() < until) {
+        std::size_t before = e->got_b.size();
         e->b->progress();
+        passes += e->got_b.size() != before;
     }
-    ASSERT_EQ(e->got_b.size(), std::size_t(n)) << "one pass landed them all";
-    EXPECT_EQ(e->b->stats().done_messages, 2u);
+    ASSERT_EQ(e->got_b.size(), std::size_t(n));
+    auto const dones = e->b->stats().done_messages;
+    EXPECT_LE(dones, 2u * static_cast<std::uint64_t>(passes));
+    EXPECT_LT(dones, std::uint64_t{n} / 2) << passes << " passes";
     EXPECT_EQ(sent, 0) << "no send completes before its DONE arrives";
     ASSERT_TRUE(e->pump([&] { return sent == n; }));
     for (int c : completions) {
         EXPECT_EQ(c, 1);
     }
     expect_each_once_intact(e->got_b, n, 20000, 5);
-    EXPECT_EQ(e->b->stats().done_messages, 2u);
+    EXPECT_EQ(e->b->stats().done_messages, dones);
 }
 
 TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_from_it) {

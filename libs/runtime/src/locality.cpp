@@ -118,10 +118,14 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
     o.split_messages = cfg.get_int("shm_split", 0, 1) != 0;
     o.shm_outbox = static_cast<std::size_t>(cfg.get_int("shm_outbox", 0, 1LL << 36));
-    o.shm_outbox_chunk =
-        cfg.get("shm_outbox_chunk") == "auto"
-            ? 0
-            : static_cast<std::size_t>(cfg.get_int("shm_outbox_chunk", 1, 1LL << 36));
+    if (cfg.get("shm_outbox_chunk") != "auto") {
+        // 0 stages nothing: no outbox (for the transport, a chunk limit of 0 means its default).
+        o.shm_outbox_chunk =
+            static_cast<std::size_t>(cfg.get_int("shm_outbox_chunk", 0, 1LL << 36));
+        if (o.shm_outbox_chunk == 0) {
+            o.shm_outbox = 0;
+        }
+    }
     o.shm_direct_read = cfg.get_int("shm_direct_read", 0, 1) != 0;
     // auto: the doorbell with one worker, the completion queue's fd with more. A sleeping
     // worker arms the bell, and then every message to the locality rings it although another

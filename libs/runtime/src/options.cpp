@@ -89,7 +89,7 @@ std::vector<option_spec> const& option_table() {
         {"shm_outbox_chunk", "auto",
          "shm: the largest chunk staged in the outbox; larger ones are read with CMA; auto = "
          "1 MiB on AMD processors, 32 KiB on others (where a CMA read costs less than a second "
-         "copy)"},
+         "copy); 0 = none (as shm_outbox=0)"},
         {"shm_direct_read", "1",
          "shm: 1 = the receiver reads a chunk that is not in an outbox from the sender's memory "
          "itself (process_vm_readv); 0 = with fi_read, by which libfabric 1.17's shm holds the "

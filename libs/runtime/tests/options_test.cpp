@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // --courier: options: unknown options, help, environment fallbacks, bad values.
+#include "../src/distributed.hpp"
+#include "../src/options.hpp"
 #include "runtime_fixture.hpp"
 
 #include <courier/common/sanitizers.hpp>
@@ -244,4 +246,26 @@ TEST(options, malloc_retain_keeps_freed_memory_for_the_next_allocation) {
     // Up to 64 faults per cycle when the pages go back.
     EXPECT_LT(faults, 20) << "page faults in 200 allocate-free cycles of 4 x 64 KiB";
 #endif
+}
+
+TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
+    // auto leaves the transport's default (default_shm_outbox_chunk: by processor); a size is
+    // the limit; 0 stages nothing, which is no outbox at all.
+    auto options_of = [](std::vector<std::string> args) {
+        args.insert(args.begin(), "prog");
+        std::vector<char*> argv;
+        for (auto& a : args) {
+            argv.push_back(a.data());
+        }
+        auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
+        return courier::detail::transport_options_from(cfg, 1, nullptr);
+    };
+    auto const defaults = options_of({"--courier:provider=shm"});
+    EXPECT_EQ(defaults.shm_outbox_chunk, 0u);
+    EXPECT_EQ(defaults.shm_outbox, std::size_t{8} << 20);
+    auto const sized = options_of({"--courier:provider=shm", "--courier:shm_outbox_chunk=65536"});
+    EXPECT_EQ(sized.shm_outbox_chunk, 65536u);
+    EXPECT_EQ(sized.shm_outbox, std::size_t{8} << 20);
+    auto const none = options_of({"--courier:provider=shm", "--courier:shm_outbox_chunk=0"});
+    EXPECT_EQ(none.shm_outbox, 0u);
 }

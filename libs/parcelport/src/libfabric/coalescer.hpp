@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // Coalescing (transport::send_coalesced): small eager-only parcels to one destination that is
-// busy wait in a batch (wire::batch), which the next progress pass posts as one message.
+// busy, and on shm the announcements of rendezvous parcels, wait in a batch (wire::batch),
+// which the next progress pass posts as one message (or at once, once it holds enough).
 #pragma once
 
 #include "../eager_writer.hpp"
@@ -15,10 +16,11 @@
 
 namespace courier::parcelport::fabric {
 
-/// A coalesced message being filled or in flight: the eager messages of several eager-only
-/// parcels to one destination and their handlers, run when the batch's send completes. A
-/// coalesced parcel takes no slot in the send table: nothing of it is needed after its bytes
-/// were copied into the batch (no registration, no DONE to wait for).
+/// A coalesced message being filled or in flight: the eager messages of several parcels to one
+/// destination and their handlers, run when the batch's send completes. An eager-only parcel
+/// takes no slot in the send table: nothing of it is needed after its bytes were copied into
+/// the batch (no registration, no DONE to wait for). A rendezvous parcel's announcement keeps
+/// its slot, which its handler marks sent (sender::on_announced) and its DONE completes.
 /// A batch's bytes: one block of the batch limit, kept by its batch_op from one use to the next.
 /// Unlike a vector's resize, extending it does not first zero the bytes a record then writes.
 class batch_bytes {
@@ -100,10 +102,11 @@ public:
     /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
     /// writes its eager message in place, and `on_sent` is kept to run when the batch's send
     /// completes. False: the caller posts it itself (`on_sent` is then untouched). A rendezvous
-    /// parcel's announcement comes here too where batches leave by count (sender::send): it
-    /// waits for a few more parcels at most, never for a progress pass, which a sender's long
-    /// loop may not reach while the receiver could be reading. Its send completes at its DONE,
-    /// after the batch's handler ran.
+    /// parcel's announcement comes here too where batches leave by count (sender::send): in a
+    /// stream it waits for a few more parcels; the last of a burst waits, as a small parcel
+    /// does, for the end of the pass (with one worker per locality: until the sending task
+    /// yields or ends), and its receiver's reads with it. Its send completes at its DONE, after
+    /// the batch's handler ran.
     template <class Write>
     bool try_coalesce(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
                       transport::sent_handler& on_sent) {

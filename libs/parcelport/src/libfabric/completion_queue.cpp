@@ -104,46 +104,53 @@ bool libfabric_transport::progress() {
     if (!poll_lock) {
         return false;
     }
-    bool any = rendezvous_->admit_deferred();
-    any = rendezvous_->advance_direct() || any;
-    fi_cq_msg_entry entries[16];
-    for (;;) {
-        ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);
-        if (n == -FI_EAGAIN) {
-            break;
-        }
-        if (n == -FI_EAVAIL) {
-            on_error_entry();
+    bool any = false;
+    try {
+        any = rendezvous_->admit_deferred();
+        any = rendezvous_->advance_direct() || any;
+        fi_cq_msg_entry entries[16];
+        for (;;) {
+            ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);
+            if (n == -FI_EAGAIN) {
+                break;
+            }
+            if (n == -FI_EAVAIL) {
+                on_error_entry();
+                any = true;
+                continue;
+            }
+            if (n < 0) {
+                throw error_of("fi_cq_read", n);
+            }
             any = true;
-            continue;
-        }
-        if (n < 0) {
-            throw error_of("fi_cq_read", n);
-        }
-        any = true;
-        for (ssize_t i = 0; i < n; ++i) {
-            auto* o = static_cast<op*>(entries[i].op_context);
-            switch (o->k) {
-            case op::kind::recv:
-                receiver_->on_completion(static_cast<recv_op*>(o), entries[i].len);
-                break;
-            case op::kind::send:
-                sender_->on_completion(static_cast<send_op*>(o), false);
-                break;
-            case op::kind::read:
-                rendezvous_->on_completion(static_cast<read_op*>(o), false);
-                break;
-            case op::kind::batch:
-                coalescer_->on_completion(static_cast<batch_op*>(o), {});
+            for (ssize_t i = 0; i < n; ++i) {
+                auto* o = static_cast<op*>(entries[i].op_context);
+                switch (o->k) {
+                case op::kind::recv:
+                    receiver_->on_completion(static_cast<recv_op*>(o), entries[i].len);
+                    break;
+                case op::kind::send:
+                    sender_->on_completion(static_cast<send_op*>(o), false);
+                    break;
+                case op::kind::read:
+                    rendezvous_->on_completion(static_cast<read_op*>(o), false);
+                    break;
+                case op::kind::batch:
+                    coalescer_->on_completion(static_cast<batch_op*>(o), {});
+                    break;
+                }
+            }
+            if (n < 16) {
+                // A partial batch: the queue was empty a moment ago. Another fi_cq_read now would
+                // cost a provider progress pass (an epoll_wait on tcp) for nothing; the caller
+                // comes back soon.
                 break;
             }
         }
-        if (n < 16) {
-            // A partial batch: the queue was empty a moment ago. Another fi_cq_read now would
-            // cost a provider progress pass (an epoll_wait on tcp) for nothing; the caller
-            // comes back soon.
-            break;
-        }
+    } catch (...) {
+        // A failed pass (fi_cq_read's error, a handler's) still sends the DONEs it queued.
+        sender_->flush_dones();
+        throw;
     }
     if ((++progress_calls_ & 255) == 0) {
         rendezvous_->release_stalled();

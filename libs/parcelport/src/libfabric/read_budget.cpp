@@ -89,7 +89,9 @@ void rendezvous::release_budget(std::size_t bytes, bool landed) {
 
 bool rendezvous::admit_deferred() {
     if (landed_in_pass_.load(std::memory_order_relaxed) != 0) {
-        std::lock_guard g(mutex_); // a new pass: the tasks of the last one's parcels have run
+        // A new pass: with one worker, the tasks of the last one's parcels have run since (with
+        // more, another worker's pass may come first: that costs cache, not correctness).
+        std::lock_guard g(mutex_);
         landed_in_pass_.store(0, std::memory_order_relaxed);
     }
     if (!admit_pending_.load(std::memory_order_relaxed) ||

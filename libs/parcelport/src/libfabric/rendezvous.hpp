@@ -199,8 +199,9 @@ private:
     deferred_parcel admitting_;
     std::size_t reading_bytes_ = 0;
     /// shm: bytes of parcels delivered in this progress pass, whose tasks have not run yet:
-    /// they count against the read budget too. Copies from an outbox and shm's reads complete
-    /// within the pass that admits them, so without this a pass would land every parcel that
+    /// they count against the read budget too. Copies from an outbox and shm's reads (of up to
+    /// direct_step) complete within the pass that admits them, so without this a pass would
+    /// land every parcel that
     /// arrived (a window of 64 x 256 KiB: 16 MiB of landing buffers, out of the cache, before
     /// the first task frees one). Changed under mutex_; reset by admit_deferred (poller).
     std::atomic<std::size_t> landed_in_pass_{0};

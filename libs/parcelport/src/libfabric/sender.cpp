@@ -165,12 +165,23 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
         // written, `raw` may complete and be reused at any moment: nothing of it after that.
         std::size_t const n = raw->eager.size();
         std::byte const* bytes = raw->eager.data();
-        transport::sent_handler announced = [this, id = raw->id](std::error_code ec) {
+        std::uint64_t const id = raw->id;
+        transport::sent_handler announced = [this, id](std::error_code ec) {
             on_announced(id, ec);
         };
-        if (coalescer_->try_coalesce(
-                dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, announced)) {
-            return true;
+        try {
+            if (coalescer_->try_coalesce(
+                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, announced)) {
+                return true;
+            }
+        } catch (...) {
+            // Not in the batch (try_coalesce leaves nothing behind when it throws): the send
+            // goes back as if never made, and the caller gets the error.
+            if (send_table::slot* failed = sends_.claim(id); failed != nullptr) {
+                release_exposed(raw);
+                recycle(failed);
+            }
+            throw;
         }
     }
     coalescer_->posted(dest);
@@ -390,12 +401,14 @@ bool sender::flush_dones() {
         wire::max_done_ids);
     bool any = false;
     for (std::uint32_t dest : done_dests_) {
-        auto& q = dones_[dest];
-        any = any || !q.empty();
-        for (std::size_t at = 0; at < q.size(); at += per_message) {
-            post_dones(dest, q.data() + at, std::min(per_message, q.size() - at));
+        // Taken out of the queue before posting, so that a post that throws (the endpoint
+        // failing) leaves no id to be sent twice; the two vectors keep their capacity.
+        sending_.swap(dones_[dest]);
+        any = any || !sending_.empty();
+        for (std::size_t at = 0; at < sending_.size(); at += per_message) {
+            post_dones(dest, sending_.data() + at, std::min(per_message, sending_.size() - at));
         }
-        q.clear(); // its capacity stays for the next pass
+        sending_.clear();
     }
     done_dests_.clear();
     return any;

@@ -100,7 +100,8 @@ public:
     bool flush_dones();
     /// Sizes the DONE queues for `n` localities (set_peers).
     void set_peers(std::size_t n);
-    /// Sends not yet completed (coalesced parcels included).
+    /// Sends not yet completed (coalesced parcels included; a rendezvous parcel announced in
+    /// a batch counts twice until its batch completes: its record and its slot).
     std::size_t in_flight() const;
 
 private:
@@ -139,6 +140,7 @@ private:
     /// alone: rendezvous::finish runs within progress.
     std::vector<std::vector<std::uint64_t>> dones_;
     std::vector<std::uint32_t> done_dests_;
+    std::vector<std::uint64_t> sending_; // the ids flush_dones is posting
 };
 
 } // namespace courier::parcelport::fabric
