@@ -149,9 +149,9 @@ int main(int argc, char** argv) {
     out.write("done", {as_bytes(dh)});
     dh.chunk_count = 2; // a DONE of three sends: two more ids after the header
     auto three = as_bytes(dh);
-    for (std::uint64_t id : {std::uint64_t{2}, std::uint64_t{3}}) {
-        auto const* q = reinterpret_cast<std::byte const*>(&id);
-        three.insert(three.end(), q, q + sizeof id);
+    for (std::uint64_t more : {std::uint64_t{2}, std::uint64_t{3}}) {
+        auto const* q = reinterpret_cast<std::byte const*>(&more);
+        three.insert(three.end(), q, q + sizeof more);
     }
     out.write("done-of-three", {three});
     std::printf("%d seeds in %s\n", out.count, argv[1]);
