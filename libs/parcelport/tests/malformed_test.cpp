@@ -276,8 +276,12 @@ TEST_P(malformed, dones_whose_ids_do_not_add_up_are_dropped) {
         return f;
     };
     auto const max_more = static_cast<std::uint32_t>(wire::max_done_ids - 1);
+    testing::internal::CaptureStderr();
     e_->raw(done_with(max_more, max_more).bytes); // well-formed, of unknown ids
     e_->raw(done_with(0, 0).bytes);
+    e_->settle(std::chrono::milliseconds(100));
+    std::string const err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(occurrences(err, "courier ["), 0u) << "a well-formed DONE was dropped:\n" << err;
     std::vector<forged> fs;
     fs.push_back(done_with(5, 2));                       // ids missing
     fs.push_back(done_with(1, 2));                       // bytes after the ids

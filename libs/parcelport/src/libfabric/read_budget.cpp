@@ -49,17 +49,24 @@ std::size_t descriptor_payload(std::vector<std::byte> const& table, std::uint32_
     return bytes_to_read(table.data(), table.size() / sizeof(wire::descriptor), chunk_count);
 }
 
+bool rendezvous::must_wait(std::size_t rma_bytes) {
+    std::size_t used = reading_bytes_ + landed_in_pass_.load(std::memory_order_relaxed);
+    if (used == 0 || used + rma_bytes <= opts_.read_budget) {
+        return false;
+    }
+    if (reading_bytes_ == 0) { // no read will release budget: the next pass admits it
+        admit_pending_.store(true, std::memory_order_release);
+    }
+    return true;
+}
+
 void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t len,
                        std::size_t rma_bytes) {
     if (rma_bytes != 0) {
         std::lock_guard g(mutex_);
-        std::size_t used = reading_bytes_ + landed_in_pass_.load(std::memory_order_relaxed);
-        if (used != 0 && used + rma_bytes > opts_.read_budget) {
+        if (must_wait(rma_bytes)) {
             deferred_.push(h, p, len, rma_bytes);
             ++parts_.stats.deferred_rendezvous;
-            if (reading_bytes_ == 0) { // nothing will release budget: the next pass admits it
-                admit_pending_.store(true, std::memory_order_release);
-            }
             return;
         }
         reading_bytes_ += rma_bytes;
@@ -103,12 +110,7 @@ bool rendezvous::admit_deferred() {
     for (;;) {
         {
             std::lock_guard g(mutex_);
-            std::size_t used = reading_bytes_ + landed_in_pass_.load(std::memory_order_relaxed);
-            if (deferred_.empty() ||
-                (used != 0 && used + deferred_.front().rma_bytes > opts_.read_budget)) {
-                if (!deferred_.empty() && reading_bytes_ == 0) {
-                    admit_pending_.store(true, std::memory_order_release); // the next pass
-                }
+            if (deferred_.empty() || must_wait(deferred_.front().rma_bytes)) {
                 return any;
             }
             deferred_.pop_into(next);

@@ -208,6 +208,12 @@ void rendezvous::start_reads(held& e, bool index_inline) {
             }
         }
     }
+    if (pieces.empty()) {
+        // Copied from the outbox, or empty chunks: finished now, without registering (the
+        // sender still waits for its DONE).
+        finish_entry(e);
+        return;
+    }
     incoming* raw = in;
     raw->outstanding = pieces.size();
     raw->reads.clear(); // a previous phase's reads have all completed
@@ -218,10 +224,6 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         std::lock_guard g(mutex_);
         e.node.key() = raw;
         incoming_.insert(std::move(e.node)); // e holds nothing from here
-    }
-    if (pieces.empty()) { // copied from the outbox, or empty chunks: the sender still waits
-        finish(raw);
-        return;
     }
     parts_.posts.post_or_defer([this, raw] { return post_reads(raw); }, "fi_read");
 }
@@ -368,6 +370,10 @@ void rendezvous::finish(incoming* raw) {
     if (e.node.empty()) {
         return; // already finished (cannot happen: every rendezvous is registered once)
     }
+    finish_entry(e);
+}
+
+void rendezvous::finish_entry(held& e) {
     incoming* in = e.get();
     if (!in->failed && !in->pieces.empty()) {
         std::size_t bytes = 0;

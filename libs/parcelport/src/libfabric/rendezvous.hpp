@@ -140,13 +140,21 @@ private:
     long post_reads(incoming* in);
     /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
     void continue_after_table(held& e);
+    /// A registered parcel's reads are done: takes it out of incoming_, then finish_entry.
     void finish(incoming* in);
+    /// Delivers the parcel in `e` (or starts phase two of a descriptor table), sends its DONE
+    /// and gives back its budget.
+    void finish_entry(held& e);
     /// Gives back read budget; parcels waiting for it are admitted by the next progress pass
     /// (admit_deferred), not here: by then the worker has run the tasks of the parcels just
     /// delivered, their landing buffers went back to the pool, and the next read lands in one
     /// that is still in cache. `landed`: the bytes arrived (the parcel goes to its task), so
     /// they count against the budget until this pass ends (landed_in_pass_).
     void release_budget(std::size_t bytes, bool landed = false);
+    /// Whether a parcel of `rma_bytes` must wait for budget (under mutex_): the reads in
+    /// flight and this pass's deliveries use it up (one parcel is admitted when none do). If
+    /// no read in flight will release budget, the next pass admits it (admit_pending_).
+    bool must_wait(std::size_t rma_bytes);
 
     transport_parts parts_;
     memory& memory_;
