@@ -69,10 +69,12 @@ inline eager_layout layout_eager(serialization::message const& m, std::size_t re
 /// per chunk, then the index data when it fits (else one more descriptor for it).
 /// `expose(address, size)` returns the {address, key} pair under which the receiver reads that
 /// memory (it may throw; the outputs are then unspecified; never called when l.eager_only).
-/// Returns true if the receiver reads anything (it then answers with DONE).
+/// Returns true if the receiver reads anything (it then answers with DONE). With `copy_index`
+/// false, an inline index is left out (`eager` then holds l.fixed bytes): the caller sends the
+/// index data from the message itself right behind them (the same bytes on the wire).
 template <class Expose>
 bool write_eager_into(serialization::message const& m, wire::header h, eager_layout const& l,
-                      Expose&& expose, std::byte* eager, std::byte* table) {
+                      Expose&& expose, std::byte* eager, std::byte* table, bool copy_index = true) {
     auto data = m.data();
     std::byte* desc_out = l.remote_table ? table : eager + sizeof(wire::header);
     auto put = [&](wire::descriptor const& d) {
@@ -113,7 +115,7 @@ bool write_eager_into(serialization::message const& m, wire::header h, eager_lay
     h.chunk_count = static_cast<std::uint32_t>(m.chunks().size());
     h.index_size = data.size();
     std::memcpy(eager, &h, sizeof h);
-    if (l.inline_index && !data.empty()) {
+    if (copy_index && l.inline_index && !data.empty()) {
         std::memcpy(eager + l.fixed, data.data(), data.size());
     }
     return reads;

@@ -40,7 +40,7 @@ TEST(prepare_libfabric, the_probe_for_a_network_provider_sets_rxm_first_and_a_us
         return;
     }
     pp::transport_options defaults;
-    // tcp's largest eager message: 64 KiB of index data and a header and descriptor table.
+    // tcp's largest eager message: 96 KiB of index data and a header and descriptor table.
     EXPECT_GT(std::stoul(env("FI_OFI_RXM_EAGER_LIMIT")), pp::default_eager_threshold("tcp"));
     EXPECT_EQ(env("FI_OFI_RXM_MSG_TX_SIZE"), std::to_string(defaults.tcp_send_queue));
     EXPECT_EQ(env("FI_OFI_RXM_MSG_RX_SIZE"), "1000");

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // Coalescing through two real libfabric endpoints, on tcp and on shm: parcels sent while others
 // are in flight share a message and arrive intact, a batch leaves once it holds
-// coalesce_records parcels, rendezvous parcels in a burst, a lone parcel, coalescing off.
+// coalesce_records parcels (on tcp: 16 parcels and 16 KiB), rendezvous parcels in a burst, a
+// lone parcel, coalescing off.
 #include "endpoint_pair.hpp"
 
 #include <algorithm>
@@ -169,3 +170,46 @@ TEST_P(transport, with_coalescing_off_every_parcel_is_its_own_message) {
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);
+
+TEST(tcp_coalescing, a_batch_leaves_once_it_holds_16_parcels_and_16_KiB_without_progress) {
+    // A tcp batch holds up to a receive buffer (~100 KiB): one of 16 parcels and 16 KiB
+    // amortizes its send already and leaves from within the sender's loop, so that the receiver
+    // works meanwhile (a window of 64 posts of 1 KiB as one batch ran at 0.75x). Parcels of
+    // 1000 bytes: the first two alone, then 6 batches of 16 before any progress(); 16 parcels
+    // of 40 ints are under 16 KiB and stay.
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>("tcp", 42, pp::transport_options{}.read_budget,
+                                                false, 0, true, pp::default_eager_threshold("tcp"));
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "tcp unavailable here: " << ex.what();
+    }
+    int sent = 0;
+    auto send = [&](int i, std::size_t bytes) {
+        e->a->send_coalesced(1, cs::save(i, std::vector<char>(bytes, static_cast<char>(i))),
+                             [&](std::error_code ec) {
+                                 EXPECT_FALSE(ec);
+                                 ++sent;
+                             });
+    };
+    for (int i = 0; i < 100; ++i) {
+        send(i, 1000);
+    }
+    EXPECT_EQ(e->a->stats().batches_sent, 6u) << "posted from within the loop";
+    EXPECT_EQ(e->a->stats().parcels_in_batches, 96u);
+    for (int i = 100; i < 118; ++i) {
+        send(i, 160);
+    }
+    EXPECT_EQ(e->a->stats().batches_sent, 6u) << "16 small parcels are not enough bytes";
+    ASSERT_TRUE(e->pump([&] { return sent == 118 && e->got_b.size() == 118; }));
+    std::vector<bool> seen(118, false);
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        std::vector<char> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < 118) << i;
+        EXPECT_FALSE(seen[static_cast<std::size_t>(i)]) << i;
+        seen[static_cast<std::size_t>(i)] = true;
+        EXPECT_EQ(v, std::vector<char>(i < 100 ? 1000 : 160, static_cast<char>(i)));
+    }
+}

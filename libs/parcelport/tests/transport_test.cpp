@@ -106,7 +106,7 @@ TEST_P(transport, eager_message_round_trip) {
 }
 
 TEST_P(transport, messages_up_to_the_providers_default_eager_threshold_travel_whole) {
-    // 64 KiB on tcp (with rxm's eager limit raised to match), 4 KiB elsewhere: index data just
+    // 96 KiB on tcp (with rxm's eager limit raised to match), 4 KiB elsewhere: index data just
     // under the threshold goes in one eager message, back to back (the send slots keep their
     // large eager buffers), and arrives intact.
     std::size_t const eager = pp::default_eager_threshold(GetParam());
@@ -139,6 +139,59 @@ TEST_P(transport, messages_up_to_the_providers_default_eager_threshold_travel_wh
     EXPECT_EQ(st.rendezvous_sends, 0u);
     EXPECT_EQ(st.messages_sent, std::uint64_t{n});
     EXPECT_GE(st.eager_bytes_sent, std::uint64_t{n} * (eager - 512));
+}
+
+TEST_P(transport, on_tcp_a_large_inline_index_is_sent_from_the_message_not_copied) {
+    // Eager parcels whose index is at least 4 KiB go out as two iovs (header and descriptors,
+    // then the index from the message itself) where the provider takes iovs without a copy:
+    // tcp. The receiver sees the same bytes as from one copied buffer. Sizes around the
+    // 4 KiB line and up to the eager threshold, several in flight (not coalesced: a batch
+    // copies what it carries).
+    std::size_t const eager = pp::default_eager_threshold(GetParam());
+    pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0,
+                        /*coalescing=*/false, eager);
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    std::vector<std::size_t> sizes = {100, 4000, 4100, 6000, eager - 600, eager - 512};
+    int sent = 0;
+    auto const before = e.a->stats();
+    std::uint64_t index_bytes = 0, large_index_bytes = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<char> v(sizes[i]);
+        for (std::size_t k = 0; k < v.size(); ++k) {
+            v[k] = static_cast<char>(k * 7 + i);
+        }
+        auto m = cs::save(copy_all, v, static_cast<int>(i));
+        index_bytes += m.data().size();
+        large_index_bytes += m.data().size() >= 4096 ? m.data().size() : 0;
+        e.a->send(1, std::move(m), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            ++sent;
+        });
+    }
+    ASSERT_TRUE(
+        e.pump([&] { return sent == int(sizes.size()) && e.got_b.size() == sizes.size(); }));
+    std::set<int> seen;
+    for (auto& [src, m] : e.got_b) {
+        std::vector<char> v;
+        int i = -1;
+        cs::load(m, v, i);
+        ASSERT_GE(i, 0);
+        ASSERT_EQ(v.size(), sizes[std::size_t(i)]);
+        for (std::size_t k = 0; k < v.size(); ++k) {
+            ASSERT_EQ(v[k], static_cast<char>(k * 7 + std::size_t(i))) << "parcel " << i;
+        }
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), sizes.size());
+    auto const after = e.a->stats();
+    std::uint64_t const copied = after.bytes_copied_on_send - before.bytes_copied_on_send;
+    if (GetParam() == "shm") {
+        EXPECT_EQ(copied, index_bytes); // shm copies eager messages through its inject buffers
+    } else {
+        EXPECT_EQ(copied, index_bytes - large_index_bytes);
+    }
+    EXPECT_EQ(after.rendezvous_sends, before.rendezvous_sends);
 }
 
 TEST_P(transport, messages_a_little_over_the_inject_size_go_in_two_parts_on_shm) {

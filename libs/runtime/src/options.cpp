@@ -31,7 +31,7 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
-         "auto = 65536 on tcp (an RMA read costs a round trip there), 8192 on shm, else 4096"},
+         "auto = 98304 on tcp (an RMA read costs a round trip there), 8192 on shm, else 4096"},
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
@@ -53,7 +53,7 @@ std::vector<option_spec> const& option_table() {
          "hosts; while every locality runs on one host tcp uses loopback"},
         {"eager_threshold", "auto",
          "bytes of index data sent inline in the eager message; more is read by RMA; auto = "
-         "65536 on tcp, 8192 on shm, else 4096"},
+         "98304 on tcp, 8192 on shm, else 4096"},
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time (on shm also per "
          "progress pass); more waits. Small keeps the landing buffers in cache; 0 = the "

@@ -571,7 +571,9 @@ void deliver_one(std::uint32_t source, std::span<std::byte const> p) {
 }
 } // namespace
 
-void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> const> parcels) {
+namespace {
+/// deliver_batch for a run of parcels whose requests fit one request_batch.
+void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels) {
     std::size_t requests = 0, bytes = 0, record_bytes = 0;
     for (auto p : parcels) {
         if (is_request(p)) {
@@ -607,6 +609,27 @@ void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> co
     } catch (...) { // the runtime is stopping
         request_batch::drop_it(b);
         throw;
+    }
+}
+} // namespace
+
+void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> const> parcels) {
+    // Requests go in request_batches of at most one small-object block each: a larger one would
+    // cost a malloc per batch (tcp's batches reach ~100 KiB, twelve parcels of 8000 B).
+    constexpr std::size_t room = small_alloc_max - sizeof(request_batch);
+    std::size_t begin = 0;
+    while (begin < parcels.size()) {
+        std::size_t end = begin, record_bytes = 0;
+        for (; end < parcels.size(); ++end) {
+            std::size_t const rb =
+                is_request(parcels[end]) ? request_batch::record_bytes(parcels[end].size()) : 0;
+            if (record_bytes != 0 && record_bytes + rb > room) {
+                break; // a request too large for any batch still goes, alone
+            }
+            record_bytes += rb;
+        }
+        deliver_run(source, parcels.subspan(begin, end - begin));
+        begin = end;
     }
 }
 

@@ -121,7 +121,7 @@ TEST(options, a_bad_choice_names_the_values_it_accepts) {
 }
 
 TEST(options, the_zero_copy_threshold_defaults_by_provider) {
-    // "auto": 64 KiB on tcp (a rendezvous costs a read request's round trip there), 8 KiB on
+    // "auto": 96 KiB on tcp (a rendezvous costs a read request's round trip there), 8 KiB on
     // shm (eager messages up to 8 KiB go as two parts within its inject size), 4 KiB
     // elsewhere; an explicit value wins, and a bad one is an error.
     struct row {
@@ -129,8 +129,8 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
         std::size_t expect;
     };
     for (auto const& r : std::vector<row>{
-             {{"--courier:provider=tcp"}, 65536},
-             {{"--courier:provider=tcp;ofi_rxm"}, 65536},
+             {{"--courier:provider=tcp"}, 98304},
+             {{"--courier:provider=tcp;ofi_rxm"}, 98304},
              {{"--courier:provider=shm"}, 8192},
              {{"--courier:provider=verbs"}, 4096},
              {{"--courier:provider=tcp", "--courier:zero_copy_threshold=2048"}, 2048}}) {

@@ -230,6 +230,9 @@ input_archive::block input_archive::take_block(std::size_t n) {
         throw_truncated(n);
     }
     block b{cur_, n, chunk_type::index, 0, nullptr};
+    if (n >= message::shareable_index_min && n >= msg_.index_size() / 2 && msg_.index_owner()) {
+        b.owner = &msg_.index_owner(); // a large part of a shared index (message::from_bytes)
+    }
     cur_ += n;
     return b;
 }

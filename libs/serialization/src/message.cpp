@@ -245,6 +245,7 @@ void message::release_buffer() noexcept {
     }
     if (borrowed_) {
         borrowed_ = false;
+        index_owner_.reset();
     } else if (small_buffer_) {
         courier::detail::small_free(buffer_, capacity_);
         small_buffer_ = false;
@@ -274,7 +275,7 @@ message::message(message&& o) noexcept
       owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
       keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
-      types_(std::move(o.types_)) {}
+      types_(std::move(o.types_)), index_owner_(std::move(o.index_owner_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -298,6 +299,7 @@ message& message::operator=(message&& o) noexcept {
         keep_second_ = std::move(o.keep_second_);
         keep_alive_ = std::move(o.keep_alive_);
         types_ = std::move(o.types_);
+        index_owner_ = std::move(o.index_owner_);
     }
     return *this;
 }
@@ -378,6 +380,7 @@ void message::shrink_to_fit() {
 void message::grow_to(std::size_t min_capacity) {
     if (borrowed_) { // a view: its bytes go to a buffer of its own, never written in place
         std::span<std::byte const> bytes = data();
+        auto const keep = std::move(index_owner_); // alive until copied
         buffer_ = nullptr;
         capacity_ = 0;
         borrowed_ = false;
@@ -520,7 +523,21 @@ void message::complete_parts(std::vector<serialization_chunk> chunks) {
 }
 
 message message::from_bytes(std::span<std::byte const> data) {
-    message m = copy_index(data);
+    message m;
+    if (data.size() >= shareable_index_min) {
+        // One pooled block with its reference count: what a loader adopting a block of it
+        // shares (a received serialize_buffer costs no second copy and no allocation).
+        auto block = std::allocate_shared_for_overwrite<std::byte[]>(
+            courier::detail::pool_allocator<std::byte>{}, data.size());
+        std::memcpy(block.get(), data.data(), data.size());
+        m.buffer_ = block.get();
+        m.size_ = data.size();
+        m.capacity_ = data.size();
+        m.borrowed_ = true; // never written in place: a loader may share it
+        m.index_owner_ = std::move(block);
+    } else {
+        m = copy_index(data);
+    }
     if (!data.empty()) {
         m.add_chunk({chunk_type::index, data.size(), 0, nullptr, 0}); // inline: no vector
     }
@@ -529,7 +546,7 @@ message message::from_bytes(std::span<std::byte const> data) {
 }
 
 void message::view(std::span<std::byte const> data) {
-    if (!borrowed_) {
+    if (!borrowed_ || index_owner_) {
         // It owns something (or nothing yet): freed. A view stays one until a writer makes it
         // own its bytes (grow_to, clear), and only view() changes its chunk list.
         *this = message();

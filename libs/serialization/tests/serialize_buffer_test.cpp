@@ -101,3 +101,72 @@ TEST(serialize_buffer, small_buffers_are_copied_into_the_index) {
     cs::load(m, out);
     EXPECT_EQ(out, b);
 }
+
+namespace {
+/// A message as the transport delivers an eager parcel: its whole stream, received, copied by
+/// from_bytes. `bytes` of 'e' in a serialize_buffer, with zero copy off (inline in the index).
+cs::message received_inline(std::size_t bytes, std::size_t more = 0) {
+    cs::options o;
+    o.zero_copy = false;
+    cs::serialize_buffer<char> b(bytes);
+    std::fill(b.begin(), b.end(), 'e');
+    std::vector<char> rest(more, 'r');
+    auto sent = cs::save(o, b, rest);
+    return cs::message::from_bytes(sent.data());
+}
+} // namespace
+
+TEST(serialize_buffer, adopts_a_large_block_of_a_received_index_without_a_second_copy) {
+    auto rx = received_inline(32768);
+    ASSERT_TRUE(rx.index_owner());
+    auto const* index = rx.data().data();
+    cs::serialize_buffer<char> out;
+    std::vector<char> rest;
+    cs::load(rx, out, rest);
+    ASSERT_EQ(out.size(), 32768u);
+    // Adopted: the buffer lies in the index the message received, and outlives the message.
+    EXPECT_GE(reinterpret_cast<std::byte const*>(out.data()), index);
+    EXPECT_LE(reinterpret_cast<std::byte const*>(out.data() + out.size()), index + rx.index_size());
+    std::weak_ptr<void const> w = rx.index_owner();
+    rx = cs::message();
+    EXPECT_FALSE(w.expired());
+    EXPECT_EQ(std::count(out.begin(), out.end(), 'e'), 32768);
+    out = {};
+    EXPECT_TRUE(w.expired());
+}
+
+TEST(serialize_buffer, copies_a_block_under_half_of_a_received_index) {
+    // An adopted block keeps the whole index alive: a small part of a large one is copied.
+    auto rx = received_inline(8192, 20000);
+    ASSERT_TRUE(rx.index_owner());
+    cs::serialize_buffer<char> out;
+    std::vector<char> rest;
+    cs::load(rx, out, rest);
+    auto const* p = reinterpret_cast<std::byte const*>(out.data());
+    EXPECT_TRUE(p < rx.data().data() || p >= rx.data().data() + rx.index_size());
+    EXPECT_EQ(std::count(out.begin(), out.end(), 'e'), 8192);
+    EXPECT_EQ(rest.size(), 20000u);
+}
+
+TEST(serialize_buffer, small_received_indexes_are_not_shared) {
+    auto rx = received_inline(1000);
+    EXPECT_FALSE(rx.index_owner());
+    cs::serialize_buffer<char> out;
+    std::vector<char> rest;
+    cs::load(rx, out, rest);
+    EXPECT_EQ(std::count(out.begin(), out.end(), 'e'), 1000);
+}
+
+TEST(serialize_buffer, a_shared_index_is_copied_before_it_is_written) {
+    // A writer (an output archive appending) must not change bytes an adopted buffer shares.
+    auto rx = received_inline(32768);
+    cs::serialize_buffer<char> out;
+    std::vector<char> rest;
+    cs::load(rx, out, rest);
+    {
+        cs::output_archive ar(rx);
+        ar.save(std::vector<char>(100, 'w'));
+    }
+    EXPECT_FALSE(rx.index_owner());
+    EXPECT_EQ(std::count(out.begin(), out.end(), 'e'), 32768);
+}

@@ -65,13 +65,24 @@ struct batch_op : op {
 /// case of a request/reply exchange, whose latency coalescing must not touch.
 constexpr std::uint32_t coalesce_in_flight = 2;
 
+/// When a batch leaves before it is full (coalescer).
+struct leave_rule {
+    std::size_t records;
+    std::size_t bytes;
+};
+
 /// Thread safety: try_coalesce/posted/completed from any thread; flush and on_completion from
 /// the poller.
 class coalescer {
 public:
     /// `batch_limit`: the largest coalesced message. `batch_records`: the parcels after which a
-    /// batch is posted at once, without waiting for the progress pass (at least 1).
-    coalescer(transport_parts const& parts, std::size_t batch_limit, std::size_t batch_records);
+    /// batch is posted at once, without waiting for the progress pass (at least 1);
+    /// `leave`: it is posted at once, too, as soon as it holds at least leave.records parcels
+    /// and leave.bytes bytes (records 0: never): a batch that amortizes its send already
+    /// leaves, so that a stream of parcels hands the receiver work while the sender goes on,
+    /// where a batch could hold many more.
+    coalescer(transport_parts const& parts, std::size_t batch_limit, std::size_t batch_records,
+              leave_rule leave = {0, 0});
     ~coalescer();
     void set_peers(std::size_t n);
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
@@ -145,7 +156,10 @@ public:
             throw;
         }
         parcels_in_flight_.fetch_add(1, std::memory_order_acq_rel);
-        if (b->handlers.size() >= batch_records_ && full == nullptr) {
+        bool const enough = b->handlers.size() >= batch_records_ ||
+                            (leave_.records != 0 && b->handlers.size() >= leave_.records &&
+                             b->buf.size() >= leave_.bytes);
+        if (enough && full == nullptr) {
             // Enough to amortize the message: it leaves now, so that the receiver works on it
             // while this thread goes on adding to the next one (a sender's long loop of posts
             // would otherwise hand over everything at its end). Still listed as open; flush
@@ -193,6 +207,7 @@ private:
     transport_parts parts_;
     std::size_t batch_limit_;
     std::size_t batch_records_;
+    leave_rule leave_;
     std::unique_ptr<peer_out[]> out_;
     std::atomic<std::uint32_t> open_batches_{0};
     std::atomic<std::size_t> parcels_in_flight_{0};

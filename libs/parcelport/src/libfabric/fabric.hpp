@@ -108,6 +108,7 @@ public:
     std::string_view core() const noexcept { return core_provider(info_->fabric_attr->prov_name); }
     bool shm() const noexcept { return core() == "shm"; }
     std::size_t inject_size() const noexcept { return info_->tx_attr->inject_size; }
+    std::size_t iov_limit() const noexcept { return info_->tx_attr->iov_limit; }
     std::size_t max_msg_size() const noexcept { return info_->ep_attr->max_msg_size; }
     bool mr_local() const noexcept { return mr_local_; }
     bool mr_virt_addr() const noexcept { return mr_virt_; }

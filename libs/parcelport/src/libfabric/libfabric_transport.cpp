@@ -28,7 +28,7 @@ provider_defaults defaults_for(std::string_view provider) noexcept {
         return {std::size_t{512} << 10, std::size_t{1} << 30, std::size_t{8} << 10};
     }
     if (core == "tcp") {
-        return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{64} << 10};
+        return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{96} << 10};
     }
     return {std::size_t{16} << 20, std::size_t{1} << 20, std::size_t{4} << 10};
 }
@@ -180,7 +180,11 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         std::size_t const records = opts_.coalesce_records != 0 ? opts_.coalesce_records
                                     : ep.shm()                  ? 8
                                                                 : batch_limit;
-        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, records);
+        leave_rule leave{0, 0};
+        if (!ep.shm()) {
+            leave = {16, std::size_t{16} << 10};
+        }
+        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, records, leave);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ =
             std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_, max_read,

@@ -18,7 +18,8 @@ namespace courier::parcelport::fabric {
 sender::sender(transport_parts const& parts, memory& mem, std::size_t recv_size,
                std::size_t split_part, std::size_t split_max)
     : parts_(parts), memory_(mem), recv_size_(recv_size), split_part_(split_part),
-      split_max_(split_max) {}
+      split_max_(split_max),
+      index_apart_(!parts.ep.shm() && !parts.ep.mr_local() && parts.ep.iov_limit() >= 2) {}
 
 sender::~sender() {
     // The endpoint is closed: nothing completes any more. Registrations go back.
@@ -34,16 +35,20 @@ void sender::build(send_state* s) {
     wire::header h = parts_.peers.header_of(wire::parcel);
     h.send_id = s->id;
     try {
-        s->needs_done = write_eager(
-            s->msg, h, recv_size_, [&](void const* p, std::size_t n) { return expose(s, p, n); },
-            s->eager, s->table);
+        eager_layout const l = layout_eager(s->msg, recv_size_);
+        s->index_apart = index_apart_ && l.inline_index && s->msg.data().size() >= index_apart_min;
+        s->eager.resize(s->index_apart ? l.fixed : l.eager_size);
+        s->table.resize(l.table_size);
+        s->needs_done = write_eager_into(
+            s->msg, h, l, [&](void const* p, std::size_t n) { return expose(s, p, n); },
+            s->eager.data(), s->table.data(), !s->index_apart);
+        if (l.inline_index && !s->index_apart) {
+            parts_.stats.bytes_copied_on_send += s->msg.data().size();
+        }
     } catch (...) {
         release_exposed(s);
         throw;
     }
-    std::uint8_t flags = std::to_integer<std::uint8_t>(s->eager[offsetof(wire::header, flags)]);
-    parts_.stats.bytes_copied_on_send +=
-        (flags & wire::index_inline) != 0 ? s->msg.data().size() : 0;
 }
 
 namespace {
@@ -132,7 +137,7 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     s->msg = std::move(m);
     s->on_sent = std::move(on_sent);
     build(s);
-    if (!s->needs_done) {
+    if (!s->needs_done && !s->index_apart) {
         // Everything travels in the eager copy: the message (its index buffer, what it keeps
         // alive) is not needed while the send waits in a batch, the backlog or the provider.
         s->msg = serialization::message();
@@ -152,13 +157,15 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     // batch as it would the message (eager_reader), and a stream of such parcels costs the
     // provider one send and one completion per batch (shm, Intel Xeon: posts of 8-32 KiB
     // 1.07-1.09x, osu_bw 8-16 KiB 1.14-1.15x, bibw 64-256 KiB 1.09-1.11x).
-    bool const announce_in_batch =
-        coalesce && s->needs_done && eager_mr == nullptr && coalescer_->leaves_by_count() &&
-        coalescer_->small_enough(s->eager.size()) && coalescer_->would_hold(dest);
+    bool const announce_in_batch = coalesce && s->needs_done && !s->index_apart &&
+                                   eager_mr == nullptr && coalescer_->leaves_by_count() &&
+                                   coalescer_->small_enough(s->eager.size()) &&
+                                   coalescer_->would_hold(dest);
     sends_.publish(std::exchange(guard.slot, nullptr));
     send_state* raw = s;
     ++parts_.stats.messages_sent;
-    parts_.stats.eager_bytes_sent += raw->eager.size();
+    parts_.stats.eager_bytes_sent +=
+        raw->eager.size() + (raw->index_apart ? raw->msg.data().size() : 0);
     parts_.stats.rendezvous_sends += raw->needs_done;
     if (announce_in_batch) {
         // Published first: the DONE may come as soon as the batch leaves. Once the record is
@@ -187,9 +194,25 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     coalescer_->posted(dest);
     fi_addr_t to = parts_.peers[dest];
     try {
-        if (eager_mr == nullptr && raw->eager.size() > split_part_ &&
+        if (eager_mr == nullptr && !raw->index_apart && raw->eager.size() > split_part_ &&
             raw->eager.size() <= split_max_) {
             post_split(raw);
+            return false;
+        }
+        if (raw->index_apart) {
+            parts_.posts.post_or_defer(
+                [this, raw, to, dest] {
+                    auto index = raw->msg.data();
+                    iovec iov[2] = {
+                        {raw->eager.data(), raw->eager.size()},
+                        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): only read
+                        {const_cast<std::byte*>(index.data()), index.size()}};
+                    // Once posted, `raw` may complete and be reused at any moment.
+                    return parts_.peers.wake(
+                        dest, static_cast<long>(
+                                  fi_sendv(parts_.ep.ep(), iov, nullptr, 2, to, &raw->op.ctx)));
+                },
+                "fi_sendv");
             return false;
         }
         void* desc = eager_mr != nullptr ? fi_mr_desc(eager_mr) : nullptr;
@@ -363,7 +386,7 @@ void sender::recycle(send_table::slot* slot) noexcept {
         byte_buffer().swap(s->eager);
         byte_buffer().swap(s->table);
     }
-    s->needs_done = s->eager_done = s->remote_done = false;
+    s->needs_done = s->eager_done = s->remote_done = s->index_apart = false;
     s->split.posted = 0;
     s->split.left.store(1, std::memory_order_relaxed);
     s->split.failed.store(false, std::memory_order_relaxed);

@@ -51,6 +51,9 @@ struct send_state {
     send_op op{this};
     split_parts split{this};
     bool needs_done = false; // the receiver reads chunks and answers with DONE
+    // The inline index is sent from msg as the eager message's second part (fi_sendv), not
+    // copied into `eager` (sender::index_apart).
+    bool index_apart = false;
     // Set by the poller only (completions and DONEs are handled under the poll lock).
     bool eager_done = false;
     bool remote_done = false;
@@ -135,6 +138,13 @@ private:
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
     std::size_t split_part_, split_max_;
+    /// Whether an eager message's inline index of at least index_apart_min bytes is sent from
+    /// the message itself as a second iov rather than copied behind its header: where the
+    /// provider sends iovs without a copy of its own (rxm over tcp sends them straight to the
+    /// socket) and needs no local registration. Not on shm, which copies eager messages through
+    /// its inject buffers, split in two, anyway.
+    bool index_apart_ = false;
+    static constexpr std::size_t index_apart_min = 4096;
     /// DONEs waiting for the end of the pass, per destination, and the destinations sent a
     /// DONE in this pass (each listed once; few: a pass reads from few peers). The poller's
     /// alone: rendezvous::finish runs within progress.

@@ -120,10 +120,12 @@ std::size_t default_shm_outbox_chunk() noexcept;
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 /// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default
-/// (the MPI parcelport is provider "mpi": 8 KiB, see make_mpi_transport): tcp 64 KiB (a rendezvous
-/// costs a read request's round trip, more than copying 64 KiB; the transport raises rxm's eager
-/// limit to match), shm 8 KiB (eager messages of up to 8 KiB go as two parts within its 4 KiB
-/// inject size, see split_messages), others 4 KiB.
+/// (the MPI parcelport is provider "mpi": 8 KiB, see make_mpi_transport): tcp 96 KiB (a rendezvous
+/// costs a read request's round trip, more than copying up to 96 KiB: posts of 64 KiB ran
+/// 1.43-1.47x as fast eager; and a third of a receive buffer, the most a coalesced message takes
+/// of one parcel, then holds 32 KiB: posts of 32 KiB 1.2x; 128 KiB was slower for posts of 8 KiB
+/// and of 128 KiB. The transport raises rxm's eager limit to match), shm 8 KiB (eager messages of
+/// up to 8 KiB go as two parts within its 4 KiB inject size, see split_messages), others 4 KiB.
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 struct transport_options {

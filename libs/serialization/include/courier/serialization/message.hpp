@@ -6,7 +6,8 @@
 // action arguments alive until the send completes); objects passed by reference count (such as
 // serialize_buffer) are kept alive by the message itself (keep_alive()). On the receiving side a
 // chunk may carry an owner (chunk_owner()), which loaders such as serialize_buffer may share to
-// adopt the bytes without copying.
+// adopt the bytes without copying; so may the index buffer of a large received eager parcel
+// (index_owner()), for blocks of at least half of it.
 //
 // Index buffer layout: an 8-byte header, then the index data.
 //   byte 0-1  'C' 'R'                 magic
@@ -102,7 +103,17 @@ public:
     }
 
     /// A message whose whole stream is `data` (a single index chunk). Validates like from_parts.
+    /// An index of at least shareable_index_min bytes goes to a reference-counted block
+    /// (index_owner()) that loaders may share: a large block received inline (a serialize_buffer
+    /// in an eager parcel) is then adopted, not copied a second time.
     static message from_bytes(std::span<std::byte const> data);
+    /// The owner of the index buffer's memory when loaders may share it (from_bytes), else null.
+    /// The buffer is then never written in place (like a view's).
+    std::shared_ptr<void const> const& index_owner() const noexcept { return index_owner_; }
+    /// The smallest index from_bytes puts in a shared block, and the smallest index block a
+    /// loader may adopt from it (input_archive::take_block: also at least half of the index, so
+    /// that an adopted block keeps at most twice its bytes alive).
+    static constexpr std::size_t shareable_index_min = 4096;
     /// Receiver side, for parcels read where they lie: makes this message (empty, or a view
     /// already) what from_bytes(data) would make, without copying `data` and without checking
     /// it (an input archive checks it before reading). The caller keeps `data` alive and
@@ -142,7 +153,7 @@ private:
     std::size_t capacity_ = 0;
     std::size_t growth_copied_ = 0;
     bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
-    bool borrowed_ = false;     // buffer_ is someone else's bytes (view())
+    bool borrowed_ = false;     // buffer_ is someone else's bytes (view(), index_owner_)
     bool one_chunk_ = false;    // the chunk list is single_ (below)
     // check() passed and nothing has changed since (every writer clears it), so that a received
     // parcel, checked where it arrives (from_parts, from_bytes), is not checked again by its
@@ -164,6 +175,8 @@ private:
     std::shared_ptr<void const> keep_first_, keep_second_;
     std::vector<std::shared_ptr<void const>> keep_alive_;
     std::shared_ptr<detail::type_table const> types_;
+    // The shared block buffer_ lies in (from_bytes of a large index; borrowed_ is set).
+    std::shared_ptr<void const> index_owner_;
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_
