@@ -347,20 +347,20 @@ TEST_P(transport, a_flood_of_large_messages_waits_for_the_read_budget_and_loses_
 }
 
 TEST_P(transport, the_default_read_budget_is_the_providers_and_bounds_a_flood) {
-    // read_budget 0 (the default) takes default_read_budget(provider): 512 KiB on shm, 2 MiB on
+    // read_budget 0 (the default) takes default_read_budget(provider): 512 KiB on shm, 4 MiB on
     // tcp, 16 MiB elsewhere. 48 parcels of 400 KB (19.2 MB) cannot all be read at once.
     EXPECT_EQ(pp::transport_options{}.read_budget, 0u);
     EXPECT_EQ(pp::default_read_budget("shm"), std::size_t{512} << 10);
-    EXPECT_EQ(pp::default_read_budget("tcp;ofi_rxm"), std::size_t{2} << 20);
-    EXPECT_EQ(pp::default_read_budget("tcp"), std::size_t{2} << 20);
+    EXPECT_EQ(pp::default_read_budget("tcp;ofi_rxm"), std::size_t{4} << 20);
+    EXPECT_EQ(pp::default_read_budget("tcp"), std::size_t{4} << 20);
     EXPECT_EQ(pp::default_read_budget("verbs;ofi_rxm"), std::size_t{16} << 20);
     flood_of_large_messages(*eps_, 48, 100000);
 }
 
 TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
     // 1 MiB + 17 bytes with 64 KiB pieces: 17 reads, all posted at once, and the bytes intact.
-    // The providers' defaults: 256 KiB pieces on tcp, one read per chunk on shm, else 1 MiB.
-    EXPECT_EQ(pp::default_read_piece("tcp;ofi_rxm"), std::size_t{256} << 10);
+    // The providers' defaults: 1 MiB pieces on tcp and elsewhere, one read per chunk on shm.
+    EXPECT_EQ(pp::default_read_piece("tcp;ofi_rxm"), std::size_t{1} << 20);
     EXPECT_EQ(pp::default_read_piece("verbs;ofi_rxm"), std::size_t{1} << 20);
     EXPECT_GT(pp::default_read_piece("shm"), pp::default_read_piece("verbs;ofi_rxm"));
     std::unique_ptr<pair_of_endpoints> pieces;
@@ -374,7 +374,7 @@ TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
 
 TEST_P(transport, by_default_a_large_chunk_is_read_in_the_providers_pieces) {
     // read_piece 0 (the default) takes default_read_piece(provider): a 1 MiB + 1 byte chunk is
-    // read with 5 reads of up to 256 KiB on tcp, and with one read on shm.
+    // read with 2 reads of up to 1 MiB on tcp, and with one read on shm.
     std::size_t const bytes = (std::size_t{1} << 20) + 1;
     std::size_t const piece = pp::default_read_piece(GetParam());
     EXPECT_EQ(reads_to_receive(*eps_, bytes), (bytes + piece - 1) / piece);

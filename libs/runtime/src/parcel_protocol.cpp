@@ -552,8 +552,12 @@ void deliver(std::uint32_t source, serialization::message&& m) {
 }
 
 namespace {
+/// A request a request_batch takes: not one of shareable_index_min bytes or more, which goes
+/// as a message of its own (deliver_one), whose large blocks a loader adopts
+/// (message::from_bytes): in a batch its bytes were copied twice, into the batch and out.
 bool is_request(std::span<std::byte const> p) noexcept {
     return p.size() > serialization::message_header_size &&
+           p.size() < serialization::message::shareable_index_min &&
            std::to_integer<std::uint8_t>(p[serialization::message_header_size]) == request;
 }
 /// One parcel of a batch on the usual path (a message of its own).

@@ -28,7 +28,7 @@ provider_defaults defaults_for(std::string_view provider) noexcept {
         return {std::size_t{512} << 10, std::size_t{1} << 30, std::size_t{8} << 10};
     }
     if (core == "tcp") {
-        return {std::size_t{2} << 20, std::size_t{256} << 10, std::size_t{96} << 10};
+        return {std::size_t{4} << 20, std::size_t{1} << 20, std::size_t{96} << 10};
     }
     return {std::size_t{16} << 20, std::size_t{1} << 20, std::size_t{4} << 10};
 }

@@ -101,8 +101,9 @@ struct statistics {
 
 /// The read budget a provider gets by default: shm 512 KiB (its reads and outbox copies are
 /// copies the receiving CPU makes within one progress pass, so more adds landing buffers, not
-/// overlap: one-way and both ways 1.1-1.4x 1 MiB's rate at 64-512 KiB), tcp 2 MiB (with 256 KiB
-/// pieces, landing buffers are reused while in cache), others 16 MiB (reads of several large
+/// overlap: one-way and both ways 1.1-1.4x 1 MiB's rate at 64-512 KiB), tcp 4 MiB (with 1 MiB
+/// pieces: 1.08-1.16x the rate of 2 MiB with 256 KiB pieces at 256 KiB - 4 MiB, posts
+/// 1.03-1.16x at 128 KiB - 4 MiB, on an Intel Xeon), others 16 MiB (reads of several large
 /// messages overlap on a network with a longer round trip). Figures: benchmarks/RESULTS.md.
 std::size_t default_read_budget(std::string_view provider) noexcept;
 
@@ -114,9 +115,9 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 std::size_t default_shm_outbox_chunk() noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces of
-/// this size, all posted at once. shm 1 GiB (one process_vm_readv per chunk), tcp 256 KiB (the
-/// sender's CPU answers each read by writing it to its socket; smaller writes move faster on
-/// loopback), others 1 MiB (pieces pipeline across a NIC's queues).
+/// this size, all posted at once. shm 1 GiB (one process_vm_readv per chunk), tcp 1 MiB (the
+/// sender's CPU answers each read by writing it to its socket: fewer, larger writes, see
+/// default_read_budget), others 1 MiB (pieces pipeline across a NIC's queues).
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 /// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default
