@@ -19,13 +19,13 @@
 namespace courier::serialization {
 
 namespace {
-/// Message buffers are pooled in five size classes, 4 KiB (message::pooled_capacity, where an
-/// archive starts) to 64 KiB, each a power of two: a buffer asked for up to 64 KiB is rounded
+/// Message buffers are pooled in six size classes, 4 KiB (message::pooled_capacity, where an
+/// archive starts) to 128 KiB, each a power of two: a buffer asked for up to 128 KiB is rounded
 /// up to its class (at most twice the bytes asked for), so that an eager message of any size
-/// leaves its buffer for the next one of its class instead of going to malloc (above a page,
-/// a malloc and free cost ~700 instructions and often a page fault). Larger buffers are not
-/// pooled.
-constexpr std::size_t buffer_classes = 5;
+/// (up to 96 KiB of index on tcp) leaves its buffer for the next one of its class instead of
+/// going to malloc (above a page, a malloc and free cost ~700 instructions and often a page
+/// fault). Larger buffers are not pooled.
+constexpr std::size_t buffer_classes = 6;
 constexpr std::size_t class_capacity(std::size_t cls) noexcept {
     return message::pooled_capacity << cls;
 }
@@ -54,7 +54,7 @@ std::size_t class_for(std::size_t bytes) noexcept {
 /// Trivially destructible (the lists are held through a pointer), so it can still be used (as
 /// "closed") by destructors that run after the drain at thread exit, such as those of static
 /// objects holding messages.
-/// Up to 1 MiB of buffers per class (256 of 4 KiB ... 16 of 64 KiB; 5 MiB per thread): a window
+/// Up to 1 MiB of buffers per class (256 of 4 KiB ... 8 of 128 KiB; 6 MiB per thread): a window
 /// of parcels builds all its messages before the first is freed, so a cache much smaller than an
 /// OSU window (64) mostly misses and sends every message to malloc (the central cache below
 /// takes up the larger classes' windows).
@@ -191,6 +191,22 @@ std::byte* take_buffer(std::size_t cls) noexcept {
     }
     return c.buffers[cls][--c.buffer_count[cls]];
 }
+/// Gives a pooled buffer of `capacity` bytes (a class's size, else it is freed) back to this
+/// thread's cache.
+void give_back(std::byte* b, std::size_t capacity) noexcept {
+    if (std::size_t cls = class_of_capacity(capacity); cls < buffer_classes && !tl_cache.closed) {
+        thread_cache& c = armed_cache();
+        if (c.buffer_count[cls] == thread_cache::slots_of(cls)) {
+            c.buffer_count[cls] =
+                spill_half(c.buffers[cls], c.buffer_count[cls], central().buffers[cls],
+                           central().buffers_stocked[cls], [](std::byte* x) { std::free(x); });
+        }
+        c.buffers[cls][c.buffer_count[cls]++] = b;
+    } else {
+        std::free(b);
+    }
+}
+
 /// The thread's cache of chunk lists, made on first use with room for all its slots (pushes
 /// never allocate). Throws std::bad_alloc.
 std::vector<std::vector<serialization_chunk>>& list_cache() {
@@ -249,17 +265,8 @@ void message::release_buffer() noexcept {
     } else if (small_buffer_) {
         courier::detail::small_free(buffer_, capacity_);
         small_buffer_ = false;
-    } else if (std::size_t cls = class_of_capacity(capacity_);
-               buffer_ != nullptr && cls < buffer_classes && !tl_cache.closed) {
-        thread_cache& c = armed_cache();
-        if (c.buffer_count[cls] == thread_cache::slots_of(cls)) {
-            c.buffer_count[cls] =
-                spill_half(c.buffers[cls], c.buffer_count[cls], central().buffers[cls],
-                           central().buffers_stocked[cls], [](std::byte* b) { std::free(b); });
-        }
-        c.buffers[cls][c.buffer_count[cls]++] = buffer_;
     } else {
-        std::free(buffer_);
+        give_back(buffer_, capacity_);
     }
     buffer_ = nullptr;
     capacity_ = 0;
@@ -488,7 +495,7 @@ message message::copy_index(std::span<std::byte const> data) {
             m.capacity_ = data.size();
         }
     } else {
-        m.grow_to(data.size()); // a pooled buffer up to 64 KiB
+        m.grow_to(data.size()); // a pooled buffer up to 128 KiB
     }
     if (!data.empty()) {
         std::memcpy(m.buffer_, data.data(), data.size());
@@ -507,7 +514,7 @@ message message::from_parts(std::span<std::byte const> data,
 
 message message::with_index_buffer(std::size_t index_size) {
     message m;
-    m.grow_to(index_size); // a pooled buffer up to 64 KiB
+    m.grow_to(index_size); // a pooled buffer up to 128 KiB
     m.size_ = index_size;
     return m;
 }
@@ -525,10 +532,21 @@ void message::complete_parts(std::vector<serialization_chunk> chunks) {
 message message::from_bytes(std::span<std::byte const> data) {
     message m;
     if (data.size() >= shareable_index_min) {
-        // One pooled block with its reference count: what a loader adopting a block of it
-        // shares (a received serialize_buffer costs no second copy and no allocation).
-        auto block = std::allocate_shared_for_overwrite<std::byte[]>(
-            courier::detail::pool_allocator<std::byte>{}, data.size());
+        // A pooled buffer, its reference count in a small-object block: what a loader adopting
+        // a block of it shares (a received serialize_buffer costs no second copy), given back
+        // to the pool when the last holder lets go (no allocation in the steady state).
+        std::size_t const cls = class_for(data.size());
+        std::size_t const capacity = cls < buffer_classes ? class_capacity(cls) : data.size();
+        std::byte* b = cls < buffer_classes ? take_buffer(cls) : nullptr;
+        if (b == nullptr) {
+            b = static_cast<std::byte*>(std::malloc(capacity));
+            if (b == nullptr) {
+                throw std::bad_alloc();
+            }
+        }
+        std::shared_ptr<std::byte> block(
+            b, [capacity](std::byte* x) { give_back(x, capacity); },
+            courier::detail::pool_allocator<std::byte>{}); // on failure, b is given back
         std::memcpy(block.get(), data.data(), data.size());
         m.buffer_ = block.get();
         m.size_ = data.size();

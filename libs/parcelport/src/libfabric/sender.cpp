@@ -36,7 +36,9 @@ void sender::build(send_state* s) {
     h.send_id = s->id;
     try {
         eager_layout const l = layout_eager(s->msg, recv_size_);
-        s->index_apart = index_apart_ && l.inline_index && s->msg.data().size() >= index_apart_min;
+        std::size_t const index_bytes = s->msg.data().size();
+        s->index_apart = index_apart_ && l.inline_index && index_bytes >= index_apart_min &&
+                         index_bytes <= index_apart_max;
         s->eager.resize(s->index_apart ? l.fixed : l.eager_size);
         s->table.resize(l.table_size);
         s->needs_done = write_eager_into(

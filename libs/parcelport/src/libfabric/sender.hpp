@@ -143,8 +143,13 @@ private:
     /// provider sends iovs without a copy of its own (rxm over tcp sends them straight to the
     /// socket) and needs no local registration. Not on shm, which copies eager messages through
     /// its inject buffers, split in two, anyway.
+    /// Up to index_apart_max bytes only: a message sent so is kept until its send completes,
+    /// and the message buffer pool keeps fewer larger buffers (a window of 64 parcels of
+    /// 80 KB, 128 KiB buffers each, overflowed it: a malloc per parcel), where a copy lets the
+    /// message go at once.
     bool index_apart_ = false;
     static constexpr std::size_t index_apart_min = 4096;
+    static constexpr std::size_t index_apart_max = 65536;
     /// DONEs waiting for the end of the pass, per destination, and the destinations sent a
     /// DONE in this pass (each listed once; few: a pass reads from few peers). The poller's
     /// alone: rendezvous::finish runs within progress.

@@ -128,8 +128,8 @@ public:
     /// The zero-copy threshold recorded in the header (SIZE_MAX when zero copy was off).
     std::size_t recorded_threshold() const;
 
-    /// The capacity an output archive starts with, and the smallest of the five size classes
-    /// (4 to 64 KiB, powers of two) in which buffers are kept for reuse in per-thread caches
+    /// The capacity an output archive starts with, and the smallest of the six size classes
+    /// (4 to 128 KiB, powers of two) in which buffers are kept for reuse in per-thread caches
     /// (up to 1 MiB per class and thread): a malloc + free of 4 KiB, past glibc's tcache, cost
     /// ~700 instructions per message.
     static constexpr std::size_t pooled_capacity = 4096;
