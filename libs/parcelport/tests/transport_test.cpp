@@ -106,7 +106,7 @@ TEST_P(transport, eager_message_round_trip) {
 }
 
 TEST_P(transport, messages_up_to_the_providers_default_eager_threshold_travel_whole) {
-    // 96 KiB on tcp (with rxm's eager limit raised to match), 4 KiB elsewhere: index data just
+    // 96 KiB on tcp (with rxm's eager limit raised to match), 8 KiB on shm: index data just
     // under the threshold goes in one eager message, back to back (the send slots keep their
     // large eager buffers), and arrives intact.
     std::size_t const eager = pp::default_eager_threshold(GetParam());

@@ -68,8 +68,8 @@ std::vector<option_spec> const& option_table() {
         {"coalesce_records", "0",
          "a coalesced message leaves as soon as it holds this many parcels, so that the "
          "receiver runs them while a sender's loop goes on; 0 = auto: 8 on shm (the MPI "
-         "parcelport: 16 when every peer is on this host), else only its bytes bound it (on "
-         "tcp each message is a system call)"},
+         "parcelport: 16 when every peer is on this host, else only its bytes bound it), on "
+         "tcp 16 parcels once they hold 16 KiB (each message is a system call)"},
         {"batch_tasks", "1",
          "1 = the small requests of a received coalesced message run one after another as one "
          "task (one allocation and task per message, not per parcel; the rest is queued for "

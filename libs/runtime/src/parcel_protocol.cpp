@@ -420,24 +420,17 @@ struct request_batch final : task {
         : task{&run_it, &drop_it}, source(src), size(bytes) {}
     std::byte* records() noexcept { return reinterpret_cast<std::byte*>(this + 1); }
 
-    /// A batch with room for `bytes` of records (record_bytes() each). Throws std::bad_alloc.
+    /// A batch with room for `bytes` of records (record_bytes() each): a small-object block,
+    /// as deliver_batch keeps batches within one. Throws std::bad_alloc.
     static request_batch* make(std::uint32_t source, std::size_t bytes) {
-        std::size_t const n = sizeof(request_batch) + bytes;
-        void* p = n <= small_alloc_max ? small_alloc(n) : std::malloc(n);
-        if (p == nullptr) {
-            throw std::bad_alloc();
-        }
-        return ::new (p) request_batch(source, static_cast<std::uint32_t>(bytes));
+        return ::new (small_alloc(sizeof(request_batch) + bytes))
+            request_batch(source, static_cast<std::uint32_t>(bytes));
     }
     static void unref(request_batch* b) noexcept {
         if (b->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::size_t const n = sizeof(request_batch) + b->size;
             b->~request_batch();
-            if (n <= small_alloc_max) {
-                small_free(b, n);
-            } else {
-                std::free(b);
-            }
+            small_free(b, n);
         }
     }
 
@@ -576,17 +569,11 @@ void deliver_one(std::uint32_t source, std::span<std::byte const> p) {
 } // namespace
 
 namespace {
-/// deliver_batch for a run of parcels whose requests fit one request_batch.
-void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels) {
-    std::size_t requests = 0, bytes = 0, record_bytes = 0;
-    for (auto p : parcels) {
-        if (is_request(p)) {
-            ++requests;
-            bytes += p.size();
-            record_bytes += request_batch::record_bytes(p.size());
-        }
-    }
-    if (requests < 2 || record_bytes > std::numeric_limits<std::uint32_t>::max()) {
+/// deliver_batch for a run of parcels whose `requests` requests (`bytes`, `record_bytes` as
+/// records) fit one request_batch.
+void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels,
+                 std::size_t requests, std::size_t bytes, std::size_t record_bytes) {
+    if (requests < 2) {
         for (auto p : parcels) {
             deliver_one(source, p);
         }
@@ -618,23 +605,27 @@ void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> cons
 } // namespace
 
 void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> const> parcels) {
-    // Requests go in request_batches of at most one small-object block each: a larger one would
-    // cost a malloc per batch (tcp's batches reach ~100 KiB, twelve parcels of 8000 B).
+    // Requests go in request_batches of one small-object block each: a larger one would cost a
+    // malloc per batch (tcp's batches reach ~100 KiB). A run ends before the request that would
+    // not fit; every request fits an empty batch (is_request: under 4 KiB).
     constexpr std::size_t room = small_alloc_max - sizeof(request_batch);
-    std::size_t begin = 0;
-    while (begin < parcels.size()) {
-        std::size_t end = begin, record_bytes = 0;
-        for (; end < parcels.size(); ++end) {
-            std::size_t const rb =
-                is_request(parcels[end]) ? request_batch::record_bytes(parcels[end].size()) : 0;
-            if (record_bytes != 0 && record_bytes + rb > room) {
-                break; // a request too large for any batch still goes, alone
-            }
-            record_bytes += rb;
+    static_assert(request_batch::record_bytes(serialization::message::shareable_index_min) <= room);
+    std::size_t begin = 0, requests = 0, bytes = 0, record_bytes = 0;
+    for (std::size_t i = 0; i < parcels.size(); ++i) {
+        if (!is_request(parcels[i])) {
+            continue;
         }
-        deliver_run(source, parcels.subspan(begin, end - begin));
-        begin = end;
+        std::size_t const rb = request_batch::record_bytes(parcels[i].size());
+        if (record_bytes + rb > room) {
+            deliver_run(source, parcels.subspan(begin, i - begin), requests, bytes, record_bytes);
+            begin = i;
+            requests = bytes = record_bytes = 0;
+        }
+        ++requests;
+        bytes += parcels[i].size();
+        record_bytes += rb;
     }
+    deliver_run(source, parcels.subspan(begin), requests, bytes, record_bytes);
 }
 
 void send_request(std::uint32_t dest, std::uint64_t action_id,

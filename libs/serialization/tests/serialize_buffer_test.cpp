@@ -170,3 +170,21 @@ TEST(serialize_buffer, a_shared_index_is_copied_before_it_is_written) {
     EXPECT_FALSE(rx.index_owner());
     EXPECT_EQ(std::count(out.begin(), out.end(), 'e'), 32768);
 }
+
+TEST(serialize_buffer, a_truncated_shared_index_fails_cleanly_and_keeps_nothing_alive) {
+    // A large eager parcel cut short: the shared index is made, the block's size runs past its
+    // end, the load throws before anything adopts it, and the block goes with the message.
+    cs::options o;
+    o.zero_copy = false;
+    cs::serialize_buffer<char> b(32768);
+    std::fill(b.begin(), b.end(), 'e');
+    auto sent = cs::save(o, b);
+    auto rx = cs::message::from_bytes(sent.data().first(20000));
+    ASSERT_TRUE(rx.index_owner());
+    std::weak_ptr<void const> w = rx.index_owner();
+    cs::serialize_buffer<char> out;
+    EXPECT_THROW(cs::load(rx, out), cs::serialization_error);
+    EXPECT_TRUE(out.empty());
+    rx = cs::message();
+    EXPECT_TRUE(w.expired());
+}

@@ -11,10 +11,9 @@
 
 namespace courier::parcelport::fabric {
 
-coalescer::coalescer(transport_parts const& parts, std::size_t batch_limit,
-                     std::size_t batch_records, leave_rule leave)
-    : parts_(parts), batch_limit_(batch_limit), batch_records_(batch_records), leave_(leave) {
-    if (batch_records_ == 0) {
+coalescer::coalescer(transport_parts const& parts, std::size_t batch_limit, leave_rule leave)
+    : parts_(parts), batch_limit_(batch_limit), leave_(leave) {
+    if (leave_.records == 0) {
         throw std::invalid_argument("courier: a coalesced message holds at least one parcel");
     }
 }

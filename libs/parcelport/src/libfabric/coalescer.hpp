@@ -65,7 +65,8 @@ struct batch_op : op {
 /// case of a request/reply exchange, whose latency coalescing must not touch.
 constexpr std::uint32_t coalesce_in_flight = 2;
 
-/// When a batch leaves before it is full (coalescer).
+/// When a batch leaves before it is full or the progress pass ends (coalescer): once it holds
+/// at least `records` parcels and `bytes` bytes.
 struct leave_rule {
     std::size_t records;
     std::size_t bytes;
@@ -75,14 +76,11 @@ struct leave_rule {
 /// the poller.
 class coalescer {
 public:
-    /// `batch_limit`: the largest coalesced message. `batch_records`: the parcels after which a
-    /// batch is posted at once, without waiting for the progress pass (at least 1);
-    /// `leave`: it is posted at once, too, as soon as it holds at least leave.records parcels
-    /// and leave.bytes bytes (records 0: never): a batch that amortizes its send already
-    /// leaves, so that a stream of parcels hands the receiver work while the sender goes on,
-    /// where a batch could hold many more.
-    coalescer(transport_parts const& parts, std::size_t batch_limit, std::size_t batch_records,
-              leave_rule leave = {0, 0});
+    /// `batch_limit`: the largest coalesced message. `leave`: when a batch is posted at once,
+    /// without waiting for the progress pass (leave.records at least 1): a batch that amortizes
+    /// its send already leaves, so that a stream of parcels hands the receiver work while the
+    /// sender goes on, where a batch could hold many more.
+    coalescer(transport_parts const& parts, std::size_t batch_limit, leave_rule leave);
     ~coalescer();
     void set_peers(std::size_t n);
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
@@ -99,9 +97,11 @@ public:
     bool small_enough(std::size_t eager_bytes) const noexcept {
         return 3 * wire::record_size(eager_bytes) <= batch_limit_ - sizeof(wire::header);
     }
-    /// Whether a batch leaves once it holds batch_records parcels (shm: 8), not only at the end
-    /// of a progress pass (tcp: only its bytes bound it).
-    bool leaves_by_count() const noexcept { return batch_records_ < batch_limit_; }
+    /// Whether a batch leaves once it holds a count of parcels whatever their bytes (shm: 8),
+    /// not only at the end of a progress pass or once it holds enough bytes (tcp).
+    bool leaves_by_count() const noexcept {
+        return leave_.bytes == 0 && leave_.records < batch_limit_;
+    }
     /// A first look, without the lock: would a parcel to `dest` be held now (a message to it
     /// in flight or a batch open)? try_coalesce decides under the lock.
     bool would_hold(std::uint32_t dest) const noexcept {
@@ -156,10 +156,8 @@ public:
             throw;
         }
         parcels_in_flight_.fetch_add(1, std::memory_order_acq_rel);
-        bool const enough = b->handlers.size() >= batch_records_ ||
-                            (leave_.records != 0 && b->handlers.size() >= leave_.records &&
-                             b->buf.size() >= leave_.bytes);
-        if (enough && full == nullptr) {
+        if (b->handlers.size() >= leave_.records && b->buf.size() >= leave_.bytes &&
+            full == nullptr) {
             // Enough to amortize the message: it leaves now, so that the receiver works on it
             // while this thread goes on adding to the next one (a sender's long loop of posts
             // would otherwise hand over everything at its end). Still listed as open; flush
@@ -206,7 +204,6 @@ private:
 
     transport_parts parts_;
     std::size_t batch_limit_;
-    std::size_t batch_records_;
     leave_rule leave_;
     std::unique_ptr<peer_out[]> out_;
     std::atomic<std::uint32_t> open_batches_{0};

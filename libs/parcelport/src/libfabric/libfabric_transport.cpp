@@ -175,16 +175,13 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         transport_parts parts{ep, peers_, backlog_, counters_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
         sender_->set_outbox(outbox_.get());
-        // Not on shm: only the bytes bound a batch (a record takes more than one byte, so a
-        // count of batch_limit is never reached).
-        std::size_t const records = opts_.coalesce_records != 0 ? opts_.coalesce_records
-                                    : ep.shm()                  ? 8
-                                                                : batch_limit;
-        leave_rule leave{0, 0};
-        if (!ep.shm()) {
-            leave = {16, std::size_t{16} << 10};
-        }
-        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, records, leave);
+        // A batch leaves at coalesce_records parcels if given, else on shm at 8, elsewhere at 16
+        // parcels holding 16 KiB (tcp: a message is a system call; 16 tiny parcels do not pay
+        // for it, and a window of 64 posts of 1 KiB as one ~100 KiB batch idled the receiver).
+        leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
+                                 : ep.shm()                  ? leave_rule{8, 0}
+                                            : leave_rule{16, std::size_t{16} << 10};
+        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ =
             std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_, max_read,

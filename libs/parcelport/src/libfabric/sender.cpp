@@ -45,7 +45,7 @@ void sender::build(send_state* s) {
             s->msg, h, l, [&](void const* p, std::size_t n) { return expose(s, p, n); },
             s->eager.data(), s->table.data(), !s->index_apart);
         if (l.inline_index && !s->index_apart) {
-            parts_.stats.bytes_copied_on_send += s->msg.data().size();
+            parts_.stats.bytes_copied_on_send += index_bytes;
         }
     } catch (...) {
         release_exposed(s);
@@ -201,30 +201,24 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
             post_split(raw);
             return false;
         }
-        if (raw->index_apart) {
-            parts_.posts.post_or_defer(
-                [this, raw, to, dest] {
-                    auto index = raw->msg.data();
-                    iovec iov[2] = {
-                        {raw->eager.data(), raw->eager.size()},
-                        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): only read
-                        {const_cast<std::byte*>(index.data()), index.size()}};
-                    // Once posted, `raw` may complete and be reused at any moment.
-                    return parts_.peers.wake(
-                        dest, static_cast<long>(
-                                  fi_sendv(parts_.ep.ep(), iov, nullptr, 2, to, &raw->op.ctx)));
-                },
-                "fi_sendv");
-            return false;
-        }
         void* desc = eager_mr != nullptr ? fi_mr_desc(eager_mr) : nullptr;
         parts_.posts.post_or_defer(
             [this, raw, desc, to, dest] {
                 // Once posted, `raw` may complete and be reused at any moment: only copies
                 // (`dest`) after the call.
-                return parts_.peers.wake(
-                    dest, static_cast<long>(fi_send(parts_.ep.ep(), raw->eager.data(),
-                                                    raw->eager.size(), desc, to, &raw->op.ctx)));
+                long rc = 0;
+                if (raw->index_apart) { // header and descriptors, then the message's index
+                    auto index = raw->msg.data();
+                    iovec iov[2] = {
+                        {raw->eager.data(), raw->eager.size()},
+                        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): only read
+                        {const_cast<std::byte*>(index.data()), index.size()}};
+                    rc = fi_sendv(parts_.ep.ep(), iov, nullptr, 2, to, &raw->op.ctx);
+                } else {
+                    rc = fi_send(parts_.ep.ep(), raw->eager.data(), raw->eager.size(), desc, to,
+                                 &raw->op.ctx);
+                }
+                return parts_.peers.wake(dest, rc);
             },
             "fi_send");
     } catch (...) {
