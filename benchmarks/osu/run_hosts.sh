@@ -9,9 +9,12 @@
 # Courier: one job of 4 localities (2 per host, provider auto, one worker each); osu_courier
 # measures locality 0 against locality 2 (other host: tcp) and against locality 1 (same host:
 # shm). OpenMPI: -np 2 with one rank per host, ob1 over tcp on the cluster's addresses (and
-# -np 2 on host 0 over vader). Prints compare.py's paired table against mpi-tcp and writes the
-# medians to results/osu_hosts.csv and plots/osu_hosts_{latency,bw}.png under --out (default:
-# benchmarks/osu).
+# -np 2 on host 0 over vader). Native libfabric between the same hosts (`fabric-tcp`, latency
+# only): libfabric's own fi_pingpong (package libfabric-bin), FI_EP_RDM over tcp;ofi_rxm with a
+# busy-polled completion queue, server on host 1, client on host 0, with libfabric's defaults;
+# skipped, with a message, when fi_pingpong is not installed. Prints compare.py's paired table
+# against mpi-tcp and writes the medians to results/osu_hosts.csv and
+# plots/osu_hosts_{latency,bw}.png under --out (default: benchmarks/osu).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../../build"
@@ -39,9 +42,44 @@ mpi=(mpirun --allow-run-as-root --bind-to none --mca plm_rsh_agent "$agent" --mc
     --mca oob_tcp_if_include 198.18.0.0/15)
 courier=("$bin/courier-run" -n 4 --hostfile="$COURIER_CLUSTER_HOSTFILE" --agent="$agent"
     "$bin/osu_courier" --courier:threads=1 --courier:bind=none --tests=latency,bw "${sizes[@]}")
+# fi_pingpong's one-way time (usec/xfer: a round trip over 2) per size, as RESULT lines. Its
+# server takes one size per run; the client retries while the server is not listening yet.
+fabric_tcp() {
+    local r=$1 list=${sizes[0]#--sizes=} s iters line usec
+    local ip1
+    ip1=$(getent hosts "$h1" | awk '{print $1; exit}')
+    [ -n "$ip1" ] || { echo "run_hosts.sh: cannot resolve $h1" >&2; return 1; }
+    for s in ${list//,/ }; do
+        # fi_pingpong times its whole run, rxm's connection set-up (milliseconds) included:
+        # enough iterations that it adds under ~3 %.
+        iters=2000
+        [ "$s" -gt 262144 ] || iters=5000
+        [ "$s" -gt 65536 ] || iters=20000
+        [ "$s" -gt 8192 ] || iters=50000
+        "$agent" "$h1" "timeout 60 fi_pingpong -p 'tcp;ofi_rxm' -e rdm -I $iters -S $s" \
+            > /dev/null 2>> "$raw.stderr" &
+        local server=$! tries=0
+        line=""
+        while [ -z "$line" ] && [ $tries -lt 50 ]; do
+            sleep 0.1
+            line=$(timeout 60 fi_pingpong -p 'tcp;ofi_rxm' -e rdm -I "$iters" -S "$s" "$ip1" 2>> "$raw.stderr" |
+                awk 'NF == 8 && $1 != "bytes" { print }')
+            tries=$((tries + 1))
+        done
+        wait "$server" || true
+        [ -n "$line" ] || { echo "run_hosts.sh: fi_pingpong at $s B failed" >&2; return 1; }
+        usec=$(echo "$line" | awk '{print $7}')
+        echo "$r fabric-tcp RESULT libfabric tcp-hosts 1 latency $s $usec" >> "$raw"
+    done
+}
 run_one() {
     local r=$1 label=$2
     local -a cmd
+    if [ "$label" = fabric-tcp ]; then
+        echo "+ round $r: $label" >&2
+        fabric_tcp "$r" || exit 1
+        return
+    fi
     case $label in
         courier-tcp) cmd=("${courier[@]}" --peer=2 --label=tcp-hosts) ;;
         courier-shm) cmd=("${courier[@]}" --peer=1 --label=shm-host) ;;
@@ -61,10 +99,17 @@ run_one() {
     fi
 }
 configs=(mpi-tcp courier-tcp courier-shm mpi-shm)
+if command -v fi_pingpong > /dev/null 2>&1; then
+    configs+=(fabric-tcp)
+else
+    echo "run_hosts.sh: fi_pingpong not found (libfabric-bin): no native libfabric baseline" >&2
+fi
 for r in $(seq 1 "$rounds"); do
     order=("${configs[@]}")
     if [ $((r % 2)) -eq 0 ]; then
-        order=(mpi-shm courier-shm courier-tcp mpi-tcp)
+        # the reverse order
+        order=()
+        for ((i = ${#configs[@]} - 1; i >= 0; --i)); do order+=("${configs[i]}"); done
     fi
     for c in "${order[@]}"; do
         run_one "$r" "$c"
