@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -1169,6 +1170,47 @@ std::vector<std::pair<std::string, std::uint64_t>> sent_by_provider() {
 }
 COURIER_PLAIN_ACTION(sent_by_provider, sent_by_provider_action);
 
+std::string host_name() {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return name;
+}
+COURIER_PLAIN_ACTION(host_name, host_name_action);
+
+/// Bytes this locality has sent by zero copy so far.
+double zero_copy_sent() {
+    return courier::get_counters(courier::find_here())["/parcels/bytes/zero-copy"];
+}
+
+// Each rail its threshold: in a job across hosts a 16 KiB buffer for a locality of this host
+// goes by zero copy (shm's threshold), for one on another host inline (tcp's is larger).
+void check_thresholds_by_rail() {
+    std::string const mine = host_name();
+    std::optional<courier::id_type> local, remote;
+    for (auto const& l : courier::find_remote_localities()) {
+        bool same = courier::async<host_name_action>(l).get() == mine;
+        (same ? local : remote) = l;
+    }
+    CHECK(local.has_value() && remote.has_value());
+    if (!local || !remote) {
+        return;
+    }
+    std::size_t const n = 16 << 10;
+    courier::serialize_buffer<char> buf(n);
+    std::fill(buf.begin(), buf.end(), 'b');
+    double const before = zero_copy_sent();
+    CHECK(courier::async<buffer_check_action>(*local, buf).get() == n);
+    double const after_local = zero_copy_sent();
+    CHECK(courier::async<buffer_check_action>(*remote, buf).get() == n);
+    double const after_remote = zero_copy_sent();
+    std::printf("rails: 16 KiB by zero copy to this host's locality %u: %.0f B, to locality %u "
+                "on another host: %.0f B\n",
+                courier::get_locality_id(*local), after_local - before,
+                courier::get_locality_id(*remote), after_remote - after_local);
+    CHECK(after_local - before >= static_cast<double>(n));
+    CHECK(after_remote == after_local);
+}
+
 void scenario_rails(std::string const& expected) {
     // Every locality greets every other; then the providers that carried messages must be
     // exactly `expected` (comma-separated core names, e.g. "shm,tcp"): across hosts with
@@ -1198,6 +1240,9 @@ void scenario_rails(std::string const& expected) {
     }
     std::printf("rails: messages went over %s (expected %s)\n", got.c_str(), expected.c_str());
     CHECK(got == expected);
+    if (expected == "shm,tcp") {
+        check_thresholds_by_rail();
+    }
 }
 
 // Over 2 GiB in one argument (HPX broke at INT_MAX): the pointer chunk is read in <= 1 GiB

@@ -205,6 +205,17 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.job_token = result.token;
     st.tp->set_job_token(result.token);
     st.tp->set_peers(result.addresses, st.rank);
+    if (boot->where().host_count > 1 && cfg.get("parcelport") == "libfabric" &&
+        cfg.get("provider") == "auto" && cfg.get("zero_copy_threshold") == "auto") {
+        // Two rails: parcels for this host's localities take the shm rail's threshold.
+        st.local_send_options = serialization::default_options();
+        st.local_send_options.zero_copy_threshold =
+            static_cast<std::size_t>(cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, "shm"));
+        st.same_host_dest.assign(st.size, 0);
+        for (std::uint32_t r = 0; r < st.size; ++r) {
+            st.same_host_dest[r] = r != st.rank && st.tp->same_host(r) ? 1 : 0;
+        }
+    }
     if (st.rings) {
         // Every inbox exists once the exchange is over: each locality made its own before.
         std::vector<std::string> names(st.size);

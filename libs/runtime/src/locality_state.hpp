@@ -12,6 +12,7 @@
 #include <courier/parcelport/transport.hpp>
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/collectives.hpp>
+#include <courier/serialization/chunk.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -133,6 +134,12 @@ struct locality_state {
     std::uint32_t rank = 0;
     std::uint32_t size = 1;
     std::uint64_t job_token = 0; // in every eager header; strangers are told by it
+    // A job across hosts with zero_copy_threshold "auto" serializes a parcel for a locality of
+    // its own host (same_host_dest, by rank; empty in any other job) with the shm rail's
+    // threshold (local_send_options), for the others with the network provider's (the
+    // process-wide default): each rail gets the threshold its protocols are tuned for.
+    std::vector<std::uint8_t> same_host_dest;
+    serialization::options local_send_options;
     std::size_t hook = static_cast<std::size_t>(-1);
     // Requests awaiting replies, by request id (= the slot's id): no lock on the request or
     // reply path. `dest` and `control` are atomic because diagnosis, peer failure and the

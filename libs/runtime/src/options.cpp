@@ -31,7 +31,8 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
-         "auto = 98304 on tcp (an RMA read costs a round trip there), 8192 on shm, else 4096"},
+         "auto = 98304 on tcp (an RMA read costs a round trip there), 8192 on shm, else 4096; "
+         "across hosts (provider auto) each rail's: shm's for this host's localities"},
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "
          "than packed; 0 = the zero-copy threshold"},
