@@ -21,8 +21,8 @@ for r in rows:
         float(r["grids_per_s"]))
 med = {k: statistics.median(v) for k, v in med.items()}
 levels = sorted({k[1] for k in med})
-configs = [c for c in [main, main + "-copy", "libfabric-tcp", "libfabric-tcp-copy", "courier-mpi",
-                       "mpi"] if any(k[0] == c for k in med)]
+configs = [c for c in [main, main + "-copy", main + "-auto", "libfabric-tcp", "libfabric-tcp-copy",
+                       "courier-mpi", "mpi"] if any(k[0] == c for k in med)]
 fig, axes = plt.subplots(1, len(levels) + 1, figsize=(4.2 * (len(levels) + 1), 3.8))
 for ax, lv in zip(axes, levels):
     for c in configs:

@@ -8,7 +8,8 @@
 # ratios the goals name; writes the raw runs as CSV and plots them (plot_amr.py).
 # --hosts=H runs the same inside a cluster of H network-namespace hosts (tests/cluster, needs
 # root): localities fill each host's slots in turn; Courier's libfabric rails are shm within a
-# host and tcp between hosts ("libfabric-hosts", zero copy on and off); the MPI runs go through
+# host and tcp between hosts ("libfabric-hosts", zero copy on at 4096 B and off, and
+# "libfabric-hosts-auto": the default threshold of each rail); the MPI runs go through
 # mpirun with the cluster's host file. Its files are amr-hosts.csv and amr-hosts.png.
 # usage: run.sh [--rounds=3] [--levels=2,3,4] [--localities=1,2,4,8] [--steps=30] [--base=4]
 #               [--build=DIR] [--out=DIR (default benchmarks/amr/results)] [--hosts=H] [--quick]
@@ -83,6 +84,8 @@ for round in $(seq 1 "$rounds"); do
             if [ "$in_cluster" = 1 ]; then
                 courier "$round" libfabric-hosts "$lv" "$p" "" 4096
                 courier "$round" libfabric-hosts-copy "$lv" "$p" "" 0
+                # the default: each rail its own threshold (shm's within a host, tcp's between)
+                courier "$round" libfabric-hosts-auto "$lv" "$p" "" auto
             else
                 courier "$round" libfabric-shm "$lv" "$p" shm 4096
                 courier "$round" libfabric-shm-copy "$lv" "$p" shm 0
@@ -106,11 +109,15 @@ med = {}
 for key in {(r["config"], int(r["levels"]), int(r["localities"])) for r in rows}:
     med[key] = statistics.median(float(r["grids_per_s"]) for r in rows
                                  if (r["config"], int(r["levels"]), int(r["localities"])) == key)
-configs = [main, main + "-copy"] + (["libfabric-tcp", "libfabric-tcp-copy"]
-                                    if main == "libfabric-shm" else []) + ["courier-mpi", "mpi"]
+auto = main + "-auto"
+has_auto = any(k[0] == auto for k in med)
+configs = [main, main + "-copy"] + ([auto] if has_auto else []) + (
+    ["libfabric-tcp", "libfabric-tcp-copy"] if main == "libfabric-shm" else []) + [
+    "courier-mpi", "mpi"]
 print(f"\nmedian grids/s; ratios: {main} over courier-mpi (goal >= 1.25) and over mpi "
-      "(goal >= 1.0 at 4 localities and up)")
-print("levels localities " + " ".join(f"{c:>18}" for c in configs) + "  lf/c-mpi    lf/mpi")
+      "(goal >= 1.0 at 4 localities and up)" + (f"; the same for {auto}" if has_auto else ""))
+print("levels localities " + " ".join(f"{c:>18}" for c in configs) + "  lf/c-mpi    lf/mpi" +
+      (" auto/c-mpi  auto/mpi" if has_auto else ""))
 for lv in sorted({k[1] for k in med}):
     for p in sorted({k[2] for k in med}):
         vals = [med.get((c, lv, p)) for c in configs]
@@ -118,7 +125,12 @@ for lv in sorted({k[1] for k in med}):
         shm, cm, m = vals[0], vals[-2], vals[-1]
         r1 = f"{shm / cm:11.2f}" if shm and cm else f"{'-':>11}"
         r2 = f"{shm / m:9.2f}" if shm and m else f"{'-':>9}"
-        print(f"{lv:6} {p:10} {cells} {r1} {r2}")
+        extra = ""
+        if has_auto:
+            a = vals[2]
+            extra = (f"{a / cm:11.2f}" if a and cm else f"{'-':>11}") + (
+                f"{a / m:10.2f}" if a and m else f"{'-':>10}")
+        print(f"{lv:6} {p:10} {cells} {r1} {r2}{extra}")
 PY
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
