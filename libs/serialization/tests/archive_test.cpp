@@ -94,6 +94,19 @@ TEST(archive, process_default_options_apply_to_save) {
     EXPECT_EQ(m2.external_chunk_count(), 0u);
 }
 
+// Every field set is the one read back (--courier:deep_array_threshold reaches deep copies
+// through it; it was dropped, with the tracking choice, before).
+TEST(archive, process_default_options_keep_every_field) {
+    auto saved = cs::default_options();
+    cs::set_default_options({512, true, cs::pointer_tracking::std_unordered_map, 12345});
+    auto got = cs::default_options();
+    cs::set_default_options(saved);
+    EXPECT_EQ(got.zero_copy_threshold, 512u);
+    EXPECT_TRUE(got.zero_copy);
+    EXPECT_EQ(got.tracking, cs::pointer_tracking::std_unordered_map);
+    EXPECT_EQ(got.deep_array_threshold, 12345u);
+}
+
 TEST(archive, many_pointer_chunks_interleave_with_index_chunks_in_stream_order) {
     std::vector<std::vector<double>> vs;
     for (int i = 0; i < 5; ++i) {
