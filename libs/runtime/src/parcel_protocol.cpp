@@ -19,22 +19,18 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <optional>
 
 namespace courier::detail {
 
 namespace {
 
-/// Starts writing a parcel for `dest` into `m`: with the options of its rail
-/// (locality_state::local_send_options for a locality of this host in a job across hosts),
-/// else the process-wide defaults.
-void open_archive(std::optional<serialization::output_archive>& archive, serialization::message& m,
-                  locality_state const& st, std::uint32_t dest) {
-    if (dest < st.same_host_dest.size() && st.same_host_dest[dest] != 0) {
-        archive.emplace(m, st.local_send_options);
-    } else {
-        archive.emplace(m);
-    }
+/// The options a parcel for `dest` is written with: its rail's (locality_state::
+/// local_send_options for a locality of this host in a job across hosts), else the
+/// process-wide defaults. The archive copies them.
+serialization::options send_options(locality_state const& st, std::uint32_t dest) noexcept {
+    return dest < st.same_host_dest.size() && st.same_host_dest[dest] != 0
+               ? st.local_send_options
+               : serialization::default_options();
 }
 
 /// A parcel has left (or failed to): a failed request fails its caller's future at once.
@@ -199,9 +195,7 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     }
     serialization::message result;
     try {
-        std::optional<serialization::output_archive> archive;
-        open_archive(archive, result, here(), ctx.source);
-        serialization::output_archive& ar = *archive;
+        serialization::output_archive ar(result, send_options(here(), ctx.source));
         write_reply_head(ar, ctx, true);
         request_scope scope(ctx);
         found.invoke(in, &ar);
@@ -677,9 +671,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     std::uint64_t rid = slot != nullptr ? slot->id() : 0;
     serialization::message m;
     try {
-        std::optional<serialization::output_archive> archive;
-        open_archive(archive, m, st, dest);
-        serialization::output_archive& ar = *archive;
+        serialization::output_archive ar(m, send_options(st, dest));
         if (ordered) {
             ar.save(static_cast<std::uint8_t>(ordered_request));
             ar.save(std::uint64_t{0}); // the sequence number, written once it is taken
