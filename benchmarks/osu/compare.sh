@@ -8,7 +8,8 @@
 #            [--min-size=BYTES] [--max-size=BYTES] [--sizes=N,N,...] [--threads=N] [--base=LABEL] [--build=DIR]
 #            [--raw=FILE] CONFIG...
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
-#   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS, e.g.
+#   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS (other
+#   options in ARGS, such as --latency=echo or --buffer=rma_vector, go to osu_courier), e.g.
 #   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults);
 #   LABEL@DIR=ARGS: the same with the courier-run and osu_courier binaries in DIR (another
 #   build: old and new code in the same rounds). ARGS with --courier:parcelport=mpi run under
@@ -101,9 +102,16 @@ run_one() {
                     --mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include lo
                     "$dir/osu_courier" --label="$provider" --courier:threads="$threads" $args)
             else
-                # shellcheck disable=SC2206 # the options are meant to split at spaces
+                # --courier: options go to courier-run, the others (e.g. --latency=echo) to
+                # osu_courier.
+                local -a copts=() pargs=()
+                local a
+                # shellcheck disable=SC2086 # the options are meant to split at spaces
+                for a in $args; do
+                    if [[ $a == --courier:* ]]; then copts+=("$a"); else pargs+=("$a"); fi
+                done
                 cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
-                    --courier:threads="$threads" $args "$dir/osu_courier")
+                    --courier:threads="$threads" "${copts[@]}" "$dir/osu_courier" "${pargs[@]}")
             fi ;;
         *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
     esac

@@ -7,13 +7,15 @@
 // std::vector<char> (a pointer chunk on send, one copy out of the receive buffer on receive).
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
 //       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,mr,wake]
-//       [--max-size=BYTES] [--peer=K] [--label=PROVIDER_COLUMN]
+//       [--latency=echo] [--max-size=BYTES] [--peer=K] [--label=PROVIDER_COLUMN]
 //       [--quick]
 // Under mpirun with --courier:parcelport=mpi (the MPI parcelport) the names are "courier-mpi",
 // "courier-mpi-rma" and so on, with --label=tcp|shm naming the BTL mpirun was given.
 // Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
 // (std::vector), or "courier-nocache" (serialize_buffer with --courier:registration_cache=0:
-// one registration per send).
+// one registration per send), with "-echo" appended under --latency=echo.
+// latency: each side sends `size` bytes from memory it never writes, as osu_latency (pong
+// below); --latency=echo sends the received buffer back instead, as HPX's osu_latency does.
 // mr (osu_mbw_mr) runs on an even number of localities: the first half send to the second,
 // one-way posts (no reply each) in windows of 64, each window closed by one reply.
 // Methodology and output format: osu_common.hpp.
@@ -34,7 +36,7 @@ using buffer = courier::serialize_buffer<char>;
 using rma_buffer = courier::rma_vector<char>;
 using clock_type = std::chrono::steady_clock;
 
-/// latency: the buffer comes back (so `size` bytes travel each way, as in osu_latency).
+/// latency with --latency=echo (HPX's osu_latency): the received buffer goes back.
 buffer echo(buffer const& b) {
     return b;
 }
@@ -79,6 +81,22 @@ Buffer const& payload_of_size(std::size_t size) {
 rma_buffer const& rma_payload(std::size_t size) {
     return payload_of_size<rma_buffer>(size);
 }
+
+/// latency (osu_latency's method, which osu_fabric and osu_mpi follow): the answer is
+/// `b.size()` bytes of the peer's own memory, which no one writes; so each side sends from a
+/// buffer it never writes and receives into one it does not send from. An echo sends back
+/// what the peer has just written, whose cache lines the reader must then take from the
+/// other core: on a 2-core Intel Xeon that made a 256 KiB shm read 1.5-2x slower, a cost the
+/// baselines do not pay.
+buffer pong(buffer const& b) {
+    auto const& mine = payload_of_size<std::vector<char>>(b.size());
+    return buffer(mine.data(), b.size(), buffer::reference);
+}
+COURIER_PLAIN_ACTION(pong, pong_action);
+rma_buffer pong_rma(rma_buffer const& b) {
+    return rma_payload(b.size());
+}
+COURIER_PLAIN_ACTION(pong_rma, pong_rma_action);
 
 void run_window(courier::id_type const& to, std::size_t size, kind k) {
     std::vector<courier::future<void>> fs;
@@ -194,11 +212,14 @@ int courier_main(int argc, char** argv) {
     kind k = kind::serialize_buffer;
     std::uint32_t peer_id = 1;
     std::string label;
+    bool echo = false;
     for (auto const& a : rest) {
         if (a.rfind("--peer=", 0) == 0) {
             peer_id = static_cast<std::uint32_t>(std::stoul(a.substr(7)));
         } else if (a.rfind("--label=", 0) == 0) {
             label = a.substr(8);
+        } else if (a == "--latency=echo") {
+            echo = true;
         } else if (a == "--buffer=rma_vector") {
             k = kind::rma_vector;
         } else if (a == "--buffer=std_vector") {
@@ -217,6 +238,9 @@ int courier_main(int argc, char** argv) {
                            : "courier";
     if (over_mpi) {
         impl.insert(7, "-mpi");
+    }
+    if (echo) {
+        impl += "-echo";
     }
     auto all = courier::find_all_localities();
     bool const mr = std::find(plan.tests.begin(), plan.tests.end(), "mr") != plan.tests.end();
@@ -268,10 +292,20 @@ int courier_main(int argc, char** argv) {
                     if (i == skip) {
                         t0 = clock_type::now();
                     }
-                    std::size_t got =
-                        rb != nullptr   ? courier::async<echo_rma_action>(peer, *rb).get().size()
-                        : vb != nullptr ? courier::async<echo_vec_action>(peer, *vb).get().size()
-                                        : courier::async<echo_action>(peer, b).get().size();
+                    std::size_t got = 0;
+                    if (vb != nullptr) {
+                        got = courier::async<echo_vec_action>(peer, *vb).get().size();
+                    } else if (rb != nullptr) {
+                        got = (echo ? courier::async<echo_rma_action>(peer, *rb)
+                                    : courier::async<pong_rma_action>(peer, *rb))
+                                  .get()
+                                  .size();
+                    } else {
+                        got = (echo ? courier::async<echo_action>(peer, b)
+                                    : courier::async<pong_action>(peer, b))
+                                  .get()
+                                  .size();
+                    }
                     if (got != size) {
                         std::fprintf(stderr, "echo returned %zu bytes, sent %zu\n", got, size);
                         return courier::finalize(), 1;
