@@ -2,7 +2,7 @@
 // Coalescing through two real libfabric endpoints, on tcp and on shm: parcels sent while others
 // are in flight share a message and arrive intact, a batch leaves once it holds
 // coalesce_records parcels (on tcp: 16 parcels and 16 KiB), rendezvous parcels in a burst, a
-// lone parcel, coalescing off.
+// lone parcel, coalescing off, eager messages over shm's inject size to a busy peer.
 #include "endpoint_pair.hpp"
 
 #include <algorithm>
@@ -167,6 +167,71 @@ TEST_P(transport, with_coalescing_off_every_parcel_is_its_own_message) {
     auto st = coalesced_burst(*off, 100, 0);
     EXPECT_EQ(st.batches_sent, 0u);
     EXPECT_EQ(st.parcels_in_batches, 0u);
+}
+
+TEST_P(transport, an_eager_message_over_the_inject_size_to_a_busy_peer_goes_through_the_outbox) {
+    // shm with an outbox: parcels of ~6 KB (eager: index inline, over shm's 4096-byte inject
+    // size). Sent one at a time, each goes split in two parts (the latency path). Sent in a
+    // burst, all but the first two find the destination busy: their index is staged in the
+    // outbox and announced, the announcements in batches. tcp has no outbox and sends them
+    // whole. Either way every parcel arrives once and intact and its handler runs once.
+    bool const shm = GetParam() == "shm";
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>(GetParam(), 42, pp::transport_options{}.read_budget,
+                                                false, 0, true, 8192, true, 0, 8u << 20);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+    }
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    auto payload = [](int i) {
+        std::vector<char> v(6000 + static_cast<std::size_t>(i));
+        for (std::size_t k = 0; k < v.size(); ++k) {
+            v[k] = static_cast<char>(k * 13 + static_cast<std::size_t>(i));
+        }
+        return v;
+    };
+    constexpr int lone = 8, burst = 64;
+    int handled = 0, errors = 0;
+    auto on_sent = [&](std::error_code ec) {
+        ++handled;
+        errors += ec ? 1 : 0;
+    };
+    for (int i = 0; i < lone; ++i) {
+        e->a->send_coalesced(1, cs::save(copy_all, i, payload(i)), on_sent);
+        ASSERT_TRUE(e->pump([&] { return handled == i + 1 && e->got_b.size() == i + 1u; }));
+    }
+    auto const alone = e->a->stats();
+    EXPECT_EQ(alone.outbox_chunks_sent, 0u) << "a lone parcel keeps its eager message";
+    EXPECT_EQ(alone.split_sends, shm ? std::uint64_t{lone} : 0u);
+    for (int i = lone; i < lone + burst; ++i) {
+        e->a->send_coalesced(1, cs::save(copy_all, i, payload(i)), on_sent);
+    }
+    ASSERT_TRUE(
+        e->pump([&] { return handled == lone + burst && e->got_b.size() == lone + burst; }));
+    EXPECT_EQ(errors, 0);
+    auto const st = e->a->stats();
+    if (shm) {
+        EXPECT_GE(st.outbox_chunks_sent - alone.outbox_chunks_sent, std::uint64_t{burst - 2});
+        EXPECT_GE(st.rendezvous_sends, std::uint64_t{burst - 2});
+        EXPECT_GT(st.parcels_in_batches, 0u) << "the announcements join batches";
+        EXPECT_LE(st.split_sends - alone.split_sends, 2u);
+    } else {
+        EXPECT_EQ(st.outbox_chunks_sent, 0u);
+        EXPECT_EQ(st.rendezvous_sends, 0u);
+    }
+    std::vector<int> seen(lone + burst, 0);
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        std::vector<char> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < lone + burst) << i;
+        ++seen[static_cast<std::size_t>(i)];
+        EXPECT_EQ(v, payload(i)) << i;
+        EXPECT_EQ(src, 0u);
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);

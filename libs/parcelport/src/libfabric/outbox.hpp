@@ -55,6 +55,8 @@ public:
     /// address, or 0 where the provider addresses by offset).
     void set_registration(std::uint64_t key, std::uint64_t remote_base) noexcept;
     std::byte* region() const noexcept { return base_; }
+    /// The largest chunk ever staged.
+    std::size_t max_chunk() const noexcept { return max_chunk_; }
     std::size_t size() const noexcept { return bytes_; }
 
     /// A block of `n` bytes, or nullptr when `n` is over max_chunk or the ring has no room,

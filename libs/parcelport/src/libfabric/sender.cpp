@@ -31,11 +31,31 @@ sender::~sender() {
     });
 }
 
-void sender::build(send_state* s) {
+std::size_t sender::eager_limit(std::uint32_t dest, serialization::message const& m,
+                                bool coalesce) const {
+    // shm, a destination with messages in flight: an eager message over the inject size (sent
+    // split in two, or whole by shm's CMA protocol) instead stages its index in the outbox and
+    // announces it, and the announcement joins the batch. A stream of 4-8 KiB parcels then
+    // costs shm one send per batch, not one or two per parcel (osu_bw at 4 / 6 KiB 1.7x,
+    // benchmarks/RESULTS.md). An idle destination (a request/reply) keeps the eager message:
+    // announcing and copying out cost a 4 KiB call 1.2x the latency of the split.
+    if (!coalesce || outbox_ == nullptr || split_part_ == 0 || coalescer_ == nullptr ||
+        !coalescer_->leaves_by_count() || !coalescer_->would_hold(dest)) {
+        return recv_size_;
+    }
+    eager_layout const whole = layout_eager(m, recv_size_);
+    if (!whole.inline_index || whole.eager_size <= split_part_ ||
+        m.data().size() > outbox_->max_chunk()) {
+        return recv_size_;
+    }
+    return split_part_;
+}
+
+void sender::build(send_state* s, bool coalesce) {
     wire::header h = parts_.peers.header_of(wire::parcel);
     h.send_id = s->id;
     try {
-        eager_layout const l = layout_eager(s->msg, recv_size_);
+        eager_layout const l = layout_eager(s->msg, eager_limit(s->dest, s->msg, coalesce));
         std::size_t const index_bytes = s->msg.data().size();
         s->index_apart = index_apart_ && l.inline_index && index_bytes >= index_apart_min &&
                          index_bytes <= index_apart_max;
@@ -138,7 +158,7 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     s->dest = dest;
     s->msg = std::move(m);
     s->on_sent = std::move(on_sent);
-    build(s);
+    build(s, coalesce);
     if (!s->needs_done && !s->index_apart) {
         // Everything travels in the eager copy: the message (its index buffer, what it keeps
         // alive) is not needed while the send waits in a batch, the backlog or the provider.

@@ -121,7 +121,10 @@ private:
                s->split.left.fetch_sub(1, std::memory_order_acq_rel) == 1;
     }
     /// Builds `s`'s eager message and descriptors from its message.
-    void build(send_state* s);
+    /// The receive size `m`'s eager message to `dest` is laid out for (see the definition).
+    std::size_t eager_limit(std::uint32_t dest, serialization::message const& m,
+                            bool coalesce) const;
+    void build(send_state* s, bool coalesce);
     /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
     /// outbox when there is room, else the memory itself (registered).
     std::pair<std::uint64_t, std::uint64_t> expose(send_state* s, void const* p, std::size_t n);
