@@ -2,7 +2,8 @@
 // Coalescing through two real libfabric endpoints, on tcp and on shm: parcels sent while others
 // are in flight share a message and arrive intact, a batch leaves once it holds
 // coalesce_records parcels (on tcp: 16 parcels and 16 KiB), rendezvous parcels in a burst, a
-// lone parcel, coalescing off, eager messages over shm's inject size to a busy peer.
+// lone parcel, coalescing off, eager messages over shm's inject size to a busy peer, batches
+// over it in two parts.
 #include "endpoint_pair.hpp"
 
 #include <algorithm>
@@ -232,6 +233,55 @@ TEST_P(transport, an_eager_message_over_the_inject_size_to_a_busy_peer_goes_thro
         EXPECT_EQ(src, 0u);
     }
     EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+}
+
+TEST_P(transport, parcels_over_a_third_of_the_inject_size_coalesce_in_batches_of_two_parts_on_shm) {
+    // Parcels of ~1.5 KB with no progress between sends. On shm a batch may grow past the
+    // 4096-byte inject size (to the largest split message, ~4.8 KB with this 4 KiB eager
+    // threshold) and then goes as two parts that the receiver joins: three such parcels share a
+    // batch, where a batch of one inject held two and so took none (a third of it at most).
+    // On tcp batches are a receive buffer and never split. Every parcel arrives once, intact.
+    bool const shm = GetParam() == "shm";
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    auto payload = [](int i) {
+        std::vector<char> v(1400 + static_cast<std::size_t>(i % 7));
+        for (std::size_t k = 0; k < v.size(); ++k) {
+            v[k] = static_cast<char>(k * 7 + static_cast<std::size_t>(i));
+        }
+        return v;
+    };
+    auto& e = *eps_;
+    constexpr int n = 120;
+    int handled = 0, errors = 0;
+    for (int i = 0; i < n; ++i) {
+        e.a->send_coalesced(1, cs::save(copy_all, i, payload(i)), [&](std::error_code ec) {
+            ++handled;
+            errors += ec ? 1 : 0;
+        });
+    }
+    ASSERT_TRUE(e.pump([&] { return handled == n && e.got_b.size() == std::size_t{n}; }));
+    EXPECT_EQ(errors, 0);
+    auto const st = e.a->stats();
+    EXPECT_GE(st.parcels_in_batches, std::uint64_t{n - 2});
+    EXPECT_LE(st.batches_sent, std::uint64_t{(n + 1) / 2}) << "at least two parcels a batch";
+    if (shm) {
+        EXPECT_GE(st.split_sends, st.batches_sent / 2) << "batches over the inject size";
+    } else {
+        EXPECT_EQ(st.split_sends, 0u);
+    }
+    std::vector<int> seen(n, 0);
+    for (auto& [src, m] : e.got_b) {
+        int i = -1;
+        std::vector<char> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < n) << i;
+        ++seen[static_cast<std::size_t>(i)];
+        EXPECT_EQ(v, payload(i)) << i;
+        EXPECT_EQ(src, 0u);
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    EXPECT_EQ(e.b->stats().messages_received, std::uint64_t{n});
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);

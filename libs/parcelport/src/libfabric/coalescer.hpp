@@ -7,6 +7,7 @@
 #include "../eager_writer.hpp"
 #include "context.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -53,10 +54,25 @@ private:
     std::size_t capacity_ = 0;
 };
 
+struct batch_op;
+/// The second part's context of a batch sent as two parts.
+struct batch_part_op : op {
+    batch_op* b;
+    explicit batch_part_op(batch_op* bb) : op(kind::batch_part), b(bb) {}
+};
+
 struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // one per record (empty handlers too)
+    // A batch over the inject size (shm) goes as two parts (wire::fragment), as a split
+    // message: the parts' headers, the parts posted so far (by the poster) and the parts whose
+    // completion is still to come (the last one completes the batch).
+    batch_part_op part2{this};
+    std::array<wire::header, 2> headers{};
+    std::uint8_t posted = 0;
+    std::atomic<std::uint8_t> left{1};
+    std::atomic<bool> failed{false};
     batch_op() : op(kind::batch) {}
 };
 
@@ -64,6 +80,10 @@ struct batch_op : op {
 /// (posted, completion not yet seen), or a batch is open: one message in flight is the common
 /// case of a request/reply exchange, whose latency coalescing must not touch.
 constexpr std::uint32_t coalesce_in_flight = 2;
+
+/// A batch within the inject size that holds this many parcels is posted before a record takes
+/// it past the inject size (coalescer::batch_with_room); one with fewer grows into two parts.
+constexpr std::size_t split_records = 4;
 
 /// When a batch leaves before it is full or the progress pass ends (coalescer): once it holds
 /// at least `records` parcels and `bytes` bytes.
@@ -80,7 +100,11 @@ public:
     /// without waiting for the progress pass (leave.records at least 1): a batch that amortizes
     /// its send already leaves, so that a stream of parcels hands the receiver work while the
     /// sender goes on, where a batch could hold many more.
-    coalescer(transport_parts const& parts, std::size_t batch_limit, leave_rule leave);
+    /// `split_part` (shm: the inject size; 0: none): a batch of more bytes goes as two parts of
+    /// at most that many, which the receiver joins (fragment_joiner), so that a batch may be
+    /// larger than one inject without taking shm's CMA protocol.
+    coalescer(transport_parts const& parts, std::size_t batch_limit, leave_rule leave,
+              std::size_t split_part = 0);
     ~coalescer();
     void set_peers(std::size_t n);
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
@@ -173,7 +197,8 @@ public:
     /// Posts the open batches (the poller, at the end of each pass); true if any.
     bool flush();
     bool has_open() const noexcept { return open_batches_.load(std::memory_order_acquire) != 0; }
-    /// The batch's send completed (or failed: `ec`): its parcels complete.
+    /// A part of the batch's send completed (or failed: `ec`); after the last (one, or two
+    /// for a batch sent in two parts) its parcels complete.
     void on_completion(batch_op* b, std::error_code ec);
 
 private:
@@ -201,10 +226,16 @@ private:
     }
     batch_op* take_batch(std::uint32_t dest);
     void post_batch(batch_op* b);
+    /// Posts `b` as two parts (b->buf.size() > split_part_).
+    void post_split_batch(batch_op* b);
+    /// Runs `b`'s handlers and frees it.
+    void finish(batch_op* b, std::error_code ec);
 
     transport_parts parts_;
     std::size_t batch_limit_;
     leave_rule leave_;
+    std::size_t split_part_;
+    std::atomic<std::uint32_t> split_batches_{0}; // numbers the split batches' ids
     std::unique_ptr<peer_out[]> out_;
     std::atomic<std::uint32_t> open_batches_{0};
     std::atomic<std::size_t> parcels_in_flight_{0};

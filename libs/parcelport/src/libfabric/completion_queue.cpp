@@ -43,6 +43,9 @@ void libfabric_transport::on_error_entry() {
     case op::kind::batch:
         peer = static_cast<batch_op*>(o)->dest;
         break;
+    case op::kind::batch_part:
+        peer = static_cast<batch_part_op*>(o)->b->dest;
+        break;
     case op::kind::read:
         peer = static_cast<read_op*>(o)->in->source;
         break;
@@ -66,6 +69,9 @@ void libfabric_transport::on_error_entry() {
         break;
     case op::kind::batch:
         coalescer_->on_completion(static_cast<batch_op*>(o), ec);
+        break;
+    case op::kind::batch_part:
+        coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, ec);
         break;
     case op::kind::read:
         rendezvous_->on_completion(static_cast<read_op*>(o), true);
@@ -137,6 +143,9 @@ bool libfabric_transport::progress() {
                     break;
                 case op::kind::batch:
                     coalescer_->on_completion(static_cast<batch_op*>(o), {});
+                    break;
+                case op::kind::batch_part:
+                    coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, {});
                     break;
                 }
             }

@@ -125,9 +125,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         split_max =
             std::min(2 * (split_part - sizeof(wire::header)), recv_size - sizeof(wire::header));
     }
-    // The largest coalesced message: a receive buffer, or on shm the inject size (a larger
-    // batch would take shm's CMA protocol; batches are not split).
-    std::size_t batch_limit = split_part != 0 ? std::min(split_part, recv_size) : recv_size;
+    // The largest coalesced message: a receive buffer, or on shm the largest split message (a
+    // batch over the inject size goes as two parts within it, not by shm's CMA protocol).
+    std::size_t batch_limit = split_part != 0 ? split_max : recv_size;
     // shm names its region after the pid unless told otherwise, and a killed process leaves
     // the region behind: a later process with the same pid then fails fi_enable with EBUSY. A
     // name unique to the job and rank avoids that, and lets courier-run remove the leftovers of
@@ -181,7 +181,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
                                  : ep.shm()                  ? leave_rule{8, 0}
                                             : leave_rule{16, std::size_t{16} << 10};
-        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave);
+        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ =
             std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_, max_read,
