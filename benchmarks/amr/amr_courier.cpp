@@ -465,6 +465,14 @@ int courier_main(int argc, char** argv) {
         start = amr::conserved_totals(o.s, all);
     }
     auto before = courier::get_parcelport_statistics();
+    // Bytes sent as pointer or rma chunks (never copied into a message): the runtime's counter.
+    // The transport's rendezvous bytes would also count a shm outbox's copies, which on shm
+    // carry the index of a large eager message to a busy peer even with zero copy off.
+    auto zero_copy_sent = [] {
+        return static_cast<std::uint64_t>(
+            courier::get_counters(courier::find_here())["/parcels/bytes/zero-copy"]);
+    };
+    std::uint64_t const zero_copy_before = zero_copy_sent();
     auto clock = std::chrono::steady_clock::now();
     double rate = local_rate(d);
     amr::run_summary r;
@@ -520,10 +528,12 @@ int courier_main(int argc, char** argv) {
     r.seconds = since(clock);
     r.time = t;
     auto after = courier::get_parcelport_statistics();
-    // By zero copy: read by RMA, or copied out of the sender's shm outbox.
+    // Bytes on the wire: eager messages, and what receivers read by RMA or copied out of a
+    // sender's shm outbox.
     std::uint64_t read = after.rendezvous_bytes_received() - before.rendezvous_bytes_received();
     std::uint64_t sums[3] = {after.messages_sent - before.messages_sent,
-                             after.eager_bytes_sent - before.eager_bytes_sent + read, read};
+                             after.eager_bytes_sent - before.eager_bytes_sent + read,
+                             zero_copy_sent() - zero_copy_before};
     for (auto& v : sums) {
         v = courier::collectives::all_reduce(
             v, [](std::uint64_t a, std::uint64_t b) { return a + b; });
