@@ -111,12 +111,12 @@ void coalescer::post_batch(batch_op* b) {
     std::memcpy(b->buf.data(), &h, sizeof h);
     ++parts_.stats.batches_sent;
     parts_.stats.parcels_in_batches += b->handlers.size();
-    b->failed.store(false, std::memory_order_relaxed);
+    b->split.failed.store(false, std::memory_order_relaxed);
     if (split_part_ != 0 && b->buf.size() > split_part_) {
         post_split_batch(b);
         return;
     }
-    b->left.store(1, std::memory_order_release);
+    b->split.left.store(1, std::memory_order_release);
     std::uint32_t dest = b->dest;
     fi_addr_t to = parts_.peers[dest];
     try {
@@ -135,65 +135,45 @@ void coalescer::post_batch(batch_op* b) {
 }
 
 void coalescer::post_split_batch(batch_op* b) {
-    // As sender::post_split: part 0 the message's first (inject size - header) bytes, part 1
-    // the rest, each behind its fragment header. The id only has to differ from those of the
-    // other split messages in flight to this destination: a send's id is its slot's, whose
-    // low 32 bits (the slot's index) are never all ones.
+    // The id only has to differ from those of the other split messages in flight to this
+    // destination: a parcel's is its send slot's id, whose low 32 bits (the slot's index) are
+    // never all ones.
     std::size_t const n = b->buf.size();
-    std::size_t const first = split_part_ - sizeof(wire::header);
-    std::uint64_t const id =
-        std::uint64_t{split_batches_.fetch_add(1, std::memory_order_relaxed)} << 32 | 0xffffffffu;
-    for (std::uint32_t i = 0; i < 2; ++i) {
-        b->headers[i] = split_header(parts_.peers.header_of(wire::fragment), id, i, n);
-    }
-    b->posted = 0;
-    b->left.store(2, std::memory_order_release);
+    b->split.prepare(parts_.peers.header_of(wire::fragment),
+                     std::uint64_t{split_batches_.fetch_add(1, std::memory_order_relaxed)} << 32 |
+                         0xffffffffu,
+                     n);
     ++parts_.stats.split_sends;
     std::uint32_t dest = b->dest;
     fi_addr_t to = parts_.peers[dest];
     try {
         parts_.posts.post_or_defer(
-            [this, b, to, dest, n, first] {
-                auto part = [&](std::uint32_t i) {
-                    iovec iov[2] = {
-                        {&b->headers[i], sizeof(wire::header)},
-                        {b->buf.data() + (i == 0 ? 0 : first), i == 0 ? first : n - first}};
-                    return static_cast<long>(fi_sendv(parts_.ep.ep(), iov, nullptr, 2, to,
-                                                      i == 0 ? &b->ctx : &b->part2.ctx));
-                };
-                if (b->posted == 0) {
-                    long rc = part(0);
-                    if (rc != 0) {
-                        return parts_.peers.wake(dest, rc);
-                    }
-                    b->posted = 1; // before part 1 is posted: b may complete after that
-                }
-                // Once posted, `b` may complete and be reused at any moment: nothing after it.
-                return parts_.peers.wake(dest, part(1));
+            [this, b, to, dest, n] {
+                // Once part 1 is posted, `b` may complete and be reused at any moment.
+                return parts_.peers.wake(dest, b->split.post(parts_.ep.ep(), to, b->buf.data(), n,
+                                                             split_part_ - sizeof(wire::header),
+                                                             &b->ctx));
             },
             "fi_sendv");
     } catch (std::exception const& e) {
+        // Refused outright. With part 0 in flight, part 1's share of the count goes now and
+        // whichever comes last (this or part 0's completion) completes the batch, as failed.
         logging::error("a coalesced message to locality {} failed: {}", dest, e.what());
-        if (b->posted == 1) {
-            // Part 0 is in flight: part 1's share of the count goes now, and whichever comes
-            // last (this or part 0's completion) completes the batch, as failed.
-            b->failed.store(true, std::memory_order_relaxed);
-            on_completion(b, std::make_error_code(std::errc::io_error));
-            return;
+        if (b->split.posted == 0) {
+            b->split.left.store(1, std::memory_order_release);
         }
-        b->left.store(1, std::memory_order_release);
         on_completion(b, std::make_error_code(std::errc::io_error));
     }
 }
 
 void coalescer::on_completion(batch_op* b, std::error_code ec) {
     if (ec) {
-        b->failed.store(true, std::memory_order_relaxed);
+        b->split.failed.store(true, std::memory_order_relaxed);
     }
-    if (b->left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+    if (!b->split.last_part()) {
         return; // the other part completes the batch
     }
-    finish(b, b->failed.load(std::memory_order_relaxed)
+    finish(b, b->split.failed.load(std::memory_order_relaxed)
                   ? (ec ? ec : std::make_error_code(std::errc::io_error))
                   : std::error_code{});
 }

@@ -6,8 +6,8 @@
 
 #include "../eager_writer.hpp"
 #include "context.hpp"
+#include "split_parts.hpp"
 
-#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -65,14 +65,8 @@ struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // one per record (empty handlers too)
-    // A batch over the inject size (shm) goes as two parts (wire::fragment), as a split
-    // message: the parts' headers, the parts posted so far (by the poster) and the parts whose
-    // completion is still to come (the last one completes the batch).
-    batch_part_op part2{this};
-    std::array<wire::header, 2> headers{};
-    std::uint8_t posted = 0;
-    std::atomic<std::uint8_t> left{1};
-    std::atomic<bool> failed{false};
+    // A batch over the inject size (shm) goes as two parts, as a split message.
+    split_parts<batch_part_op> split{this};
     batch_op() : op(kind::batch) {}
 };
 

@@ -31,32 +31,28 @@ sender::~sender() {
     });
 }
 
-std::size_t sender::eager_limit(std::uint32_t dest, serialization::message const& m,
-                                bool coalesce) const {
+bool sender::boxes_index(std::uint32_t dest, eager_layout const& whole, std::size_t index_bytes,
+                         bool coalesce) const {
     // shm, a destination with messages in flight: an eager message over the inject size (sent
     // split in two, or whole by shm's CMA protocol) instead stages its index in the outbox and
     // announces it, and the announcement joins the batch. A stream of 4-8 KiB parcels then
-    // costs shm one send per batch, not one or two per parcel (osu_bw at 4 / 6 KiB 1.7x,
+    // costs shm one send per batch, not one or two per parcel (osu_bw at 4 / 6 KiB 1.8-1.9x,
     // benchmarks/RESULTS.md). An idle destination (a request/reply) keeps the eager message:
     // announcing and copying out cost a 4 KiB call 1.2x the latency of the split.
-    if (!coalesce || outbox_ == nullptr || split_part_ == 0 || coalescer_ == nullptr ||
-        !coalescer_->leaves_by_count() || !coalescer_->would_hold(dest)) {
-        return recv_size_;
-    }
-    eager_layout const whole = layout_eager(m, recv_size_);
-    if (!whole.inline_index || whole.eager_size <= split_part_ ||
-        m.data().size() > outbox_->max_chunk()) {
-        return recv_size_;
-    }
-    return split_part_;
+    return coalesce && outbox_ != nullptr && split_part_ != 0 && whole.inline_index &&
+           whole.eager_size > split_part_ && index_bytes <= outbox_->max_chunk() &&
+           coalescer_ != nullptr && coalescer_->leaves_by_count() && coalescer_->would_hold(dest);
 }
 
 void sender::build(send_state* s, bool coalesce) {
     wire::header h = parts_.peers.header_of(wire::parcel);
     h.send_id = s->id;
     try {
-        eager_layout const l = layout_eager(s->msg, eager_limit(s->dest, s->msg, coalesce));
         std::size_t const index_bytes = s->msg.data().size();
+        eager_layout l = layout_eager(s->msg, recv_size_);
+        if (boxes_index(s->dest, l, index_bytes, coalesce)) {
+            l = layout_eager(s->msg, split_part_); // the index as a chunk: see boxes_index
+        }
         s->index_apart = index_apart_ && l.inline_index && index_bytes >= index_apart_min &&
                          index_bytes <= index_apart_max;
         s->eager.resize(s->index_apart ? l.fixed : l.eager_size);
@@ -297,33 +293,17 @@ void sender::post_split(send_state* s) {
     // the inject size, so shm copies both through its inject buffers; the receiver copies the
     // smaller part in behind the larger (fragment_joiner).
     std::size_t const n = s->eager.size();
-    std::size_t const first = split_part_ - sizeof(wire::header);
-    for (std::uint32_t i = 0; i < 2; ++i) {
-        s->split.headers[i] = split_header(parts_.peers.header_of(wire::fragment), s->id, i, n);
-    }
-    s->split.posted = 0;
-    s->split.left.store(2, std::memory_order_release);
+    s->split.prepare(parts_.peers.header_of(wire::fragment), s->id, n);
     ++parts_.stats.split_sends;
     fi_addr_t to = parts_.peers[s->dest];
     std::uint32_t dest = s->dest;
     parts_.posts.post_or_defer(
-        [this, s, to, dest, n, first] {
-            auto part = [&](std::uint32_t i) {
-                iovec iov[2] = {
-                    {&s->split.headers[i], sizeof(wire::header)},
-                    {s->eager.data() + (i == 0 ? 0 : first), i == 0 ? first : n - first}};
-                return static_cast<long>(fi_sendv(parts_.ep.ep(), iov, nullptr, 2, to,
-                                                  i == 0 ? &s->op.ctx : &s->split.op2.ctx));
-            };
-            if (s->split.posted == 0) {
-                long rc = part(0);
-                if (rc != 0) {
-                    return parts_.peers.wake(dest, rc);
-                }
-                s->split.posted = 1; // before part 1 is posted: s may complete after that
-            }
-            // Once posted, `s` may complete and be reused at any moment: nothing after it.
-            return parts_.peers.wake(dest, part(1));
+        [this, s, to, dest, n] {
+            // Once part 1 is posted, `s` may complete and be reused at any moment: only
+            // copies (`dest`) after the call.
+            return parts_.peers.wake(dest,
+                                     s->split.post(parts_.ep.ep(), to, s->eager.data(), n,
+                                                   split_part_ - sizeof(wire::header), &s->op.ctx));
         },
         "fi_sendv");
 }

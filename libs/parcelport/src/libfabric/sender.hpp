@@ -7,6 +7,7 @@
 #include "../eager_writer.hpp"
 #include "context.hpp"
 #include "memory.hpp"
+#include "split_parts.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
 
@@ -26,18 +27,6 @@ struct send_op : op {
     explicit send_op(send_state* st) : op(kind::send), s(st) {}
 };
 
-/// A message sent as two parts (wire::fragment, sender::post_split): the second part's
-/// context, the parts' headers, the parts posted so far (by the sender) and the parts whose
-/// completion is still to come (the poller counts them down; the last one completes the send).
-struct split_parts {
-    explicit split_parts(send_state* s) : op2(s) {}
-    send_op op2;
-    std::array<wire::header, 2> headers{};
-    std::uint8_t posted = 0;
-    std::atomic<std::uint8_t> left{1};
-    std::atomic<bool> failed{false};
-};
-
 struct send_state {
     std::uint64_t id = 0; // its slot's id in the send table
     std::uint32_t dest = 0;
@@ -49,8 +38,8 @@ struct send_state {
     byte_buffer eager;
     byte_buffer table; // the descriptor list, when it does not fit the eager message
     send_op op{this};
-    split_parts split{this};
-    bool needs_done = false; // the receiver reads chunks and answers with DONE
+    split_parts<send_op> split{this}; // a message sent as two parts (sender::post_split)
+    bool needs_done = false;          // the receiver reads chunks and answers with DONE
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
@@ -116,14 +105,13 @@ private:
     bool try_coalesce(std::uint32_t dest, serialization::message const& m,
                       transport::sent_handler& on_sent);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
-    static bool last_part(send_state* s) noexcept {
-        return s->split.left.load(std::memory_order_acquire) == 1 ||
-               s->split.left.fetch_sub(1, std::memory_order_acq_rel) == 1;
-    }
+    static bool last_part(send_state* s) noexcept { return s->split.last_part(); }
     /// Builds `s`'s eager message and descriptors from its message.
-    /// The receive size `m`'s eager message to `dest` is laid out for (see the definition).
-    std::size_t eager_limit(std::uint32_t dest, serialization::message const& m,
-                            bool coalesce) const;
+    /// Whether a message laid out as `whole` for a receive buffer, with an index of
+    /// `index_bytes`, goes to `dest` with its index staged in the outbox instead (laid out for
+    /// the inject size; see the definition).
+    bool boxes_index(std::uint32_t dest, eager_layout const& whole, std::size_t index_bytes,
+                     bool coalesce) const;
     void build(send_state* s, bool coalesce);
     /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
     /// outbox when there is room, else the memory itself (registered).
