@@ -41,6 +41,9 @@ struct pair_of_endpoints {
         // fi_read (the protocol of chunks over the outbox's largest, and of a peer whose outbox
         // cannot be mapped or whose memory cannot be read directly).
         o.shm_outbox = shm_outbox;
+        // Where these tests ask for an outbox they test its mechanics: every chunk it can take
+        // is staged, on any processor and to an idle peer too.
+        o.shm_outbox_idle = 1;
         o.shm_direct_read = shm_direct_read;
         if (shm_outbox_chunk != 0) {
             o.shm_outbox_chunk = shm_outbox_chunk;

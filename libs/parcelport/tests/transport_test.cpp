@@ -630,6 +630,56 @@ TEST_P(transport, a_full_outbox_sends_from_the_callers_memory_and_loses_nothing)
     EXPECT_EQ(e.a->stats().outbox_chunks_sent, s.outbox_chunks_sent + 1);
 }
 
+TEST(shm_outbox, a_lone_calls_chunk_is_read_and_a_streams_chunks_are_staged) {
+    // With shm_outbox_idle = 0 (the default on Intel processors) a parcel to a peer with
+    // nothing in flight has its 16 KiB chunk read from the sender's memory: one copy of lines
+    // no one wrote rather than two. Parcels sent while two messages to the peer are in flight
+    // (a stream) are staged. Every parcel arrives intact either way.
+    pp::transport_options o;
+    o.provider = "shm";
+    o.job_token = 42;
+    o.shm_outbox_idle = 0;
+    std::unique_ptr<pp::transport> a, b;
+    std::vector<cs::message> got;
+    if (std::string why; !open_two_altered(
+            o, a, b, [](fab::address_parts&) {}, got, why)) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    cs::serialize_buffer<char> buf(16384);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 11 + 3);
+    }
+    send_one_checked(*a, *b, got, buf);
+    EXPECT_EQ(a->stats().outbox_chunks_sent, 0u) << "a lone call's chunk was staged";
+    EXPECT_EQ(b->stats().rma_reads, 1u);
+    EXPECT_EQ(b->stats().rma_bytes_read, 16384u);
+    // A stream: eight parcels sent before b polls any. The first two find fewer than two
+    // messages in flight and are read; the other six are staged.
+    constexpr int n = 8;
+    int sent = 0;
+    for (int i = 0; i < n; ++i) {
+        a->send(1, cs::save(i, numbered_ints(4096, 5, i)), [&](std::error_code ec) {
+            EXPECT_FALSE(ec);
+            ++sent;
+        });
+    }
+    got.clear();
+    ASSERT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return sent == n && got.size() == n; }, std::chrono::seconds(30)));
+    EXPECT_EQ(a->stats().outbox_chunks_sent, std::uint64_t{n - 2});
+    EXPECT_EQ(b->stats().outbox_chunks_received, std::uint64_t{n - 2});
+    EXPECT_EQ(b->stats().rma_reads, 3u);
+    std::set<int> seen;
+    for (auto& m : got) {
+        int i = -1;
+        cs::serialize_buffer<int> v;
+        cs::load(m, i, v);
+        EXPECT_EQ(v, numbered_ints(4096, 5, i)) << "parcel " << i;
+        seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), std::size_t(n));
+}
+
 TEST(shm_outbox, one_progress_pass_lands_at_most_the_read_budget) {
     // Copies out of an outbox complete within the pass that admits them, and their budget
     // comes back at once; the bytes they landed still count against the budget until the
@@ -705,6 +755,7 @@ TEST(shm_outbox, a_receiver_that_cannot_map_the_senders_outbox_reads_the_chunk_f
     o.job_token = 42;
     o.shm_direct_read = false;
     o.shm_outbox_chunk = std::size_t{1} << 20; // the 64 KiB chunk is staged on any processor
+    o.shm_outbox_idle = 1;                     // and to an idle peer
     std::unique_ptr<pp::transport> a, b;
     std::vector<cs::message> got;
     auto no_outbox = [](fab::address_parts& parts) {

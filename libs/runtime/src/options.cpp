@@ -91,6 +91,12 @@ std::vector<option_spec> const& option_table() {
          "shm: the largest chunk staged in the outbox; larger ones are read with CMA; auto = "
          "1 MiB on AMD processors, 32 KiB on others (where a CMA read costs less than a second "
          "copy); 0 = none (as shm_outbox=0)"},
+        {"shm_outbox_idle", "auto",
+         "shm: 1 = the chunks of a call to an idle locality (none of its parcels in flight) "
+         "are staged in the outbox too; 0 = they are read from the caller's memory (one copy "
+         "of lines no one wrote, against two of lines the other core holds: a 16 KiB call 1.3x "
+         "faster on an Intel Xeon); auto = 1 on AMD processors, 0 on others. Chunks to a "
+         "busy locality (a stream) are staged either way"},
         {"shm_direct_read", "1",
          "shm: 1 = the receiver reads a chunk that is not in an outbox from the sender's memory "
          "itself (process_vm_readv); 0 = with fi_read, by which libfabric 1.17's shm holds the "

@@ -174,7 +174,8 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         }
         transport_parts parts{ep, peers_, backlog_, counters_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
-        sender_->set_outbox(outbox_.get());
+        sender_->set_outbox(outbox_.get(), opts_.shm_outbox_idle < 0 ? fabric::amd_processor()
+                                                                     : opts_.shm_outbox_idle != 0);
         // A batch leaves at coalesce_records parcels if given, else on shm at 8, elsewhere at 16
         // parcels holding 16 KiB (tcp: a message is a system call; 16 tiny parcels do not pay
         // for it, and a window of 64 posts of 1 KiB as one ~100 KiB batch idled the receiver).

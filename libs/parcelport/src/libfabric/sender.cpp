@@ -50,15 +50,22 @@ void sender::build(send_state* s, bool coalesce) {
     try {
         std::size_t const index_bytes = s->msg.data().size();
         eager_layout l = layout_eager(s->msg, recv_size_);
-        if (boxes_index(s->dest, l, index_bytes, coalesce)) {
+        bool const index_boxed = boxes_index(s->dest, l, index_bytes, coalesce);
+        if (index_boxed) {
             l = layout_eager(s->msg, split_part_); // the index as a chunk: see boxes_index
         }
+        // A lone call's chunks are read where they are unless stage_idle_: staging costs the
+        // sender a copy and the receiver a copy of lines the sender's core just wrote, a read
+        // one system call and a copy of lines no one wrote (see set_outbox).
+        bool const stage =
+            outbox_ != nullptr && (stage_idle_ || index_boxed ||
+                                   (coalescer_ != nullptr && coalescer_->would_hold(s->dest)));
         s->index_apart = index_apart_ && l.inline_index && index_bytes >= index_apart_min &&
                          index_bytes <= index_apart_max;
         s->eager.resize(s->index_apart ? l.fixed : l.eager_size);
         s->table.resize(l.table_size);
         s->needs_done = write_eager_into(
-            s->msg, h, l, [&](void const* p, std::size_t n) { return expose(s, p, n); },
+            s->msg, h, l, [&](void const* p, std::size_t n) { return expose(s, p, n, stage); },
             s->eager.data(), s->table.data(), !s->index_apart);
         if (l.inline_index && !s->index_apart) {
             parts_.stats.bytes_copied_on_send += index_bytes;
@@ -101,9 +108,9 @@ void stream_copy(std::byte* d, void const* src, std::size_t n) {
 bool const streaming_stores = amd_processor();
 } // namespace
 
-std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const* p,
-                                                       std::size_t n) {
-    if (outbox_ != nullptr) {
+std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const* p, std::size_t n,
+                                                       bool stage) {
+    if (stage) {
         s->boxed.reserve(s->boxed.size() + 1); // no allocation between the block and its record
         if (std::byte* b = outbox_->allocate(n); b != nullptr) {
             s->boxed.push_back(b);

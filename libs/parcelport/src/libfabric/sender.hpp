@@ -69,8 +69,13 @@ public:
            std::size_t split_max);
     ~sender();
     void set_coalescer(coalescer* c) noexcept { coalescer_ = c; }
-    /// shm: chunks of up to the outbox's largest are staged in `b` (null: none).
-    void set_outbox(outbox* b) noexcept { outbox_ = b; }
+    /// shm: chunks of up to the outbox's largest are staged in `b` (null: none); those of a
+    /// parcel to an idle destination (the coalescer would not hold a parcel for it) only if
+    /// `stage_idle`, else they are read from the parcel's own memory.
+    void set_outbox(outbox* b, bool stage_idle) noexcept {
+        outbox_ = b;
+        stage_idle_ = stage_idle;
+    }
 
     /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
     bool send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
@@ -114,8 +119,9 @@ private:
                      bool coalesce) const;
     void build(send_state* s, bool coalesce);
     /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
-    /// outbox when there is room, else the memory itself (registered).
-    std::pair<std::uint64_t, std::uint64_t> expose(send_state* s, void const* p, std::size_t n);
+    /// outbox when `stage` and there is room, else the memory itself (registered).
+    std::pair<std::uint64_t, std::uint64_t> expose(send_state* s, void const* p, std::size_t n,
+                                                   bool stage);
     /// Gives back what `s` exposed (registration leases, outbox blocks).
     void release_exposed(send_state* s) noexcept;
     /// Clears a send whose slot the caller holds (claimed, or never published) and gives the
@@ -126,6 +132,7 @@ private:
     memory& memory_;
     coalescer* coalescer_ = nullptr;
     outbox* outbox_ = nullptr;
+    bool stage_idle_ = true;
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
     std::size_t split_part_, split_max_;

@@ -194,6 +194,12 @@ struct transport_options {
     /// shm: the largest chunk staged in the outbox; larger ones are read from the sender's
     /// memory. 0: default_shm_outbox_chunk().
     std::size_t shm_outbox_chunk = 0;
+    /// shm: whether the chunks of a parcel to an idle destination (none of its messages in
+    /// flight: a request/reply) are staged too, or read from the sender's memory. -1: staged
+    /// on AMD processors only; on an Intel Xeon a single 16 KiB call took 1.3x as long staged
+    /// (two copies of lines the other core holds) as read once from memory no one writes.
+    /// Chunks to a busy destination (a stream) are staged either way.
+    int shm_outbox_idle = -1;
     /// shm: the receiver reads the chunks it does not find in an outbox from the sender's memory
     /// itself (process_vm_readv), as libfabric's shm would, but without holding the sender's
     /// region lock for the copy, which stalls the sender's progress meanwhile (large transfers
