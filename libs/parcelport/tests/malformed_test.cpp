@@ -519,6 +519,74 @@ TEST_P(malformed, malformed_split_messages_are_dropped) {
     expect_dropped(fs, "malformed split messages", lines);
 }
 
+TEST_P(malformed, a_batch_in_two_parts_is_joined_and_malformed_ones_are_dropped) {
+    // A batch larger than shm's inject size goes as two fragments whose id has its low 32 bits
+    // all ones (coalescer::post_split_batch); joined, it is taken apart as any batch. Forged
+    // here: a well-formed one in either order delivers each of its parcels; joined batches
+    // that are malformed are dropped with a line each, and nothing of them is delivered.
+    auto const both = batch({real_large_parcel(), real_parcel()});
+    ASSERT_GT(both.bytes.size(), 4096u);
+    std::uint64_t const id = (std::uint64_t{7} << 32) | 0xffffffffu;
+    e_->raw(fragment(both, id, 0, 4000).bytes);
+    e_->raw(fragment(both, id, 1, 4000).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 2; }));
+    e_->raw(fragment(both, id + (std::uint64_t{1} << 32), 1, 2000).bytes);
+    e_->raw(fragment(both, id + (std::uint64_t{1} << 32), 0, 2000).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 4; }));
+    for (std::size_t k : {0, 2}) {
+        expect_large_parcel(e_->got_b[k]);
+    }
+    for (std::size_t k : {1, 3}) {
+        std::string s;
+        int i = 0;
+        std::vector<int> v;
+        cs::load(e_->got_b[k], s, i, v);
+        EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+    }
+    e_->got_b.clear();
+    // Joined, each of these is a malformed batch: its header's size is not the message's, or
+    // its first record runs past the end (both dropped whole); or its first record is a
+    // fragment or a DONE, which is dropped while the well-formed parcel behind it arrives.
+    std::vector<forged> whole;
+    auto wrong_size = both;
+    wire::header h;
+    std::memcpy(&h, wrong_size.bytes.data(), sizeof h);
+    h.index_size -= 8;
+    std::memcpy(wrong_size.bytes.data(), &h, sizeof h);
+    whole.push_back(wrong_size);
+    auto overlong = both;
+    std::uint32_t const bad_len = 8000;
+    std::memcpy(overlong.bytes.data() + sizeof(wire::header), &bad_len, sizeof bad_len);
+    whole.push_back(overlong);
+    for (std::uint8_t kind : {wire::fragment, wire::done}) {
+        auto inner = real_large_parcel();
+        inner.bytes[offsetof(wire::header, kind)] = std::byte{kind};
+        whole.push_back(batch({inner, real_parcel()}));
+    }
+    testing::internal::CaptureStderr();
+    std::uint64_t next = id + (std::uint64_t{2} << 32);
+    for (auto const& w : whole) {
+        ASSERT_GT(w.bytes.size(), 4096u);
+        e_->raw(fragment(w, next, 1, 4000).bytes);
+        e_->raw(fragment(w, next, 0, 4000).bytes);
+        next += std::uint64_t{1} << 32;
+    }
+    bool const arrived = e_->pump([&] { return e_->got_b.size() >= 2; });
+    e_->settle(std::chrono::milliseconds(300));
+    std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(arrived) << err;
+    EXPECT_EQ(occurrences(err, "coalesced message"), whole.size()) << err;
+    ASSERT_EQ(e_->got_b.size(), 2u) << err;
+    for (auto& m : e_->got_b) {
+        std::string s;
+        int i = 0;
+        std::vector<int> v;
+        cs::load(m, s, i, v);
+        EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+    }
+    e_->still_works();
+}
+
 TEST_P(malformed, first_parts_whose_second_never_comes_hold_few_receive_buffers) {
     // 40 first parts, never completed: at most 16 wait (each holds a receive buffer); the
     // older are dropped with a line each, and the receiver keeps receiving. A waiting first
