@@ -121,13 +121,19 @@ run_one() {
         exit 1
     fi
 }
-# Every other round runs the configurations in reverse order: whichever runs second in a
-# round was measured faster (a warmer machine), and alternating cancels that out of the medians.
+# Round r starts at configuration (r - 1) / 2 (mod their number) and every other round runs
+# them in reverse: whichever runs second in a round was measured faster (a warmer machine),
+# and with three or more configurations reversing alone would keep the middle ones in the
+# middle. Over 2 x N rounds each configuration runs once in every position, each way.
+n=${#configs[@]}
 for r in $(seq 1 "$rounds"); do
-    order=("${configs[@]}")
+    shift_by=$((((r - 1) / 2) % n))
+    order=()
+    for ((i = 0; i < n; i++)); do order+=("${configs[$(((i + shift_by) % n))]}"); done
     if [ $((r % 2)) -eq 0 ]; then
-        order=()
-        for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[$i]}"); done
+        reversed=()
+        for ((i = n - 1; i >= 0; i--)); do reversed+=("${order[$i]}"); done
+        order=("${reversed[@]}")
     fi
     for c in "${order[@]}"; do
         run_one "$r" "$c"
