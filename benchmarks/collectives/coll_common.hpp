@@ -4,8 +4,12 @@
 // latency per call, averaged over the ranks (as OSU prints), in µs. One line per case:
 //   RESULT <impl> <op> <bytes> <ranks> <avg_us> <min_us> <max_us>
 // <bytes>: all_reduce: the vector reduced (doubles, summed); all_gather: each rank's part.
-// Options of both programs: --sizes=8,65536 (bytes, the default) and --ops=allreduce,allgather
-// (the default), to run (and profile) one case alone; --iterations=N timed calls per case
+// allreduce-elementwise: Courier's all_reduce with elementwise(std::plus<>{}) (reduce-scatter
+// and all-gather from 4 KiB), against the same MPI_Allreduce as allreduce (whose sum is a
+// function over whole vectors, as an HPX program's).
+// Options of both programs: --sizes=8,65536 (bytes, the default) and
+// --ops=allreduce,allreduce-elementwise,allgather (the default), to run (and profile) one case
+// alone; --iterations=N timed calls per case
 // (default 2000 up to 8 KiB, 300 above).
 #pragma once
 
@@ -21,11 +25,21 @@ namespace coll {
 /// The cases chosen on the command line.
 struct selection {
     std::vector<std::size_t> sizes{8, 65536};
-    std::string ops = "allreduce,allgather";
+    std::string ops = "allreduce,allreduce-elementwise,allgather";
     int forced_iterations = 0; ///< --iterations (0: by size)
     /// The sizes to run `op` at: none unless --ops names it.
-    std::vector<std::size_t> sizes_of(char const* op) const {
-        return ops.find(op) != std::string::npos ? sizes : std::vector<std::size_t>{};
+    std::vector<std::size_t> sizes_of(std::string_view op) const {
+        for (std::size_t at = 0; at <= ops.size();) {
+            std::size_t end = ops.find(',', at);
+            if (end == std::string::npos) {
+                end = ops.size();
+            }
+            if (std::string_view(ops).substr(at, end - at) == op) {
+                return sizes;
+            }
+            at = end + 1;
+        }
+        return {};
     }
     int iterations(std::size_t bytes) const {
         if (forced_iterations > 0) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string_view>
 
 namespace {
@@ -61,6 +62,16 @@ int courier_main(int argc, char** argv) {
         std::vector<double> v(bytes / sizeof(double), 1.0);
         measure("allreduce", bytes, sel, [&] {
             auto r = courier::collectives::all_reduce(v, sum);
+            if (r.empty()) {
+                std::abort();
+            }
+        });
+    }
+    for (std::size_t bytes : sel.sizes_of("allreduce-elementwise")) {
+        std::vector<double> v(bytes / sizeof(double), 1.0);
+        measure("allreduce-elementwise", bytes, sel, [&] {
+            auto r = courier::collectives::all_reduce(
+                v, courier::collectives::elementwise(std::plus<>{}));
             if (r.empty()) {
                 std::abort();
             }

@@ -58,7 +58,7 @@ for line in open(sys.argv[1]):
     rnd, impl, op, size, ranks, avg, lo, hi = line.split()
     rows.setdefault((op, int(size), int(ranks)), {}).setdefault(impl, {})[int(rnd)] = float(avg)
 has_before = any('before' in by for by in rows.values())
-print(f"{'op':10} {'bytes':>6} {'ranks':>5} {'courier us':>11} {'parcels us':>11} "
+print(f"{'op':21} {'bytes':>6} {'ranks':>5} {'courier us':>11} {'parcels us':>11} "
       f"{'mpi us':>9} {'c/mpi':>6} {'p/mpi':>6} {'c/p':>6}" +
       (f" {'before us':>10} {'c/before':>8}" if has_before else ""))
 def ratio(a, b):
@@ -69,7 +69,7 @@ def med(a):
 for (op, size, ranks), by in sorted(rows.items()):
     c, p, m = by.get('courier', {}), by.get('courier-parcels', {}), by.get('mpi', {})
     b = by.get('before', {})
-    print(f"{op:10} {size:>6} {ranks:>5} {med(c):>11.2f} {med(p):>11.2f} {med(m):>9.2f} "
+    print(f"{op:21} {size:>6} {ranks:>5} {med(c):>11.2f} {med(p):>11.2f} {med(m):>9.2f} "
           f"{ratio(c, m):>6.2f} {ratio(p, m):>6.2f} {ratio(c, p):>6.2f}" +
           (f" {med(b):>10.2f} {ratio(c, b):>8.2f}" if has_before else ""))
 PY

@@ -38,11 +38,64 @@ double my_counter(char const* name) {
     return courier::get_counters(courier::find_here())[name];
 }
 
+/// all_reduce with an elementwise operation: vectors under 4 KiB (recursive doubling) and over
+/// (reduce-scatter and all-gather), lengths that do not divide by the localities, elements that
+/// are not flat (strings: serialized), rank order kept, and lengths that differ.
+void check_elementwise_all_reduce() {
+    std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
+    auto const ew_plus = coll::elementwise(std::plus<>{});
+    for (std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{3000}, std::size_t{3001}}) {
+        std::vector<double> v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            v[i] = double(r + 1) * double(i + 1);
+        }
+        auto sum = coll::all_reduce(v, ew_plus);
+        CHECK(sum.size() == n);
+        for (std::size_t i = 0; i < sum.size(); ++i) {
+            CHECK(sum[i] == double(p * (p + 1) / 2) * double(i + 1));
+        }
+        // Rank order: keeping the left operand gives locality 0's vector, the right one the
+        // last locality's.
+        std::vector<std::int64_t> w(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            w[i] = std::int64_t(r) * 1000000 + std::int64_t(i);
+        }
+        auto left =
+            coll::all_reduce(w, coll::elementwise([](std::int64_t a, std::int64_t) { return a; }));
+        auto right =
+            coll::all_reduce(w, coll::elementwise([](std::int64_t, std::int64_t b) { return b; }));
+        CHECK(left.size() == n && right.size() == n);
+        for (std::size_t i = 0; i < n && i < left.size() && i < right.size(); ++i) {
+            CHECK(left[i] == std::int64_t(i));
+            CHECK(right[i] == std::int64_t(p - 1) * 1000000 + std::int64_t(i));
+        }
+    }
+    // std::vector<bool>: no contiguous elements (whole vectors, serialized).
+    auto any =
+        coll::all_reduce(std::vector<bool>(3, r == 0), coll::elementwise(std::logical_or<>{}));
+    CHECK(any == std::vector<bool>(3, true));
+    std::vector<std::string> words(600, letter(r));
+    auto joined = coll::all_reduce(words, coll::elementwise(concat));
+    CHECK(joined.size() == 600 && joined.front() == letters(0, p - 1) &&
+          joined.back() == letters(0, p - 1));
+    // One locality's vector is longer: every locality throws, none hangs, and the next
+    // collective works.
+    bool threw = false;
+    try {
+        coll::all_reduce(std::vector<int>(r == p - 1 ? 2000 : 1999, 1), ew_plus);
+    } catch (std::invalid_argument const&) {
+        threw = true;
+    }
+    CHECK(threw == (p > 1));
+    CHECK(coll::all_reduce(std::vector<int>(2000, 1), ew_plus) == std::vector<int>(2000, int(p)));
+}
+
 void check_blocking_collectives() {
     std::uint32_t const r = courier::get_locality_id(), p = courier::get_num_localities();
     // all_reduce: a sum and a rank-ordered (non-commutative) concatenation.
     CHECK(coll::all_reduce(int(r + 1), std::plus<>{}) == int(p * (p + 1) / 2));
     CHECK(coll::all_reduce(letter(r), concat) == letters(0, p - 1));
+    check_elementwise_all_reduce();
     for (std::uint32_t root = 0; root < p; ++root) {
         // broadcast of a vector from every root
         auto b = coll::broadcast(std::vector<int>{int(r), 42}, root);
@@ -100,6 +153,7 @@ void check_async_collectives() {
     std::vector<courier::future<std::vector<int>>> gathers, alls, a2as;
     std::vector<courier::future<std::string>> excl;
     std::vector<courier::future<void>> barriers;
+    std::vector<courier::future<std::vector<int>>> elementwise;
     for (int k = 0; k < rounds; ++k) {
         std::uint32_t root = std::uint32_t(k) % p;
         sums.push_back(coll::all_reduce_async(int(r) * k, std::plus<>{}));
@@ -118,11 +172,15 @@ void check_async_collectives() {
         }
         a2as.push_back(coll::all_to_all_async(to));
         barriers.push_back(coll::barrier_async());
+        elementwise.push_back(coll::all_reduce_async(std::vector<int>(1200 + k, int(r) + k),
+                                                     coll::elementwise(std::plus<>{})));
     }
     for (int k = rounds - 1; k >= 0; --k) {
         std::uint32_t root = std::uint32_t(k) % p;
         barriers[k].get();
         CHECK(sums[k].get() == k * int(p * (p - 1) / 2));
+        CHECK(elementwise[k].get() ==
+              std::vector<int>(1200 + std::size_t(k), int(p * (p - 1) / 2) + k * int(p)));
         auto g = gathers[k].get();
         CHECK(g.size() == (r == root ? p : 0));
         for (std::uint32_t i = 0; i < g.size(); ++i) {

@@ -2,6 +2,8 @@
 // Collectives over all localities, each in O(log P) rounds of point-to-point messages.
 //
 //   double total = courier::collectives::all_reduce(local, std::plus<>{});
+//   std::vector<double> sums = courier::collectives::all_reduce(
+//       values, courier::collectives::elementwise(std::plus<>{}));
 //   courier::future<std::vector<int>> all = courier::collectives::all_gather_async(mine);
 //
 // Every locality calls the same collectives in the same order (as with MPI): each call takes
@@ -17,7 +19,8 @@
 //
 // Algorithms (P localities, any P): barrier by dissemination, all_reduce by recursive doubling
 // with the localities beyond the largest power of two folded into a partner first (log2 P + 2
-// rounds), broadcast, reduce, gather and scatter over binomial trees, all_gather and all_to_all
+// rounds; with an elementwise operation on large vectors, Rabenseifner's reduce-scatter and
+// all-gather), broadcast, reduce, gather and scatter over binomial trees, all_gather and all_to_all
 // by Bruck's algorithms (ceil(log2 P) rounds), the scans by recursive doubling.
 //
 // Localities of one host send each other the small messages of collectives (up to ~1 KiB
@@ -49,6 +52,38 @@ future<T> all_reduce_async(T value, Op op) {
     return detail::start<T>([v = std::move(value), op = std::move(op)](auto c) mutable {
         return detail::all_reduce(c, std::move(v), op);
     });
+}
+
+/// An operation to apply to the elements of vectors, not to whole vectors: see all_reduce.
+template <class Op>
+struct elementwise_op {
+    Op op;
+};
+/// all_reduce(v, elementwise(std::plus<>{})) sums vectors element by element, as MPI_Allreduce
+/// does with MPI_SUM.
+template <class Op>
+elementwise_op<Op> elementwise(Op op) {
+    return {std::move(op)};
+}
+
+/// result[i] = v_0[i] op v_1[i] op ... op v_(P-1)[i] on every locality, where v_k is locality
+/// k's vector: `op` combines elements. Every locality's vector must have the same length:
+/// otherwise every locality throws std::invalid_argument. The localities agree on the length
+/// first (log2 P + 2 rounds of 16-byte messages); then a vector of at least 4 KiB goes by a
+/// reduce-scatter and an all-gather (2 log2 P rounds; each locality combines (P-1)/P of the
+/// elements and receives 2 (P-1)/P of them, as MPI's algorithm for large counts), a smaller one
+/// by recursive doubling over whole vectors.
+template <class U, class Op>
+std::vector<U> all_reduce(std::vector<U> value, elementwise_op<Op> op) {
+    return detail::all_reduce_elementwise(detail::round_trip(detail::next_generation()),
+                                          std::move(value), op.op);
+}
+template <class U, class Op>
+future<std::vector<U>> all_reduce_async(std::vector<U> value, elementwise_op<Op> op) {
+    return detail::start<std::vector<U>>(
+        [v = std::move(value), op = std::move(op.op)](auto c) mutable {
+            return detail::all_reduce_elementwise(c, std::move(v), op);
+        });
 }
 
 /// Every locality returns `root`'s value.

@@ -5,9 +5,12 @@
 
 #include <courier/runtime/detail/collective_mailbox.hpp>
 
+#include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -15,8 +18,9 @@
 
 namespace courier::collectives::detail {
 
+/// Rounds `first`, `first + 1`, ... (at most log2 P + 2 of them).
 template <class T, class Op>
-T all_reduce(round_trip const& c, T value, Op& op) {
+T all_reduce(round_trip const& c, T value, Op& op, std::uint32_t first = 0) {
     std::uint32_t const p = c.size(), r = c.rank();
     if (p == 1) {
         return value;
@@ -25,18 +29,18 @@ T all_reduce(round_trip const& c, T value, Op& op) {
     std::uint32_t const rem = p - pof2;
     // Fold: below 2*rem, each even locality gives its value to the odd one above it and waits
     // for the result, which comes after the log2(pof2) rounds of recursive doubling.
-    std::uint32_t const last_step = 1 + static_cast<std::uint32_t>(std::countr_zero(pof2));
+    std::uint32_t const last_step = first + 1 + static_cast<std::uint32_t>(std::countr_zero(pof2));
     if (r < 2 * rem && r % 2 == 0) {
-        c.send(r + 1, 0, std::move(value));
+        c.send(r + 1, first, std::move(value));
         return c.receive<T>(r + 1, last_step);
     }
     T acc = std::move(value);
     std::uint32_t newrank = r < 2 * rem ? r / 2 : r - rem;
     if (r < 2 * rem) {
-        acc = op(c.receive<T>(r - 1, 0), std::move(acc));
+        acc = op(c.receive<T>(r - 1, first), std::move(acc));
     }
     lent l; // acc goes to the partner by address, unchanged until it has copied it
-    std::uint32_t step = 1;
+    std::uint32_t step = first + 1;
     for (std::uint32_t mask = 1; mask < pof2; mask <<= 1, ++step) {
         std::uint32_t partner_new = newrank ^ mask;
         std::uint32_t partner = partner_new < rem ? partner_new * 2 + 1 : partner_new + rem;
@@ -49,6 +53,168 @@ T all_reduce(round_trip const& c, T value, Op& op) {
     if (r < 2 * rem) {
         c.lend(r - 1, last_step, acc, l);
         l.wait();
+    }
+    return acc;
+}
+
+/// Vectors of at least this many bytes are reduced element by element with a reduce-scatter
+/// and an all-gather; smaller ones by recursive doubling over whole vectors.
+inline constexpr std::size_t elementwise_split_min = 4096;
+
+/// all_reduce with `op` applied to the elements of vectors: result[i] = v_0[i] op ... op
+/// v_(P-1)[i], contributions combined in rank order.
+///
+/// The localities beyond the largest power of two fold into a partner first. Then, in the
+/// rounds of recursive doubling (partner newrank ^ mask, mask = 1, 2, ...), each locality
+/// sends its partner the range of lengths it has seen ({min, ~max}, 16 bytes) beside its data:
+/// a small vector whole (recursive doubling), a large one half of the blocks it holds
+/// (Rabenseifner's reduce-scatter by recursive halving). Every locality sends the same messages
+/// whatever its length, and a block of another length is not combined, so after these rounds
+/// every locality knows every length and none waits for a message that does not come: if the
+/// lengths differ, all throw std::invalid_argument alike (the folded ones learn it from their
+/// partner). Otherwise a large vector is gathered back in the same rounds in reverse (recursive
+/// doubling of the blocks). Each locality then combines (P-1)/P of the elements and receives
+/// 2 (P-1)/P of them, where whole vectors cost log2 P of each.
+template <class U, class Op>
+std::vector<U> all_reduce_elementwise(round_trip const& c, std::vector<U> value, Op& op) {
+    std::uint32_t const p = c.size(), r = c.rank();
+    if (p == 1) {
+        return value;
+    }
+    using range_t = std::vector<std::uint64_t>; // {min length, ~max length}
+    std::uint64_t const n = value.size();
+    range_t range{n, ~n};
+    auto merge = [&range](range_t const& other) {
+        if (other.size() != 2) {
+            throw std::runtime_error("courier: all_reduce: a bad length message");
+        }
+        range[0] = std::min(range[0], other[0]);
+        range[1] = std::min(range[1], other[1]);
+    };
+    auto mismatch = [&range] {
+        return std::invalid_argument(
+            "courier: all_reduce with an elementwise operation needs vectors of one length on "
+            "every locality; they have " +
+            std::to_string(range[0]) + " to " + std::to_string(~range[1]) + " elements");
+    };
+    // acc[at + i] = op over acc[at + i] and other[i], the other's contribution first if
+    // other_first (indices, not pointers: std::vector<bool> has no data()).
+    auto combine = [&op](std::vector<U>& acc, std::size_t at, std::vector<U>& other,
+                         bool other_first) {
+        for (std::size_t i = 0; i < other.size(); ++i) {
+            acc[at + i] = other_first ? op(std::move(other[i]), std::move(acc[at + i]))
+                                      : op(std::move(acc[at + i]), std::move(other[i]));
+        }
+    };
+    std::uint32_t const pof2 = std::bit_floor(p);
+    std::uint32_t const rem = p - pof2;
+    std::uint32_t const log = static_cast<std::uint32_t>(std::countr_zero(pof2));
+    // Rounds: 0-1 the fold; 2 + 2k, 3 + 2k the lengths and data of doubling round k; then the
+    // gather's rounds; last the lengths and the result back to a folded locality.
+    std::uint32_t const last = 4 + 4 * log;
+    lent l;
+    if (r < 2 * rem && r % 2 == 0) {
+        c.send(r + 1, 0, range);
+        c.lend(r + 1, 1, value, l);
+        merge(c.receive<range_t>(r + 1, last));
+        if (range[0] != ~range[1]) {
+            l.wait();
+            throw mismatch();
+        }
+        auto result = c.receive<std::vector<U>>(r + 1, last + 1);
+        l.wait();
+        if (result.size() != n) {
+            throw std::runtime_error("courier: all_reduce: the result has " +
+                                     std::to_string(result.size()) + " elements, not " +
+                                     std::to_string(n));
+        }
+        return result;
+    }
+    std::vector<U> acc = std::move(value);
+    if (r < 2 * rem) {
+        merge(c.receive<range_t>(r - 1, 0));
+        auto lower = c.receive<std::vector<U>>(r - 1, 1);
+        if (lower.size() == n) {
+            combine(acc, 0, lower, true);
+        }
+    }
+    std::uint32_t const newrank = r < 2 * rem ? r / 2 : r - rem;
+    auto real = [&](std::uint32_t nr) { return nr < rem ? nr * 2 + 1 : nr + rem; };
+    bool split = n * sizeof(U) >= elementwise_split_min && n >= pof2;
+    if constexpr (std::is_same_v<U, bool>) {
+        split = false; // std::vector<bool> has no contiguous elements to lend
+    }
+    // Block b of pof2 holds elements [at(b), at(b + 1)).
+    std::uint64_t const base = n / pof2, extra = n % pof2;
+    auto at = [&](std::uint32_t b) { return b * base + std::min<std::uint64_t>(b, extra); };
+    auto part = [&](std::uint32_t lo, std::uint32_t hi) {
+        if constexpr (std::is_same_v<U, bool>) {
+            return std::span<U const>();
+        } else {
+            return std::span<U const>(acc.data() + at(lo), at(hi) - at(lo));
+        }
+    };
+    std::uint32_t lo = 0, hi = pof2; // the blocks held (split)
+    std::uint32_t step = 2;
+    for (std::uint32_t mask = 1; mask < pof2; mask <<= 1, step += 2) {
+        std::uint32_t const partner = real(newrank ^ mask);
+        bool const other_first = (newrank ^ mask) < newrank;
+        c.send(partner, step, range);
+        if (!split) {
+            c.lend(partner, step + 1, acc, l);
+            merge(c.receive<range_t>(partner, step));
+            auto other = c.receive<std::vector<U>>(partner, step + 1);
+            l.wait(); // acc changes now
+            if (other.size() == n) {
+                combine(acc, 0, other, other_first);
+            }
+            continue;
+        }
+        // Halve the blocks held: keep the half this locality's bit of `mask` names, lend the
+        // other (not changed until the gather, after l.wait()).
+        std::uint32_t const mid = lo + (hi - lo) / 2;
+        bool const keep_low = (newrank & mask) == 0;
+        std::uint32_t const klo = keep_low ? lo : mid, khi = keep_low ? mid : hi;
+        c.lend_span(partner, step + 1, keep_low ? part(mid, hi) : part(lo, mid), l);
+        merge(c.receive<range_t>(partner, step));
+        auto other = c.receive<std::vector<U>>(partner, step + 1);
+        if (other.size() == at(khi) - at(klo)) {
+            combine(acc, at(klo), other, other_first);
+        }
+        lo = klo;
+        hi = khi;
+    }
+    l.wait();
+    bool const agreed = range[0] == ~range[1];
+    if (agreed && split) {
+        // Gather: the same partners in reverse; each round doubles the blocks held.
+        for (std::uint32_t mask = pof2 >> 1; mask > 0; mask >>= 1, step += 2) {
+            std::uint32_t const partner = real(newrank ^ mask);
+            std::uint32_t const width = hi - lo;
+            std::uint32_t const plo = (newrank & mask) == 0 ? lo : lo - width;
+            std::uint32_t const olo = (newrank & mask) == 0 ? hi : plo;
+            c.lend_span(partner, step, part(lo, hi), l);
+            auto other = c.receive<std::vector<U>>(partner, step);
+            if (other.size() != at(olo + width) - at(olo)) {
+                throw std::runtime_error("courier: all_reduce: a round brought " +
+                                         std::to_string(other.size()) + " elements");
+            }
+            std::move(other.begin(), other.end(),
+                      acc.begin() + static_cast<std::ptrdiff_t>(at(olo)));
+            l.wait();
+            lo = plo;
+            hi = plo + 2 * width;
+        }
+    }
+    if (r < 2 * rem) {
+        c.send(r - 1, last, range);
+        if (agreed) {
+            c.lend(r - 1, last + 1, acc, l);
+            l.wait();
+        }
+    }
+    if (!agreed) {
+        throw mismatch();
     }
     return acc;
 }

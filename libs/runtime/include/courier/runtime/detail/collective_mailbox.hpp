@@ -289,6 +289,20 @@ public:
         }
         send(to, step, std::move(copy));
     }
+    /// Sends the elements of `s` as a std::vector<U>, as lend(): on one host a span of at
+    /// least ring_by_address_min bytes is named by address (unchanged until `l.wait()`), else
+    /// the elements are copied into the message.
+    template <class U>
+    void lend_span(std::uint32_t to, std::uint32_t step, std::span<U const> s, lent& l) const {
+        if constexpr (ring_flat<std::vector<U>>::value) {
+            if (lend_encoded<std::vector<U>>(to, step, l, [&](ring_writer& w, bool by_address) {
+                    return ring_encode(s, w, by_address);
+                })) {
+                return;
+            }
+        }
+        send(to, step, std::vector<U>(s.begin(), s.end()));
+    }
     template <class T>
     T receive(std::uint32_t from, std::uint32_t step) const {
         key const k{generation_, step, from};
