@@ -5,7 +5,10 @@
 # every collective message a parcel (--courier:shm_collectives=0), then MPI); prints per case
 # the median latency of each over the rounds and the medians of the per-round ratios.
 # usage: benchmarks/collectives/compare.sh [--rounds=N] [--ranks="2 4 8 16"] [--build=DIR]
-#            [--before=DIR] [--sizes=8,65536] [--ops=allreduce,allgather] [--iterations=N]
+#            [--before=DIR] [--sizes=8,65536] [--ops=allreduce,allreduce-elementwise,allgather]
+#            [--iterations=N]
+# (--ops: any of the three, comma-separated; all three by default. allreduce-elementwise is
+# all_reduce(v, elementwise(std::plus<>{})); MPI runs the same MPI_Allreduce for both.)
 # --before=DIR: also runs DIR's coll_courier (another build, shared-memory collectives) in each
 # round and prints Courier's latency over it (below 1 = faster than that build).
 # Courier runs on shm with one worker per locality, MPI on vader; both unbound (more ranks than
