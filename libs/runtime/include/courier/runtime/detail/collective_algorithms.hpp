@@ -101,9 +101,15 @@ std::vector<U> all_reduce_elementwise(round_trip const& c, std::vector<U> value,
     // other_first (indices, not pointers: std::vector<bool> has no data()).
     auto combine = [&op](std::vector<U>& acc, std::size_t at, std::vector<U>& other,
                          bool other_first) {
-        for (std::size_t i = 0; i < other.size(); ++i) {
-            acc[at + i] = other_first ? op(std::move(other[i]), std::move(acc[at + i]))
-                                      : op(std::move(acc[at + i]), std::move(other[i]));
+        // Two loops, not a choice per element: the loop stays one the compiler can vectorize.
+        if (other_first) {
+            for (std::size_t i = 0; i < other.size(); ++i) {
+                acc[at + i] = op(std::move(other[i]), std::move(acc[at + i]));
+            }
+        } else {
+            for (std::size_t i = 0; i < other.size(); ++i) {
+                acc[at + i] = op(std::move(acc[at + i]), std::move(other[i]));
+            }
         }
     };
     std::uint32_t const pof2 = std::bit_floor(p);
