@@ -5,6 +5,7 @@
 #include "options.hpp"
 
 #include <courier/parcelport/transport.hpp>
+#include <courier/serialization/chunk.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -27,6 +28,12 @@ std::string threshold_provider(config const& cfg, placement const* where);
 /// reaching other hosts).
 parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
                                                      placement const* where);
+/// The options the runtime writes parcels with (--courier:zero_copy_threshold,
+/// --courier:deep_array_threshold), set by init(). They are the runtime's own, not the process
+/// defaults: serialization::save() without options keeps the documented ones (a 4 KiB
+/// threshold) whatever the parcels use.
+serialization::options parcel_options() noexcept;
+void set_parcel_options(serialization::options const& o) noexcept;
 /// Joins the job if started by courier-run (returns true), else runs as a lone locality.
 /// Throws std::runtime_error (with the provider's words) if the network cannot be set up.
 class bootstrap;

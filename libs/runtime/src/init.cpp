@@ -259,9 +259,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
         auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
-        serialization::set_default_options(
-            {zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0,
-             serialization::pointer_tracking::pointer_map, static_cast<std::size_t>(deep)});
+        set_parcel_options({zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0,
+                            serialization::pointer_tracking::pointer_map,
+                            static_cast<std::size_t>(deep)});
         rma::pool_options po;
         po.block_size = static_cast<std::size_t>(cfg.get_int("rma_pool_block", 1, 1ll << 30));
         po.limit = static_cast<std::size_t>(cfg.get_int("rma_pool_limit", 0, 1ll << 50));

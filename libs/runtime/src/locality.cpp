@@ -210,7 +210,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     if (boot->where().host_count > 1 && cfg.get("parcelport") == "libfabric" &&
         cfg.get("provider") == "auto" && cfg.get("zero_copy_threshold") == "auto") {
         // Two rails: parcels for this host's localities take the shm rail's threshold.
-        st.local_send_options = serialization::default_options();
+        st.local_send_options = parcel_options();
         st.local_send_options.zero_copy_threshold =
             static_cast<std::size_t>(cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, "shm"));
         st.same_host_dest.assign(st.size, 0);

@@ -15,6 +15,8 @@
 #include <courier/common/small_alloc.hpp>
 #include <courier/serialization/error.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -24,13 +26,18 @@ namespace courier::detail {
 
 namespace {
 
+/// The runtime's parcel options (parcel_options()): atomics, as init() may run again in a
+/// process whose threads of an earlier runtime still read them.
+std::atomic<std::size_t> g_parcel_threshold{4096};
+std::atomic<bool> g_parcel_zero_copy{true};
+std::atomic<std::size_t> g_parcel_deep_array_threshold{0};
+
 /// The options a parcel for `dest` is written with: its rail's (locality_state::
 /// local_send_options for a locality of this host in a job across hosts), else the
-/// process-wide defaults. The archive copies them.
+/// runtime's (parcel_options()). The archive copies them.
 serialization::options send_options(locality_state const& st, std::uint32_t dest) noexcept {
-    return dest < st.same_host_dest.size() && st.same_host_dest[dest] != 0
-               ? st.local_send_options
-               : serialization::default_options();
+    return dest < st.same_host_dest.size() && st.same_host_dest[dest] != 0 ? st.local_send_options
+                                                                           : parcel_options();
 }
 
 /// A parcel has left (or failed to): a failed request fails its caller's future at once.
@@ -124,7 +131,7 @@ void send_failure_reply(request_context const& r, std::string const& type,
     }
     serialization::message m;
     {
-        serialization::output_archive ar(m);
+        serialization::output_archive ar(m, send_options(here(), r.source));
         write_reply_head(ar, r, false);
         ar.save(type);
         ar.save(what);
@@ -211,6 +218,21 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
 
 } // namespace
 
+serialization::options parcel_options() noexcept {
+    serialization::options o;
+    o.zero_copy_threshold = g_parcel_threshold.load(std::memory_order_relaxed);
+    o.zero_copy = g_parcel_zero_copy.load(std::memory_order_relaxed);
+    o.deep_array_threshold = g_parcel_deep_array_threshold.load(std::memory_order_relaxed);
+    return o;
+}
+
+void set_parcel_options(serialization::options const& o) noexcept {
+    g_parcel_threshold.store(std::max<std::size_t>(o.zero_copy_threshold, 1),
+                             std::memory_order_relaxed);
+    g_parcel_zero_copy.store(o.zero_copy, std::memory_order_relaxed);
+    g_parcel_deep_array_threshold.store(o.deep_array_threshold, std::memory_order_relaxed);
+}
+
 request_context* current_request() noexcept {
     request_context* r = t_request;
     t_request = nullptr; // one reader: the action that runs now
@@ -230,7 +252,7 @@ void send_deferred_reply(request_context const& r,
         }
         serialization::message m;
         try {
-            serialization::output_archive ar(m);
+            serialization::output_archive ar(m, send_options(here(), r.source));
             write_reply_head(ar, r, true);
             write(ar);
         } catch (...) {

@@ -5,6 +5,7 @@
 #include "runtime_fixture.hpp"
 
 #include <courier/common/sanitizers.hpp>
+#include <courier/serialization/save_load.hpp>
 
 #include <gtest/gtest.h>
 
@@ -123,7 +124,9 @@ TEST(options, a_bad_choice_names_the_values_it_accepts) {
 TEST(options, the_zero_copy_threshold_defaults_by_provider) {
     // "auto": 96 KiB on tcp (a rendezvous costs a read request's round trip there), 8 KiB on
     // shm (eager messages up to 8 KiB go as two parts within its inject size), 4 KiB
-    // elsewhere; an explicit value wins, and a bad one is an error.
+    // elsewhere; an explicit value wins, and a bad one is an error. They are the parcels':
+    // save() without options keeps the documented 4 KiB (API.md), so a program's own 4 KiB
+    // array is a pointer chunk whatever the provider.
     struct row {
         std::vector<std::string> args;
         std::size_t expect;
@@ -134,7 +137,7 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
              {{"--courier:provider=shm"}, 8192},
              {{"--courier:provider=verbs"}, 4096},
              {{"--courier:provider=tcp", "--courier:zero_copy_threshold=2048"}, 2048}}) {
-        std::size_t seen = 0;
+        std::size_t seen = 0, process_default = 0, pointer_chunks = 0;
         bool ran = false;
         auto args = r.args;
         args.insert(args.begin(), "prog");
@@ -145,13 +148,20 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
         EXPECT_EQ(courier::init(
                       [&](int, char**) {
                           ran = true;
-                          seen = courier::serialization::default_options().zero_copy_threshold;
+                          seen = courier::detail::parcel_options().zero_copy_threshold;
+                          process_default =
+                              courier::serialization::default_options().zero_copy_threshold;
+                          std::vector<char> const block(4096, 'b');
+                          auto m = courier::serialization::save(block);
+                          pointer_chunks = m.external_chunk_count();
                           return courier::finalize();
                       },
                       static_cast<int>(argv.size()), argv.data()),
                   0);
         EXPECT_TRUE(ran);
         EXPECT_EQ(seen, r.expect) << r.args.back();
+        EXPECT_EQ(process_default, 4096u) << r.args.back();
+        EXPECT_EQ(pointer_chunks, 1u) << r.args.back();
     }
     testing::internal::CaptureStderr();
     EXPECT_EQ(init_with({"--courier:zero_copy_threshold=big"}), 1);

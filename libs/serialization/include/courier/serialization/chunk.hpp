@@ -44,9 +44,10 @@ struct options {
     std::size_t deep_array_threshold = 0;
 };
 
-/// The process-wide default used by save() without explicit options. The runtime sets it from
-/// `--courier:zero_copy_threshold`. Thread-safe; changing it does not affect archives already
-/// being written.
+/// The process-wide default used by save() without explicit options: options{} (a 4 KiB
+/// threshold, as API.md documents) unless the program sets another. The runtime does not
+/// change it: its parcels take `--courier:zero_copy_threshold` on their own. Thread-safe;
+/// changing it does not affect archives already being written.
 options default_options() noexcept;
 void set_default_options(options const& o) noexcept;
 
