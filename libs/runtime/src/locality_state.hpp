@@ -136,8 +136,8 @@ struct locality_state {
     std::uint64_t job_token = 0; // in every eager header; strangers are told by it
     // A job across hosts with zero_copy_threshold "auto" serializes a parcel for a locality of
     // its own host (same_host_dest, by rank; empty in any other job) with the shm rail's
-    // threshold (local_send_options), for the others with the network provider's (the
-    // process-wide default): each rail gets the threshold its protocols are tuned for.
+    // threshold (local_send_options), for the others with the network provider's
+    // (parcel_options()): each rail gets the threshold its protocols are tuned for.
     std::vector<std::uint8_t> same_host_dest;
     serialization::options local_send_options;
     std::size_t hook = static_cast<std::size_t>(-1);
