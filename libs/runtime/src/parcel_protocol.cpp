@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
-// The request/reply protocol: a remote call becomes a request parcel, runs as a task on its
-// destination and comes back as a reply parcel that completes the caller's future. Layout of
-// the parcels: locality_state.hpp.
+// The request/reply protocol, sending half: a remote call becomes a request parcel, runs as a
+// task on its destination (handle_request) and comes back as a reply parcel that completes the
+// caller's future. Receiving: parcel_receive.cpp. Layout of the parcels: locality_state.hpp.
 #include "distributed.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
@@ -12,15 +12,10 @@
 
 #include <fmt/format.h>
 
-#include <courier/common/small_alloc.hpp>
-#include <courier/serialization/error.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
-#include <new>
 
 namespace courier::detail {
 
@@ -163,6 +158,10 @@ public:
     request_scope& operator=(request_scope const&) = delete;
 };
 
+} // namespace
+
+/// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,
+/// for flow control) and answers it unless it was posted.
 void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
@@ -215,8 +214,6 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     }
     send_reply(ctx, std::move(result));
 }
-
-} // namespace
 
 serialization::options parcel_options() noexcept {
     serialization::options o;
@@ -280,232 +277,6 @@ completion take_pending(std::uint64_t rid) {
     return done;
 }
 
-namespace {
-
-void handle_reply(std::uint32_t source, serialization::input_archive& in) {
-    locality_state& st = here();
-    auto rid = in.load_value<std::uint64_t>();
-    bool control = in.load_value<std::uint8_t>() != 0;
-    auto status = in.load_value<std::uint8_t>();
-    if (!control) {
-        st.received.fetch_add(1, std::memory_order_acq_rel);
-    }
-    completion done = take_pending(rid);
-    if (!done) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "reply from locality {} for unknown request {}", source, rid);
-        return;
-    }
-    if (status == status_ok) {
-        done(&in, nullptr);
-        return;
-    }
-    std::string type, what;
-    in.load(type);
-    in.load(what);
-    // Made before done() runs, so that no temporary sharing the message outlives the wake-up
-    // (see sent()).
-    auto error = std::make_exception_ptr(remote_exception(type, what, source));
-    done(nullptr, std::move(error));
-}
-
-/// Runs the requests of `source`'s ordered stream from `first` on (the stream is marked
-/// running by the caller): each, then the next one if it has arrived, until one is missing.
-void run_ordered(std::uint32_t source, ordered_state::stream& s, serialization::message first) {
-    serialization::message m = std::move(first);
-    for (;;) {
-        try {
-            serialization::input_archive in(m);
-            auto kind = in.load_value<std::uint8_t>();
-            in.load_value<std::uint64_t>(); // the sequence number
-            if (kind == ordered_request) {
-                handle_request(source, in, m.total_size());
-            }
-        } catch (std::exception const& e) {
-            static logging::rate_limit limit;
-            logging::error_limited(limit, "dropped a malformed ordered parcel from locality {}: {}",
-                                   source, e.what());
-        }
-        std::lock_guard g(s.mutex);
-        ++s.next;
-        auto it = s.early.begin();
-        if (it == s.early.end() || it->first != s.next) {
-            s.running = false;
-            return;
-        }
-        m = std::move(it->second);
-        s.early.erase(it);
-    }
-}
-
-/// An ordered request or skip from `source`: runs now if its turn has come (and then the
-/// early arrivals that follow it), else waits among the early arrivals.
-void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::message& msg) {
-    locality_state& st = here();
-    auto& streams = ordered_streams(st);
-    if (source >= streams.from.size()) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped an ordered parcel from unknown locality {}", source);
-        return;
-    }
-    auto& s = *streams.from[source];
-    {
-        std::lock_guard g(s.mutex);
-        // A working peer has at most its flow-control window of requests in flight here (and
-        // a few sent over it from inside its progress), so that many early arrivals at most;
-        // four windows is room to spare. A number far ahead, or one already run, or more early
-        // arrivals than that, is not from a working peer: dropped, so it cannot pile up.
-        constexpr std::uint64_t max_ahead = std::uint64_t{1} << 24;
-        // (Calls to this locality itself take no window: they have no such bound.)
-        std::int64_t const window = st.flow.window_parcels;
-        std::size_t const max_early = window > 0 && source != st.rank
-                                          ? static_cast<std::size_t>(4 * window + 64)
-                                          : std::size_t{max_ahead};
-        if (seq < s.next || seq - s.next > max_ahead || s.early.count(seq) != 0 ||
-            (seq != s.next && s.early.size() >= max_early)) {
-            static logging::rate_limit limit;
-            logging::error_limited(
-                limit,
-                "dropped an ordered parcel from locality {}: sequence number {} (next is {}, {} "
-                "early ones wait)",
-                source, seq, s.next, s.early.size());
-            return;
-        }
-        if (s.running || seq != s.next) {
-            s.early.emplace(seq, std::move(msg));
-            return;
-        }
-        s.running = true;
-    }
-    run_ordered(source, s, std::move(msg));
-}
-
-void handle_parcel(std::uint32_t source, serialization::message& msg) noexcept {
-    try {
-        serialization::input_archive in(msg);
-        auto kind = in.load_value<std::uint8_t>();
-        if (kind == request) {
-            handle_request(source, in, msg.total_size());
-        } else if (kind == ordered_request || kind == ordered_skip) {
-            handle_ordered(source, in.load_value<std::uint64_t>(), msg);
-        } else if (kind == reply) {
-            handle_reply(source, in);
-        } else {
-            static logging::rate_limit limit;
-            logging::error_limited(limit, "dropped a parcel of unknown kind {} from locality {}",
-                                   kind, source);
-        }
-    } catch (std::exception const& e) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
-                               e.what());
-    } catch (...) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a parcel from locality {}: unknown exception",
-                               source);
-    }
-}
-
-/// A received parcel waiting to be handled: the message moves in once (post() would move it
-/// into a lambda, then into its wrapper, then into the task) and handle_parcel catches
-/// everything.
-struct parcel_task final : task, pooled {
-    std::uint32_t source;
-    serialization::message msg;
-    parcel_task(std::uint32_t s, serialization::message&& m) noexcept
-        : task{&run_it, &drop_it}, source(s), msg(std::move(m)) {}
-    static void run_it(task* t) noexcept {
-        auto* self = static_cast<parcel_task*>(t);
-        handle_parcel(self->source, self->msg);
-        delete self;
-    }
-    static void drop_it(task* t) noexcept { delete static_cast<parcel_task*>(t); }
-};
-
-/// The requests of one received coalesced message, run one after another by one task: one
-/// allocation and one task per message instead of a message buffer and a task per parcel
-/// (Per-parcel cost in benchmarks/RESULTS.md). Each request is read where it lies, through a
-/// message that views it.
-///
-/// In order, yet never stuck behind one request: while a request runs, the rest of the batch
-/// (this same task, from the next request on) waits in the worker's queue, where an idle worker
-/// can take it, and where this worker finds it if the request blocks. When the request returns
-/// and the rest is still the newest item of the queue, the task takes it back and goes on
-/// (retract(): a pop, no allocation). Every queued copy holds a reference; the last to finish
-/// frees the block.
-///
-/// Layout: this header, then the requests, each its size (u32, then 4 zero bytes) and its
-/// bytes, padded to 8.
-struct request_batch final : task {
-    static constexpr std::size_t prefix = 8;
-    static constexpr std::size_t record_bytes(std::size_t n) noexcept {
-        return prefix + (n + 7) / 8 * 8;
-    }
-
-    std::uint32_t source;
-    std::uint32_t size;     // bytes of records after the header
-    std::uint32_t next = 0; // offset of the next request to run (the queued copy's to change)
-    std::atomic<std::uint32_t> refs{1};
-
-    request_batch(std::uint32_t src, std::uint32_t bytes) noexcept
-        : task{&run_it, &drop_it}, source(src), size(bytes) {}
-    std::byte* records() noexcept { return reinterpret_cast<std::byte*>(this + 1); }
-
-    /// A batch with room for `bytes` of records (record_bytes() each): a small-object block,
-    /// as deliver_batch keeps batches within one. Throws std::bad_alloc.
-    static request_batch* make(std::uint32_t source, std::size_t bytes) {
-        return ::new (small_alloc(sizeof(request_batch) + bytes))
-            request_batch(source, static_cast<std::uint32_t>(bytes));
-    }
-    static void unref(request_batch* b) noexcept {
-        if (b->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            std::size_t const n = sizeof(request_batch) + b->size;
-            b->~request_batch();
-            small_free(b, n);
-        }
-    }
-
-    static void run_it(task* t) noexcept {
-        auto* b = static_cast<request_batch*>(t);
-        serialization::message view;
-        for (;;) {
-            std::byte* r = b->records() + b->next;
-            std::uint32_t n = 0;
-            std::memcpy(&n, r, sizeof n);
-            b->next += static_cast<std::uint32_t>(record_bytes(n));
-            bool const last = b->next >= b->size;
-            bool queued = false;
-            if (!last) {
-                b->refs.fetch_add(1, std::memory_order_relaxed);
-                try {
-                    spawn(b);
-                    queued = true;
-                } catch (...) { // not queued (the runtime is stopping): the rest runs here
-                    b->refs.fetch_sub(1, std::memory_order_relaxed);
-                }
-            }
-            view.view({r + prefix, n});
-            handle_parcel(b->source, view);
-            if (last || (queued && !retract(b))) {
-                break; // done, or the rest runs elsewhere (it may have already)
-            }
-            if (queued) {
-                b->refs.fetch_sub(1, std::memory_order_relaxed); // the queued copy's, taken back
-            }
-            progress_point();
-        }
-        view = serialization::message(); // before the bytes it views can go
-        unref(b);
-    }
-    static void drop_it(task* t) noexcept { unref(static_cast<request_batch*>(t)); }
-};
-
-/// Replies whose index data is at most this large and that have no external chunk are handled
-/// where they arrive.
-constexpr std::size_t inline_reply_bytes = 4096;
-
-} // namespace
-
 void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
     serialization::message m;
     {
@@ -519,144 +290,6 @@ void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
     } catch (std::exception const& e) {
         log(log_level::warn, "could not return credits to locality {}: {}", dest, e.what());
     }
-}
-
-void deliver(std::uint32_t source, serialization::message&& m) {
-    // A small reply only fulfils a promise (resuming the waiting thread, or queueing its
-    // continuations as tasks): handled at once, on the thread that received it, it costs no
-    // task and no switch. Requests (actions may block) and large replies (their loading
-    // copies) run as tasks, so that progress passes stay short.
-    locality_state& st = here();
-    heard_from(st, source);
-    parcel_received(st, source, m);
-    auto d = m.data();
-    if (d.size() > serialization::message_header_size && d.size() <= inline_reply_bytes &&
-        m.external_chunk_count() == 0) {
-        auto kind = std::to_integer<std::uint8_t>(d[serialization::message_header_size]);
-        if (kind == reply) {
-            handle_parcel(source, m);
-            return;
-        }
-        if (kind == heartbeat) {
-            return;
-        }
-        if (kind == credit) {
-            try {
-                serialization::input_archive in(m);
-                in.load_value<std::uint8_t>();
-                auto parcels = in.load_value<std::int64_t>();
-                auto bytes = in.load_value<std::int64_t>();
-                st.flow.credits_received.fetch_add(1, std::memory_order_relaxed);
-                flow_credit(st, source, parcels, bytes);
-            } catch (std::exception const& e) {
-                static logging::rate_limit limit;
-                logging::error_limited(limit,
-                                       "dropped a malformed credit parcel from locality {}: {}",
-                                       source, e.what());
-            }
-            return;
-        }
-        if (kind == goodbye) {
-            if (source < st.live.departed.size()) {
-                st.live.departed[source].store(true, std::memory_order_relaxed);
-            }
-            return;
-        }
-    }
-    // A request may wait in the task queue a while (up to a flow-control window of them):
-    // it keeps only the bytes it carries, not the receive path's pooled 4 KiB buffer.
-    m.shrink_to_fit();
-    auto* t = new parcel_task(source, std::move(m));
-    try {
-        spawn(t);
-    } catch (...) { // the runtime is stopping
-        parcel_task::drop_it(t);
-        throw;
-    }
-}
-
-namespace {
-/// A request a request_batch takes: not one of shareable_index_min bytes or more, which goes
-/// as a message of its own (deliver_one), whose large blocks a loader adopts
-/// (message::from_bytes): in a batch its bytes were copied twice, into the batch and out.
-bool is_request(std::span<std::byte const> p) noexcept {
-    return p.size() > serialization::message_header_size &&
-           p.size() < serialization::message::shareable_index_min &&
-           std::to_integer<std::uint8_t>(p[serialization::message_header_size]) == request;
-}
-/// One parcel of a batch on the usual path (a message of its own).
-void deliver_one(std::uint32_t source, std::span<std::byte const> p) {
-    serialization::message m;
-    try {
-        m = serialization::message::from_bytes(p);
-    } catch (serialization::serialization_error const& e) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
-                               e.what());
-        return;
-    }
-    deliver(source, std::move(m));
-}
-} // namespace
-
-namespace {
-/// deliver_batch for a run of parcels whose `requests` requests (`bytes`, `record_bytes` as
-/// records) fit one request_batch.
-void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels,
-                 std::size_t requests, std::size_t bytes, std::size_t record_bytes) {
-    if (requests < 2) {
-        for (auto p : parcels) {
-            deliver_one(source, p);
-        }
-        return;
-    }
-    locality_state& st = here();
-    heard_from(st, source);
-    request_batch* b = request_batch::make(source, record_bytes);
-    std::byte* at = b->records();
-    for (auto p : parcels) {
-        if (!is_request(p)) {
-            deliver_one(source, p); // replies and control words at once, as deliver() does
-            continue;
-        }
-        auto n = static_cast<std::uint32_t>(p.size());
-        std::memcpy(at, &n, sizeof n);
-        std::memset(at + sizeof n, 0, request_batch::prefix - sizeof n);
-        std::memcpy(at + request_batch::prefix, p.data(), p.size());
-        at += request_batch::record_bytes(p.size());
-    }
-    parcels_received(st, source, requests, bytes);
-    try {
-        spawn(b);
-    } catch (...) { // the runtime is stopping
-        request_batch::drop_it(b);
-        throw;
-    }
-}
-} // namespace
-
-void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> const> parcels) {
-    // Requests go in request_batches of one small-object block each: a larger one would cost a
-    // malloc per batch (tcp's batches reach ~100 KiB). A run ends before the request that would
-    // not fit; every request fits an empty batch (is_request: under 4 KiB).
-    constexpr std::size_t room = small_alloc_max - sizeof(request_batch);
-    static_assert(request_batch::record_bytes(serialization::message::shareable_index_min) <= room);
-    std::size_t begin = 0, requests = 0, bytes = 0, record_bytes = 0;
-    for (std::size_t i = 0; i < parcels.size(); ++i) {
-        if (!is_request(parcels[i])) {
-            continue;
-        }
-        std::size_t const rb = request_batch::record_bytes(parcels[i].size());
-        if (record_bytes + rb > room) {
-            deliver_run(source, parcels.subspan(begin, i - begin), requests, bytes, record_bytes);
-            begin = i;
-            requests = bytes = record_bytes = 0;
-        }
-        ++requests;
-        bytes += parcels[i].size();
-        record_bytes += rb;
-    }
-    deliver_run(source, parcels.subspan(begin), requests, bytes, record_bytes);
 }
 
 void send_request(std::uint32_t dest, std::uint64_t action_id,
