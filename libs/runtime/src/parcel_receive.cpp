@@ -318,9 +318,7 @@ void deliver_one(std::uint32_t source, std::span<std::byte const> p) {
     }
     deliver(source, std::move(m));
 }
-} // namespace
 
-namespace {
 /// deliver_batch for a run of parcels whose `requests` requests (`bytes`, `record_bytes` as
 /// records) fit one request_batch.
 void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels,
