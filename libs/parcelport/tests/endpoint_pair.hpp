@@ -35,8 +35,9 @@ struct pair_of_endpoints {
                                bool coalescing = true, std::size_t eager_threshold = 4096,
                                bool split_messages = true, std::size_t coalesce_records = 0,
                                std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0,
-                               bool shm_direct_read = false) {
+                               bool shm_direct_read = false, bool shm_rings = true) {
         pp::transport_options o;
+        o.shm_rings = shm_rings;
         // No outbox and no direct reads unless asked: these tests see shm's RMA reads by
         // fi_read (the protocol of chunks over the outbox's largest, and of a peer whose outbox
         // cannot be mapped or whose memory cannot be read directly).

@@ -85,6 +85,7 @@ TEST_P(shm_files, a_process_ended_without_closing_its_transport_leaves_none) {
     if (opened && how != ends_itself) {
         EXPECT_TRUE(exists(name));
         EXPECT_TRUE(exists(name + "-bell"));
+        EXPECT_TRUE(exists(name + "-rings"));
         ::kill(child, how);
     }
     int status = 0;
@@ -103,8 +104,10 @@ TEST_P(shm_files, a_process_ended_without_closing_its_transport_leaves_none) {
     }
     EXPECT_FALSE(exists(name)) << "the endpoint's region stayed";
     EXPECT_FALSE(exists(name + "-bell")) << "the doorbell stayed";
+    EXPECT_FALSE(exists(name + "-rings")) << "the message rings stayed";
     std::filesystem::remove("/dev/shm/" + name);
     std::filesystem::remove("/dev/shm/" + name + "-bell");
+    std::filesystem::remove("/dev/shm/" + name + "-rings");
 }
 
 INSTANTIATE_TEST_SUITE_P(endings, shm_files,

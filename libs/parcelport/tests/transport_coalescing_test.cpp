@@ -175,12 +175,14 @@ TEST_P(transport, an_eager_message_over_the_inject_size_to_a_busy_peer_goes_thro
     // size). Sent one at a time, each goes split in two parts (the latency path). Sent in a
     // burst, all but the first two find the destination busy: their index is staged in the
     // outbox and announced, the announcements in batches. tcp has no outbox and sends them
-    // whole. Either way every parcel arrives once and intact and its handler runs once.
+    // whole. Either way every parcel arrives once and intact and its handler runs once. (No
+    // message rings: with them each goes whole through the ring, see the next test.)
     bool const shm = GetParam() == "shm";
     std::unique_ptr<pair_of_endpoints> e;
     try {
         e = std::make_unique<pair_of_endpoints>(GetParam(), 42, pp::transport_options{}.read_budget,
-                                                false, 0, true, 8192, true, 0, 8u << 20);
+                                                false, 0, true, 8192, true, 0, 8u << 20, 0, false,
+                                                /*shm_rings=*/false);
     } catch (std::exception const& ex) {
         GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
     }
@@ -221,6 +223,86 @@ TEST_P(transport, an_eager_message_over_the_inject_size_to_a_busy_peer_goes_thro
     } else {
         EXPECT_EQ(st.outbox_chunks_sent, 0u);
         EXPECT_EQ(st.rendezvous_sends, 0u);
+    }
+    std::vector<int> seen(lone + burst, 0);
+    for (auto& [src, m] : e->got_b) {
+        int i = -1;
+        std::vector<char> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < lone + burst) << i;
+        ++seen[static_cast<std::size_t>(i)];
+        EXPECT_EQ(v, payload(i)) << i;
+        EXPECT_EQ(src, 0u);
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+}
+
+TEST_P(transport, on_shm_eager_messages_go_whole_through_the_message_ring) {
+    // shm with message rings and an outbox: the parcels of ~6 KB of the test above, lone and
+    // in a burst, and small ones coalesced. Every eager message goes whole through the ring:
+    // no split, no staged index, no rendezvous, no DONE. tcp has no rings. A burst that
+    // fills the ring goes on through the provider (refusals), and everything arrives once,
+    // intact.
+    bool const shm = GetParam() == "shm";
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>(GetParam(), 42, pp::transport_options{}.read_budget,
+                                                false, 0, true, 8192, true, 0, 8u << 20);
+    } catch (std::exception const& ex) {
+        GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+    }
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    auto payload = [](int i) {
+        std::vector<char> v(i % 2 == 0 ? 6000 + static_cast<std::size_t>(i)
+                                       : 8 + static_cast<std::size_t>(i));
+        for (std::size_t k = 0; k < v.size(); ++k) {
+            v[k] = static_cast<char>(k * 13 + static_cast<std::size_t>(i));
+        }
+        return v;
+    };
+    int handled = 0, errors = 0;
+    auto on_sent = [&](std::error_code ec) {
+        ++handled;
+        errors += ec ? 1 : 0;
+    };
+    // The first message may find the ring not attached yet: one round trip first.
+    e->a->send(1, cs::save(-1), nullptr);
+    ASSERT_TRUE(e->pump([&] { return e->got_b.size() == 1; }));
+    e->got_b.clear();
+    auto const start = e->a->stats();
+    constexpr int lone = 8, burst = 200;
+    for (int i = 0; i < lone; ++i) {
+        e->a->send_coalesced(1, cs::save(copy_all, i, payload(i)), on_sent);
+        ASSERT_TRUE(e->pump([&] { return handled == i + 1 && e->got_b.size() == i + 1u; }));
+    }
+    auto const alone = e->a->stats();
+    if (shm) {
+        EXPECT_EQ(alone.ring_messages_sent - start.ring_messages_sent, std::uint64_t{lone});
+    }
+    for (int i = lone; i < lone + burst; ++i) {
+        e->a->send_coalesced(1, cs::save(copy_all, i, payload(i)), on_sent);
+    }
+    ASSERT_TRUE(
+        e->pump([&] { return handled == lone + burst && e->got_b.size() == lone + burst; }));
+    EXPECT_EQ(errors, 0);
+    auto const st = e->a->stats();
+    auto const got = e->b->stats();
+    if (shm) {
+        EXPECT_EQ(st.outbox_chunks_sent, 0u);
+        EXPECT_EQ(st.rendezvous_sends, 0u);
+        EXPECT_EQ(st.done_messages + got.done_messages, 0u);
+        EXPECT_GT(st.parcels_in_batches, 0u) << "the burst coalesced";
+        // Sent by ring, or through the provider when the ring was full (refused): whole or
+        // split, never staged.
+        EXPECT_GT(st.ring_messages_sent - alone.ring_messages_sent, 0u);
+        EXPECT_EQ(got.ring_messages_received, st.ring_messages_sent);
+        if (st.ring_refusals == 0) {
+            EXPECT_EQ(st.split_sends, 0u);
+        }
+    } else {
+        EXPECT_EQ(st.ring_messages_sent, 0u);
+        EXPECT_EQ(got.ring_messages_received, 0u);
     }
     std::vector<int> seen(lone + burst, 0);
     for (auto& [src, m] : e->got_b) {

@@ -179,6 +179,9 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/bytes/outbox-received", p.outbox_bytes_received);
     put("/parcelport/count/direct-reads", p.direct_reads);
     put("/parcelport/count/done-messages", p.done_messages);
+    put("/parcelport/count/ring-messages-sent", p.ring_messages_sent);
+    put("/parcelport/count/ring-messages-received", p.ring_messages_received);
+    put("/parcelport/count/ring-refusals", p.ring_refusals);
 
     // Flow control (get_flow_statistics' fields, read from `st`).
     auto const& f = st.flow;

@@ -129,6 +129,7 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     auto const& idle = cfg.get_choice("shm_outbox_idle", {"auto", "0", "1"});
     o.shm_outbox_idle = idle == "auto" ? -1 : idle == "1";
     o.shm_direct_read = cfg.get_int("shm_direct_read", 0, 1) != 0;
+    o.shm_rings = cfg.get_int("shm_rings", 0, 1) != 0;
     // auto: the doorbell with one worker, the completion queue's fd with more. A sleeping
     // worker arms the bell, and then every message to the locality rings it although another
     // worker is awake and polling (measured slower than the fd). One worker has nobody else to

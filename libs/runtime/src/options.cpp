@@ -97,6 +97,11 @@ std::vector<option_spec> const& option_table() {
          "of lines no one wrote, against two of lines the other core holds: a 16 KiB call 1.3x "
          "faster on an Intel Xeon); auto = 1 on AMD processors, 0 on others. Chunks to a "
          "busy locality (a stream) are staged either way"},
+        {"shm_rings", "1",
+         "shm: 1 = eager messages of up to 16 KiB (small parcels, coalesced messages) between "
+         "localities of one host go through per-pair rings in shared memory "
+         "(/dev/shm/courier-JOB-RANK-rings, 64 KiB per pair and direction) whenever the ring "
+         "has room, instead of through shm's own queues; 0 = all through shm"},
         {"shm_direct_read", "1",
          "shm: 1 = the receiver reads a chunk that is not in an outbox from the sender's memory "
          "itself (process_vm_readv); 0 = with fi_read, by which libfabric 1.17's shm holds the "

@@ -112,12 +112,15 @@ void coalescer::post_batch(batch_op* b) {
     ++parts_.stats.batches_sent;
     parts_.stats.parcels_in_batches += b->handlers.size();
     b->split.failed.store(false, std::memory_order_relaxed);
+    b->split.left.store(1, std::memory_order_release);
+    std::uint32_t dest = b->dest;
+    if (parts_.send_by_ring(dest, b->buf.data(), b->buf.size(), b)) {
+        return; // whole, through the peer's message ring
+    }
     if (split_part_ != 0 && b->buf.size() > split_part_) {
         post_split_batch(b);
         return;
     }
-    b->split.left.store(1, std::memory_order_release);
-    std::uint32_t dest = b->dest;
     fi_addr_t to = parts_.peers[dest];
     try {
         parts_.posts.post_or_defer(

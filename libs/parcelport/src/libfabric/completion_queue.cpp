@@ -103,6 +103,26 @@ void libfabric_transport::log_error_summary() {
     }
 }
 
+void libfabric_transport::on_success(op* o, std::size_t len) {
+    switch (o->k) {
+    case op::kind::recv:
+        receiver_->on_completion(static_cast<recv_op*>(o), len);
+        break;
+    case op::kind::send:
+        sender_->on_completion(static_cast<send_op*>(o), false);
+        break;
+    case op::kind::read:
+        rendezvous_->on_completion(static_cast<read_op*>(o), false);
+        break;
+    case op::kind::batch:
+        coalescer_->on_completion(static_cast<batch_op*>(o), {});
+        break;
+    case op::kind::batch_part:
+        coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, {});
+        break;
+    }
+}
+
 bool libfabric_transport::progress() {
     // One poller at a time (others have nothing to add and would only contend on the CQ;
     // libfabric 1.17's tcp/rxm also crashed with concurrent fi_cq_read and fi_trywait).
@@ -114,6 +134,14 @@ bool libfabric_transport::progress() {
     try {
         any = rendezvous_->admit_deferred();
         any = rendezvous_->advance_direct() || any;
+        if (rings_) {
+            // Sends that went through the rings complete first: their parcels' handlers may
+            // free what the next messages need. Then the messages waiting in the rings.
+            any = local_.drain([this](op* o) { on_success(o, 0); }) || any;
+            any = rings_->poll([this](std::uint32_t source, std::byte const* p, std::size_t len) {
+                receiver_->on_ring_message(source, p, len);
+            }) || any;
+        }
         fi_cq_msg_entry entries[16];
         for (;;) {
             ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);
@@ -130,24 +158,7 @@ bool libfabric_transport::progress() {
             }
             any = true;
             for (ssize_t i = 0; i < n; ++i) {
-                auto* o = static_cast<op*>(entries[i].op_context);
-                switch (o->k) {
-                case op::kind::recv:
-                    receiver_->on_completion(static_cast<recv_op*>(o), entries[i].len);
-                    break;
-                case op::kind::send:
-                    sender_->on_completion(static_cast<send_op*>(o), false);
-                    break;
-                case op::kind::read:
-                    rendezvous_->on_completion(static_cast<read_op*>(o), false);
-                    break;
-                case op::kind::batch:
-                    coalescer_->on_completion(static_cast<batch_op*>(o), {});
-                    break;
-                case op::kind::batch_part:
-                    coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, {});
-                    break;
-                }
+                on_success(static_cast<op*>(entries[i].op_context), entries[i].len);
             }
             if (n < 16) {
                 // A partial batch: the queue was empty a moment ago. Another fi_cq_read now would

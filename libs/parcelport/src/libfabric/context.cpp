@@ -51,7 +51,7 @@ std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::
 
 std::vector<std::byte> join_address(address_parts const& p) {
     std::vector<std::byte> a = p.provider;
-    for (std::string const* name : {&p.outbox, &p.bell, &p.direct}) {
+    for (std::string const* name : {&p.outbox, &p.bell, &p.rings, &p.direct}) {
         for (char c : *name) {
             a.push_back(static_cast<std::byte>(c));
         }
@@ -65,7 +65,7 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
     address_parts p;
     std::size_t end = a.size();
     // The names at the end, last first.
-    for (std::string* name : {&p.direct, &p.bell, &p.outbox}) {
+    for (std::string* name : {&p.direct, &p.rings, &p.bell, &p.outbox}) {
         std::size_t len = end < 2 ? 0
                                   : std::to_integer<std::size_t>(a[end - 2]) |
                                         std::to_integer<std::size_t>(a[end - 1]) << 8;
@@ -84,7 +84,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
                      direct_reader* direct) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
     std::vector<std::string> bells(addresses.size()), boxes(addresses.size()),
-        identities(addresses.size());
+        identities(addresses.size()), rings(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) {
         auto const& a = addresses[i];
         if (a.empty() && i != rank) {
@@ -93,12 +93,14 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
         address_parts parts = split_address(a, i);
         bells[i] = std::move(parts.bell);
         boxes[i] = std::move(parts.outbox);
+        rings[i] = std::move(parts.rings);
         if (i != rank) {
             identities[i] = std::move(parts.direct);
         }
         addrs[i] = ep.insert(a.data(), static_cast<std::uint32_t>(i));
     }
     addrs_ = std::move(addrs);
+    ring_names_ = std::move(rings);
     rank_ = rank;
     bell_ = bell;
     if (box != nullptr && box->connect(boxes) != 0) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../doorbell.hpp"
+#include "../message_rings.hpp"
 #include "../wire.hpp"
 #include "fabric.hpp"
 
@@ -46,12 +47,52 @@ struct counters {
     statistics snapshot() const;
 };
 
+/// Operations that completed without the provider (sent through a message ring): handed to
+/// progress() as if the completion queue had returned them. A lock-free stack linked through
+/// the operations' own contexts, which the provider never saw.
+class local_completions {
+public:
+    void push(op* o) noexcept {
+        op* h = head_.load(std::memory_order_relaxed);
+        do {
+            o->ctx.internal[0] = h;
+        } while (!head_.compare_exchange_weak(h, o, std::memory_order_release,
+                                              std::memory_order_relaxed));
+    }
+    bool empty() const noexcept { return head_.load(std::memory_order_acquire) == nullptr; }
+    /// Calls `f(op*)` on each, in the order pushed; true if any.
+    template <class F>
+    bool drain(F&& f) {
+        if (empty()) {
+            return false;
+        }
+        op* list = head_.exchange(nullptr, std::memory_order_acquire);
+        op* ordered = nullptr;
+        while (list != nullptr) {
+            op* next = static_cast<op*>(list->ctx.internal[0]);
+            list->ctx.internal[0] = ordered;
+            ordered = list;
+            list = next;
+        }
+        while (ordered != nullptr) {
+            op* next = static_cast<op*>(ordered->ctx.internal[0]);
+            ordered->ctx.internal[0] = nullptr;
+            f(ordered);
+            ordered = next;
+        }
+        return true;
+    }
+
+private:
+    std::atomic<op*> head_{nullptr};
+};
+
 /// A locality's address as the transport publishes it: the provider's address, then the names
-/// of its outbox and of its doorbell and its direct-read identity (direct_reader::identity())
-/// (empty: none), each followed by its length in two bytes.
+/// of its outbox, of its doorbell and of its message rings and its direct-read identity
+/// (direct_reader::identity()) (empty: none), each followed by its length in two bytes.
 struct address_parts {
     std::vector<std::byte> provider;
-    std::string outbox, bell, direct;
+    std::string outbox, bell, rings, direct;
 };
 std::vector<std::byte> join_address(address_parts const& p);
 /// The parts of `a`; throws network_error naming locality `rank` when the lengths do not fit.
@@ -68,6 +109,9 @@ public:
     void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
              detail::doorbell* bell, bool& bell_wait, outbox* box, direct_reader* direct);
     std::size_t size() const noexcept { return addrs_.size(); }
+    /// The message ring names the addresses carried, by rank (set() fills them; the transport
+    /// connects its rings with them).
+    std::vector<std::string> const& ring_names() const noexcept { return ring_names_; }
     fi_addr_t operator[](std::uint32_t rank) const noexcept { return addrs_[rank]; }
     std::uint32_t rank() const noexcept { return rank_; }
     void set_token(std::uint64_t t) noexcept { token_ = t; }
@@ -107,6 +151,7 @@ public:
 private:
     counters& counters_;
     std::vector<fi_addr_t> addrs_;
+    std::vector<std::string> ring_names_;
     std::uint32_t rank_ = 0;
     transport::activity_handler on_activity_;
     transport::read_handler on_read_;
@@ -149,6 +194,21 @@ struct transport_parts {
     peer_table& peers;
     backlog& posts;
     counters& stats;
+    /// shm: the message rings (null: none) and the completions of what went through them.
+    detail::message_rings* rings = nullptr;
+    local_completions* local = nullptr;
+
+    /// Sends the `n` bytes at `p` to `dest` through its message ring if it takes them: then
+    /// `o` completes in the next progress pass, the peer is woken, and true is returned. After
+    /// that the caller must not touch what `o` belongs to (it may complete at once).
+    bool send_by_ring(std::uint32_t dest, void const* p, std::size_t n, op* o) {
+        if (rings == nullptr || !rings->send(dest, p, n)) {
+            return false;
+        }
+        local->push(o);
+        peers.wake(dest, 0);
+        return true;
+    }
 };
 
 } // namespace courier::parcelport::fabric

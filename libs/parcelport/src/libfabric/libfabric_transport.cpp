@@ -169,10 +169,17 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                 outbox_.reset();
             }
         }
+        if (ep.shm() && opts_.shm_rings) {
+            try {
+                rings_ = std::make_unique<detail::message_rings>(name);
+            } catch (std::exception const& e) {
+                logging::warn("{}; small messages will go through the provider's queues", e.what());
+            }
+        }
         if (ep.shm() && ep.mr_virt_addr() && opts_.shm_direct_read) {
             direct_ = std::make_unique<direct_reader>();
         }
-        transport_parts parts{ep, peers_, backlog_, counters_};
+        transport_parts parts{ep, peers_, backlog_, counters_, rings_.get(), &local_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
         sender_->set_outbox(outbox_.get(), opts_.shm_outbox_idle < 0 ? fabric::amd_processor()
                                                                      : opts_.shm_outbox_idle != 0);
@@ -208,6 +215,7 @@ libfabric_transport::~libfabric_transport() {
 std::vector<std::byte> libfabric_transport::address() const {
     return join_address({endpoint_->name(), outbox_ ? outbox_->name() : std::string(),
                          bell_ ? bell_->name() : std::string(),
+                         rings_ ? rings_->name() : std::string(),
                          direct_ ? direct_reader::identity() : std::string()});
 }
 
@@ -217,6 +225,28 @@ void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& a
                direct_.get());
     coalescer_->set_peers(addresses.size());
     sender_->set_peers(addresses.size());
+    if (rings_) {
+        try {
+            rings_->connect(peers_.ring_names(), my_rank);
+        } catch (std::exception const& e) {
+            // Peers never see this side's rings attached, so they send through the provider;
+            // this side still reads theirs.
+            logging::warn("{}; small messages to this host's peers will go through the "
+                          "provider's queues",
+                          e.what());
+        }
+    }
+}
+
+statistics libfabric_transport::stats() const {
+    statistics s = counters_.snapshot();
+    if (rings_) {
+        auto r = rings_->stats();
+        s.ring_messages_sent = r.sent;
+        s.ring_messages_received = r.received;
+        s.ring_refusals = r.refused;
+    }
+    return s;
 }
 
 bool libfabric_transport::can_sleep() {
@@ -235,8 +265,8 @@ bool libfabric_transport::can_sleep() {
         }
         return true;
     }
-    if (coalescer_->has_open()) {
-        return false; // a coalesced message waits for progress()
+    if (coalescer_->has_open() || !local_.empty()) {
+        return false; // a coalesced message waits for progress(), or completions of ring sends
     }
     if (endpoint_->wait_fd() < 0) {
         return true; // no fd to wait on: the scheduler sleeps briefly and polls again

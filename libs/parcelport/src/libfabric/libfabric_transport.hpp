@@ -62,7 +62,7 @@ public:
     }
     bool wait_fd_may_miss() const override { return bell_ && bell_wait_; }
     bool can_sleep() override;
-    statistics stats() const override { return counters_.snapshot(); }
+    statistics stats() const override;
     std::string provider_name() const override { return endpoint_->provider(); }
 
     /// The receive path, for tests that feed it bytes directly.
@@ -71,6 +71,8 @@ public:
 private:
     /// Sends not yet completed, or rendezvous reads under way or waiting for the budget.
     bool transfers_pending() const { return rendezvous_->busy() || sender_->in_flight() != 0; }
+    /// A successful completion of `o` (`len` bytes received, for a receive), dispatched.
+    void on_success(op* o, std::size_t len);
     /// One completion-queue error entry, dispatched.
     void on_error_entry();
     /// Counts an error entry of the operations with `peer` (peers_.size(): an operation the
@@ -98,6 +100,10 @@ private:
             }
         }
     } outbox_mr_;
+    /// shm: small messages to and from the peers on this host, and the completions of those
+    /// sent.
+    std::unique_ptr<detail::message_rings> rings_;
+    local_completions local_;
     /// shm: reads of peers' chunks without fi_read (descriptors hold virtual addresses).
     std::unique_ptr<direct_reader> direct_;
     receive_handler on_receive_;

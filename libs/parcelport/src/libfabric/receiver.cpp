@@ -7,6 +7,9 @@
 
 #include <courier/common/log.hpp>
 
+#include <cstddef>
+#include <cstring>
+
 namespace courier::parcelport::fabric {
 
 receiver::receiver(transport_parts const& parts, memory& mem, sender& s, rendezvous& rv,
@@ -53,6 +56,26 @@ void receiver::on_completion(recv_op* r, std::size_t len) {
     if (!reader_.received(r, len)) {
         repost(r);
     } // else a part 0, held until its message is whole
+}
+
+void receiver::on_ring_message(std::uint32_t source, std::byte const* p, std::size_t len) {
+    // A ring carries whole messages of its writer only (never a fragment): one naming another
+    // source, or a fragment, is not what this code writes.
+    std::uint32_t claimed = 0;
+    std::uint8_t kind = 0;
+    if (len >= sizeof(wire::header)) {
+        std::memcpy(&claimed, p + offsetof(wire::header, source), sizeof claimed);
+        kind = std::to_integer<std::uint8_t>(p[offsetof(wire::header, kind)]);
+    }
+    if (len < sizeof(wire::header) || claimed != source || kind == wire::fragment) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "dropped a message from the ring of locality {}: {} bytes, "
+                               "source {}, kind {}",
+                               source, len, claimed, static_cast<unsigned>(kind));
+        return;
+    }
+    reader_.handle_message(p, len);
 }
 
 bool receiver::header_ok(wire::header const& h) const {

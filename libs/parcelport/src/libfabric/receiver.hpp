@@ -30,6 +30,9 @@ public:
     void post_buffers(std::size_t n);
     /// A receive completed with `len` bytes in `r`'s buffer.
     void on_completion(recv_op* r, std::size_t len);
+    /// A message of `len` bytes at `p` read from `source`'s message ring (valid during the
+    /// call): handled as a received message, if its header names `source`.
+    void on_ring_message(std::uint32_t source, std::byte const* p, std::size_t len);
     /// Drops split messages whose other part has not come in time (every few passes).
     void housekeeping() { reader_.drop_stale(); }
     void repost(recv_op* r);

@@ -39,7 +39,10 @@ bool sender::boxes_index(std::uint32_t dest, eager_layout const& whole, std::siz
     // costs shm one send per batch, not one or two per parcel (osu_bw at 4 / 6 KiB 1.8-1.9x,
     // benchmarks/RESULTS.md). An idle destination (a request/reply) keeps the eager message:
     // announcing and copying out cost a 4 KiB call 1.2x the latency of the split.
+    // A peer whose message ring takes it gets the eager message whole through the ring.
     return coalesce && outbox_ != nullptr && split_part_ != 0 && whole.inline_index &&
+           (parts_.rings == nullptr || !parts_.rings->reaches(dest) ||
+            whole.eager_size > detail::message_rings::max_message) &&
            whole.eager_size > split_part_ && index_bytes <= outbox_->max_chunk() &&
            coalescer_ != nullptr && coalescer_->leaves_by_count() && coalescer_->would_hold(dest);
 }
@@ -219,6 +222,13 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
     coalescer_->posted(dest);
     fi_addr_t to = parts_.peers[dest];
     try {
+        // An eager message (a parcel, or a rendezvous parcel's announcement) to a peer on
+        // this host goes through its message ring when that takes it (whole: no split), else
+        // through the provider.
+        if (eager_mr == nullptr && !raw->index_apart &&
+            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op)) {
+            return false;
+        }
         if (eager_mr == nullptr && !raw->index_apart && raw->eager.size() > split_part_ &&
             raw->eager.size() <= split_max_) {
             post_split(raw);
@@ -450,8 +460,12 @@ void sender::post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_
     m.h.chunk_count = static_cast<std::uint32_t>(n - 1);
     std::copy(ids + 1, ids + n, m.more.begin());
     std::size_t const bytes = sizeof m.h + (n - 1) * sizeof(std::uint64_t);
-    fi_addr_t to = parts_.peers[dest];
     ++parts_.stats.done_messages;
+    if (parts_.rings != nullptr && parts_.rings->send(dest, &m, bytes)) {
+        parts_.peers.wake(dest, 0);
+        return;
+    }
+    fi_addr_t to = parts_.peers[dest];
     // The lambda holds the message (copied into a std::function only if it must wait).
     parts_.posts.post_or_defer(
         [this, m, bytes, to, dest] {

@@ -288,6 +288,9 @@ statistics routed_transport::stats() const {
         sum.direct_reads += s.direct_reads;
         sum.done_messages += s.done_messages;
         sum.split_sends += s.split_sends;
+        sum.ring_messages_sent += s.ring_messages_sent;
+        sum.ring_messages_received += s.ring_messages_received;
+        sum.ring_refusals += s.ring_refusals;
     }
     return sum;
 }

@@ -81,6 +81,12 @@ struct statistics {
     std::uint64_t pool_receive_buffers = 0;
     /// Doorbells this side rang: a peer it sent to was about to sleep.
     std::uint64_t doorbell_rings = 0;
+    /// shm: messages sent and received through the message rings (of messages_sent and
+    /// messages_received: a coalesced message counts once here), and sends a ring refused
+    /// (full, or written by another thread) that went through the provider instead.
+    std::uint64_t ring_messages_sent = 0;
+    std::uint64_t ring_messages_received = 0;
+    std::uint64_t ring_refusals = 0;
     /// Messages sent as two parts, each within the provider's inject size.
     std::uint64_t split_sends = 0;
     /// shm: chunks staged in this side's outbox (copied there on send), and chunks and bytes
@@ -200,6 +206,12 @@ struct transport_options {
     /// (two copies of lines the other core holds) as read once from memory no one writes.
     /// Chunks to a busy destination (a stream) are staged either way.
     int shm_outbox_idle = -1;
+    /// shm: eager messages of up to 16 KiB (small parcels, coalesced messages) between the
+    /// localities of one host go through per-pair rings in shared memory
+    /// (/dev/shm/NAME-rings, 64 KiB per pair and direction) instead of shm's own queues,
+    /// whenever the ring has room; announcements of rendezvous parcels and DONEs still go
+    /// through the provider.
+    bool shm_rings = true;
     /// shm: the receiver reads the chunks it does not find in an outbox from the sender's memory
     /// itself (process_vm_readv), as libfabric's shm would, but without holding the sender's
     /// region lock for the copy, which stalls the sender's progress meanwhile (large transfers
