@@ -34,7 +34,9 @@ void for_each_record(wire::header const& h, std::byte const* p, std::size_t len,
         std::memcpy(&rl, p + at, sizeof rl);
         std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
         at += wire::record_prefix;
-        if (zero != 0 || rl < sizeof(wire::header) || rl > len - at) {
+        // The record with its padding: an unpadded last record would take `at` past `len`.
+        if (zero != 0 || rl < sizeof(wire::header) ||
+            wire::record_size(rl) - wire::record_prefix > len - at) {
             static logging::rate_limit limit;
             logging::error_limited(limit,
                                    "dropped the rest of a coalesced message from locality {}: a "

@@ -91,6 +91,15 @@ void message_rings::connect(std::vector<std::string> const& names, std::uint32_t
             readers.push_back(r);
         }
     }
+    // The peers' rings to this side first: they are read even if this side's cannot be made.
+    in_.assign(names.size(), incoming{});
+    peer_names_.assign(names.size(), std::string());
+    unattached_ = 0;
+    for (std::uint32_t r : readers) {
+        peer_names_[r] = names[r];
+        ++unattached_;
+    }
+    attach_pending();
     // This side's rings: allocated now (a full /dev/shm fails here, not as a SIGBUS later).
     file_bytes_ = page + readers.size() * ring_stride;
     int e = ::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0
@@ -122,15 +131,6 @@ void message_rings::connect(std::vector<std::string> const& names, std::uint32_t
     h->ring_bytes = ring_bytes;
     h->rings = static_cast<std::uint32_t>(readers.size());
     h->ready.store(1, std::memory_order_release);
-
-    in_.assign(names.size(), incoming{});
-    peer_names_.assign(names.size(), std::string());
-    unattached_ = 0;
-    for (std::uint32_t r : readers) {
-        peer_names_[r] = names[r];
-        ++unattached_;
-    }
-    attach_pending();
 }
 
 std::size_t message_rings::attach_pending() {
@@ -158,9 +158,20 @@ std::size_t message_rings::attach_pending() {
             ::munmap(p, bytes); // not laid out yet, or no ring for this rank: looked at again
             continue;
         }
+        std::uint64_t const tail = c->tail.load(std::memory_order_acquire);
+        if (tail % 8 != 0) {
+            // Not what this code writes (records are 8-byte aligned): never read it.
+            logging::error("the message ring from locality {} is not usable (tail {}); its "
+                           "messages go through the provider",
+                           r, tail);
+            ::munmap(p, bytes);
+            peer_names_[r].clear();
+            --unattached_;
+            continue;
+        }
         mapped_.push_back({p, bytes});
         in_[r].ring = c;
-        in_[r].tail = c->tail.load(std::memory_order_acquire);
+        in_[r].tail = tail;
         sources_.push_back(r);
         peer_names_[r].clear();
         --unattached_;

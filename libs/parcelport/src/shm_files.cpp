@@ -17,7 +17,9 @@ namespace courier::parcelport {
 
 namespace {
 
-constexpr std::size_t slot_count = 64; // endpoints and bells of one process; tests open dozens
+// Endpoints, bells, outboxes and message rings of one process (four files per shm transport);
+// tests open dozens of transports.
+constexpr std::size_t slot_count = 256;
 constexpr std::size_t path_size = 256;
 
 // A slot's path is written while the slot is free and read only once it is in use. `owner`:

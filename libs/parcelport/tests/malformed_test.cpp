@@ -4,6 +4,7 @@
 // are wrong. The receiver must drop each with a log line — no crash, no undefined behaviour
 // (this runs under ASan/UBSan in CI), no hang, no leaked read budget — and then still receive
 // a well-formed parcel, small and large. Forged messages are sent raw, exactly as written.
+#include "../src/batch_reader.hpp"
 #include "../src/wire.hpp"
 #include "pump.hpp"
 #include "raw_endpoint.hpp"
@@ -345,6 +346,32 @@ forged batch(std::vector<forged> const& records, std::vector<std::byte> const& e
     f.add(&h, sizeof h);
     f.add(body.data(), body.size());
     return f;
+}
+
+TEST(batch_records, a_last_record_without_its_padding_is_refused_and_nothing_past_it_is_read) {
+    // A record whose length is not a multiple of 8, at the very end of the message with no
+    // padding after it: the reader must refuse it, never step past the message's end (the
+    // bytes here end exactly there: ASan in CI sees a read beyond them).
+    auto inner = real_parcel();
+    while (inner.bytes.size() % 8 != 1) {
+        inner.bytes.push_back(std::byte{0});
+    }
+    auto whole = batch({inner});
+    whole.bytes.resize(whole.bytes.size() - 7); // the padding goes
+    wire::header h;
+    std::memcpy(&h, whole.bytes.data(), sizeof h);
+    h.index_size = whole.bytes.size() - sizeof h;
+    std::memcpy(whole.bytes.data(), &h, sizeof h);
+    auto exact = std::make_unique<std::byte[]>(whole.bytes.size());
+    std::memcpy(exact.get(), whole.bytes.data(), whole.bytes.size());
+    int records = 0;
+    courier::logging::enable_rate_limits(false);
+    testing::internal::CaptureStderr();
+    pp::for_each_record(h, exact.get(), whole.bytes.size(),
+                        [&](std::byte const*, std::size_t, std::uint32_t) { ++records; });
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(records, 0);
+    EXPECT_NE(err.find("dropped the rest of a coalesced message"), std::string::npos) << err;
 }
 
 TEST_P(malformed, a_well_formed_forged_batch_delivers_each_parcel) {

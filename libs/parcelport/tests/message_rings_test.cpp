@@ -3,6 +3,7 @@
 // the attach handshake, records in order across the ring's wrap, a full ring refusing, a
 // reader that drops a ring with inconsistent records without reading out of bounds, and a
 // producer and a consumer thread moving a million messages.
+#include "../src/libfabric/context.hpp"
 #include "../src/message_rings.hpp"
 
 #include <gtest/gtest.h>
@@ -167,6 +168,63 @@ TEST(message_rings, a_head_beyond_the_ring_is_dropped) {
     std::fwrite(&head, sizeof head, 1, f);
     std::fclose(f);
     EXPECT_TRUE(poll_all(p.b).empty());
+}
+
+TEST(message_rings, a_ring_whose_tail_is_not_a_record_boundary_is_never_read) {
+    // A writer's file whose ring for rank 1 has a tail that no record can end at (as a broken
+    // or hostile writer might leave): the reader refuses to attach it, so it never reads from
+    // an offset its checks did not make (the record prefix there could lie past the mapping).
+    det::message_rings a(fresh_name()), b(fresh_name());
+    std::vector<std::string> names{a.name(), b.name()};
+    a.connect(names, 0);
+    std::string path = "/dev/shm/" + a.name() + "-rings";
+    auto bytes = std::filesystem::file_size(path);
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::vector<std::byte> file(bytes);
+    ASSERT_EQ(std::fread(file.data(), 1, bytes, f), bytes);
+    auto* ring = det::message_rings::find_ring(file.data(), bytes, 1);
+    ASSERT_NE(ring, nullptr);
+    std::uint64_t const odd = det::message_rings::ring_bytes - 3;
+    auto const tail_at = static_cast<long>(reinterpret_cast<std::byte*>(&ring->tail) - file.data());
+    std::fseek(f, tail_at, SEEK_SET);
+    std::fwrite(&odd, sizeof odd, 1, f);
+    std::fclose(f);
+    testing::internal::CaptureStderr();
+    b.connect(names, 1);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(b.unattached(), 0u) << "refused for good, not retried";
+    EXPECT_NE(err.find("not usable"), std::string::npos) << err;
+    auto msg = pattern(16, 9);
+    EXPECT_FALSE(a.send(1, msg.data(), msg.size())) << "b never attached a's ring";
+    EXPECT_TRUE(poll_all(b).empty());
+}
+
+TEST(local_completions, a_handler_that_throws_leaves_the_rest_for_the_next_drain) {
+    namespace fab = courier::parcelport::fabric;
+    fab::local_completions q;
+    std::vector<fab::op> ops(5, fab::op(fab::op::kind::send));
+    for (auto& o : ops) {
+        q.push(&o);
+    }
+    std::vector<fab::op*> seen;
+    auto handle = [&](fab::op* o) {
+        seen.push_back(o);
+        if (seen.size() == 2) {
+            throw std::runtime_error("a handler failed");
+        }
+    };
+    EXPECT_THROW(q.drain(handle), std::runtime_error);
+    EXPECT_FALSE(q.empty()) << "the three not handled are still there";
+    EXPECT_TRUE(q.drain(handle));
+    EXPECT_TRUE(q.empty());
+    ASSERT_EQ(seen.size(), 5u);
+    std::vector<fab::op*> expected;
+    for (auto& o : ops) {
+        expected.push_back(&o);
+    }
+    EXPECT_EQ(seen, expected) << "each once, in the order pushed";
+    EXPECT_FALSE(q.drain(handle));
 }
 
 TEST(message_rings, the_files_go_with_their_owners) {

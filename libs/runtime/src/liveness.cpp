@@ -58,6 +58,7 @@ void remove_shared_memory_of(std::string const& job_id, std::uint32_t rank) {
     std::filesystem::remove("/dev/shm/" + name, ec);
     std::filesystem::remove("/dev/shm/" + name + "-bell", ec);
     std::filesystem::remove("/dev/shm/" + name + "-outbox", ec);
+    std::filesystem::remove("/dev/shm/" + name + "-rings", ec);
     std::filesystem::remove("/dev/shm/" + collective_inbox_name(job_id, rank), ec);
 }
 

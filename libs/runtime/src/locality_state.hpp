@@ -227,7 +227,7 @@ void peer_failed(std::uint32_t rank);
 /// A locality failed: every collective in progress and every later one fails (collectives.cpp).
 void collectives_peer_failed(locality_state& st, std::uint32_t rank);
 
-/// Locality `rank`'s shared-memory names (/dev/shm/NAME, NAME-bell and NAME-outbox) in job
+/// Locality `rank`'s shared-memory names (/dev/shm/NAME, NAME-bell, NAME-outbox, NAME-rings) in job
 /// `job_id`.
 inline std::string shm_name(std::string const& job_id, std::uint32_t rank) {
     return "courier-" + job_id + "-" + std::to_string(rank);

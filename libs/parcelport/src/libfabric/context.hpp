@@ -74,11 +74,23 @@ public:
             ordered = list;
             list = next;
         }
+        // A handler that throws leaves the rest for the next drain (each runs exactly once).
+        struct put_back {
+            local_completions* self;
+            op*& rest;
+            ~put_back() {
+                while (rest != nullptr) {
+                    op* next = static_cast<op*>(rest->ctx.internal[0]);
+                    self->push(rest);
+                    rest = next;
+                }
+            }
+        } guard{this, ordered};
         while (ordered != nullptr) {
-            op* next = static_cast<op*>(ordered->ctx.internal[0]);
-            ordered->ctx.internal[0] = nullptr;
-            f(ordered);
-            ordered = next;
+            op* o = ordered;
+            ordered = static_cast<op*>(o->ctx.internal[0]);
+            o->ctx.internal[0] = nullptr;
+            f(o);
         }
         return true;
     }

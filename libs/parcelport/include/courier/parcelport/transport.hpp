@@ -206,11 +206,11 @@ struct transport_options {
     /// (two copies of lines the other core holds) as read once from memory no one writes.
     /// Chunks to a busy destination (a stream) are staged either way.
     int shm_outbox_idle = -1;
-    /// shm: eager messages of up to 16 KiB (small parcels, coalesced messages) between the
-    /// localities of one host go through per-pair rings in shared memory
-    /// (/dev/shm/NAME-rings, 64 KiB per pair and direction) instead of shm's own queues,
-    /// whenever the ring has room; announcements of rendezvous parcels and DONEs still go
-    /// through the provider.
+    /// shm: eager messages of up to 16 KiB (small parcels, coalesced messages, announcements
+    /// of rendezvous parcels, DONEs) between the localities of one host go through per-pair
+    /// rings in shared memory (/dev/shm/NAME-rings, 64 KiB per pair and direction) instead of
+    /// shm's own queues, whenever the ring has room (else through shm). The chunks of
+    /// rendezvous parcels still travel by the outbox or reads.
     bool shm_rings = true;
     /// shm: the receiver reads the chunks it does not find in an outbox from the sender's memory
     /// itself (process_vm_readv), as libfabric's shm would, but without holding the sender's
