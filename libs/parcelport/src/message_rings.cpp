@@ -107,7 +107,7 @@ void message_rings::connect(std::vector<std::string> const& names, std::uint32_t
                 : ::posix_fallocate(fd_, 0, static_cast<off_t>(file_bytes_));
     void* p = MAP_FAILED;
     if (e == 0) {
-        p = ::mmap(nullptr, file_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+        p = ::mmap(nullptr, file_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
         e = p == MAP_FAILED ? errno : 0;
     }
     ::close(fd_);
@@ -147,7 +147,7 @@ std::size_t message_rings::attach_pending() {
         std::size_t bytes = 0;
         if (::fstat(fd, &st) == 0 && st.st_size >= static_cast<off_t>(page)) {
             bytes = static_cast<std::size_t>(st.st_size);
-            p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
         }
         ::close(fd);
         if (p == MAP_FAILED) {

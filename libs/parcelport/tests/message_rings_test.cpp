@@ -115,11 +115,11 @@ TEST(message_rings, a_full_ring_refuses_without_writing_and_takes_again_once_rea
         ++accepted;
         ASSERT_LT(accepted, 1000u) << "never full";
     }
-    // 1008-byte records in a 64 KiB ring.
+    // 1008-byte records fill the ring.
     EXPECT_EQ(accepted, det::message_rings::ring_bytes / 1008);
     EXPECT_EQ(p.a.stats().refused, 1u);
     auto big = pattern(det::message_rings::max_message + 1, 4);
-    EXPECT_FALSE(p.a.send(1, big.data(), big.size())) << "over a quarter ring";
+    EXPECT_FALSE(p.a.send(1, big.data(), big.size())) << "over max_message";
     auto got = poll_all(p.b);
     EXPECT_EQ(got.size(), accepted) << "a refusal wrote nothing";
     EXPECT_TRUE(p.a.send(1, m.data(), m.size()));

@@ -100,7 +100,7 @@ std::vector<option_spec> const& option_table() {
         {"shm_rings", "1",
          "shm: 1 = eager messages of up to 16 KiB (small parcels, coalesced messages) between "
          "localities of one host go through per-pair rings in shared memory "
-         "(/dev/shm/courier-JOB-RANK-rings, 64 KiB per pair and direction) whenever the ring "
+         "(/dev/shm/courier-JOB-RANK-rings, 256 KiB per pair and direction) whenever the ring "
          "has room, instead of through shm's own queues; 0 = all through shm"},
         {"shm_direct_read", "1",
          "shm: 1 = the receiver reads a chunk that is not in an outbox from the sender's memory "

@@ -208,7 +208,7 @@ struct transport_options {
     int shm_outbox_idle = -1;
     /// shm: eager messages of up to 16 KiB (small parcels, coalesced messages, announcements
     /// of rendezvous parcels, DONEs) between the localities of one host go through per-pair
-    /// rings in shared memory (/dev/shm/NAME-rings, 64 KiB per pair and direction) instead of
+    /// rings in shared memory (/dev/shm/NAME-rings, 256 KiB per pair and direction) instead of
     /// shm's own queues, whenever the ring has room (else through shm). The chunks of
     /// rendezvous parcels still travel by the outbox or reads.
     bool shm_rings = true;
