@@ -58,6 +58,31 @@ struct pair_of_rings {
     }
 };
 
+/// Writes `value` into `owner`'s rings file, at the place `where(ring, data)` names (as
+/// offsets into a copy of the file) in its ring for rank 1: what a broken or hostile writer
+/// could leave there. False if the file or the ring is not found.
+template <class T, class Where>
+bool tamper(det::message_rings const& owner, T value, Where where) {
+    std::string path = "/dev/shm/" + owner.name() + "-rings";
+    auto bytes = std::filesystem::file_size(path);
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    if (f == nullptr) {
+        return false;
+    }
+    std::vector<std::byte> file(bytes);
+    auto* ring = std::fread(file.data(), 1, bytes, f) == bytes
+                     ? det::message_rings::find_ring(file.data(), bytes, 1)
+                     : nullptr;
+    bool ok = ring != nullptr;
+    if (ok) {
+        std::byte const* at = where(ring, det::message_rings::data_of(ring));
+        std::fseek(f, static_cast<long>(at - file.data()), SEEK_SET);
+        ok = std::fwrite(&value, sizeof value, 1, f) == 1;
+    }
+    std::fclose(f);
+    return ok;
+}
+
 } // namespace
 
 TEST(message_rings, a_ring_is_used_only_once_its_reader_has_attached_it) {
@@ -131,21 +156,9 @@ TEST(message_rings, a_ring_with_a_corrupted_record_is_dropped_and_nothing_past_i
     auto m = pattern(64, 5);
     ASSERT_TRUE(p.a.send(1, m.data(), m.size()));
     ASSERT_TRUE(p.a.send(1, m.data(), m.size()));
-    // Map a's file as b does and corrupt the second record's length (as a broken writer would).
-    std::string path = "/dev/shm/" + p.a.name() + "-rings";
-    auto bytes = std::filesystem::file_size(path);
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    std::vector<std::byte> file(bytes);
-    ASSERT_EQ(std::fread(file.data(), 1, bytes, f), bytes);
-    auto* ring = det::message_rings::find_ring(file.data(), bytes, 1);
-    ASSERT_NE(ring, nullptr);
-    std::size_t const offset =
-        static_cast<std::size_t>(det::message_rings::data_of(ring) - file.data()) + 8 + 64;
-    std::uint32_t const bad = 1u << 30;
-    std::fseek(f, static_cast<long>(offset), SEEK_SET);
-    std::fwrite(&bad, sizeof bad, 1, f);
-    std::fclose(f);
+    // The second record's length corrupted (as a broken writer would leave it).
+    ASSERT_TRUE(
+        tamper(p.a, std::uint32_t{1} << 30, [](auto*, std::byte* data) { return data + 8 + 64; }));
     auto got = poll_all(p.b);
     ASSERT_EQ(got.size(), 1u) << "the first record is intact";
     EXPECT_EQ(got[0].bytes, m);
@@ -155,18 +168,9 @@ TEST(message_rings, a_ring_with_a_corrupted_record_is_dropped_and_nothing_past_i
 
 TEST(message_rings, a_head_beyond_the_ring_is_dropped) {
     pair_of_rings p;
-    std::string path = "/dev/shm/" + p.a.name() + "-rings";
-    auto bytes = std::filesystem::file_size(path);
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    std::vector<std::byte> file(bytes);
-    ASSERT_EQ(std::fread(file.data(), 1, bytes, f), bytes);
-    auto* ring = det::message_rings::find_ring(file.data(), bytes, 1);
-    ASSERT_NE(ring, nullptr);
-    std::uint64_t const head = 10 * det::message_rings::ring_bytes;
-    std::fseek(f, static_cast<long>(reinterpret_cast<std::byte*>(ring) - file.data()), SEEK_SET);
-    std::fwrite(&head, sizeof head, 1, f);
-    std::fclose(f);
+    ASSERT_TRUE(
+        tamper(p.a, std::uint64_t{10 * det::message_rings::ring_bytes},
+               [](auto* ring, std::byte*) { return reinterpret_cast<std::byte*>(&ring->head); }));
     EXPECT_TRUE(poll_all(p.b).empty());
 }
 
@@ -177,19 +181,9 @@ TEST(message_rings, a_ring_whose_tail_is_not_a_record_boundary_is_never_read) {
     det::message_rings a(fresh_name()), b(fresh_name());
     std::vector<std::string> names{a.name(), b.name()};
     a.connect(names, 0);
-    std::string path = "/dev/shm/" + a.name() + "-rings";
-    auto bytes = std::filesystem::file_size(path);
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    std::vector<std::byte> file(bytes);
-    ASSERT_EQ(std::fread(file.data(), 1, bytes, f), bytes);
-    auto* ring = det::message_rings::find_ring(file.data(), bytes, 1);
-    ASSERT_NE(ring, nullptr);
-    std::uint64_t const odd = det::message_rings::ring_bytes - 3;
-    auto const tail_at = static_cast<long>(reinterpret_cast<std::byte*>(&ring->tail) - file.data());
-    std::fseek(f, tail_at, SEEK_SET);
-    std::fwrite(&odd, sizeof odd, 1, f);
-    std::fclose(f);
+    ASSERT_TRUE(
+        tamper(a, std::uint64_t{det::message_rings::ring_bytes - 3},
+               [](auto* ring, std::byte*) { return reinterpret_cast<std::byte*>(&ring->tail); }));
     testing::internal::CaptureStderr();
     b.connect(names, 1);
     std::string err = testing::internal::GetCapturedStderr();

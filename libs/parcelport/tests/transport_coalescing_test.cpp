@@ -10,6 +10,23 @@
 
 namespace {
 
+/// Checks that the parcels b received are (i, payload(i)) for i in [0, n), each exactly once,
+/// all from locality 0.
+template <class Payload>
+void expect_each_once_from_a(pair_of_endpoints const& e, int n, Payload payload) {
+    std::vector<int> seen(static_cast<std::size_t>(n), 0);
+    for (auto const& [src, m] : e.got_b) {
+        int i = -1;
+        std::vector<char> v;
+        cs::load(m, i, v);
+        ASSERT_TRUE(i >= 0 && i < n) << i;
+        ++seen[static_cast<std::size_t>(i)];
+        EXPECT_EQ(v, payload(i)) << i;
+        EXPECT_EQ(src, 0u);
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+}
+
 /// Sends `n` parcels with send_coalesced, back to back with no progress in between; parcel i
 /// carries i and, when `big` divides i + 1, a 300 KB pointer chunk (a rendezvous) instead of
 /// 40 ints. Checks that each arrives once and intact and that each handler ran once without
@@ -224,17 +241,7 @@ TEST_P(transport, an_eager_message_over_the_inject_size_to_a_busy_peer_goes_thro
         EXPECT_EQ(st.outbox_chunks_sent, 0u);
         EXPECT_EQ(st.rendezvous_sends, 0u);
     }
-    std::vector<int> seen(lone + burst, 0);
-    for (auto& [src, m] : e->got_b) {
-        int i = -1;
-        std::vector<char> v;
-        cs::load(m, i, v);
-        ASSERT_TRUE(i >= 0 && i < lone + burst) << i;
-        ++seen[static_cast<std::size_t>(i)];
-        EXPECT_EQ(v, payload(i)) << i;
-        EXPECT_EQ(src, 0u);
-    }
-    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    expect_each_once_from_a(*e, lone + burst, payload);
 }
 
 TEST_P(transport, on_shm_eager_messages_go_whole_through_the_message_ring) {
@@ -304,17 +311,7 @@ TEST_P(transport, on_shm_eager_messages_go_whole_through_the_message_ring) {
         EXPECT_EQ(st.ring_messages_sent, 0u);
         EXPECT_EQ(got.ring_messages_received, 0u);
     }
-    std::vector<int> seen(lone + burst, 0);
-    for (auto& [src, m] : e->got_b) {
-        int i = -1;
-        std::vector<char> v;
-        cs::load(m, i, v);
-        ASSERT_TRUE(i >= 0 && i < lone + burst) << i;
-        ++seen[static_cast<std::size_t>(i)];
-        EXPECT_EQ(v, payload(i)) << i;
-        EXPECT_EQ(src, 0u);
-    }
-    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    expect_each_once_from_a(*e, lone + burst, payload);
 }
 
 TEST_P(transport, parcels_over_a_third_of_the_inject_size_coalesce_in_batches_of_two_parts_on_shm) {
@@ -362,17 +359,7 @@ TEST_P(transport, parcels_over_a_third_of_the_inject_size_coalesce_in_batches_of
     } else {
         EXPECT_EQ(st.split_sends, 0u);
     }
-    std::vector<int> seen(n, 0);
-    for (auto& [src, m] : e.got_b) {
-        int i = -1;
-        std::vector<char> v;
-        cs::load(m, i, v);
-        ASSERT_TRUE(i >= 0 && i < n) << i;
-        ++seen[static_cast<std::size_t>(i)];
-        EXPECT_EQ(v, payload(i)) << i;
-        EXPECT_EQ(src, 0u);
-    }
-    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    expect_each_once_from_a(e, n, payload);
     EXPECT_EQ(e.b->stats().messages_received, std::uint64_t{n});
 }
 
