@@ -8,6 +8,8 @@
 #include "context.hpp"
 #include "split_parts.hpp"
 
+#include <courier/common/spinlock.hpp>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -199,7 +201,7 @@ private:
     /// Per destination: messages posted and not completed, and the batch being filled (changed
     /// under m; read without it for a first look).
     struct peer_out {
-        std::mutex m;
+        courier::detail::spinlock m; // held for the few instructions of a record (or a flush)
         std::atomic<std::uint32_t> in_flight{0};
         std::atomic<batch_op*> open{nullptr};
         bool listed = false; // in open_list_ (under m): a destination is listed once
