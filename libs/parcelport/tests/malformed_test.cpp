@@ -5,6 +5,7 @@
 // (this runs under ASan/UBSan in CI), no hang, no leaked read budget — and then still receive
 // a well-formed parcel, small and large. Forged messages are sent raw, exactly as written.
 #include "../src/batch_reader.hpp"
+#include "../src/libfabric/libfabric_transport.hpp"
 #include "../src/wire.hpp"
 #include "pump.hpp"
 #include "raw_endpoint.hpp"
@@ -738,6 +739,30 @@ TEST_P(malformed, random_damage_to_a_real_parcel_never_breaks_the_receiver) {
 
 // shm twice: reading directly (the default) and with fi_read (a peer that cannot be read
 // directly), so that forged descriptors meet both read paths.
+TEST_P(malformed, ring_messages_naming_another_writer_or_in_parts_are_dropped) {
+    // What b reads from locality 0's message ring goes to the receive path as it lies there
+    // (receiver::on_ring_message). A ring carries whole messages of its own writer only: one
+    // whose header names another locality, a fragment (even of a real parcel), and one shorter
+    // than a header are dropped with a line each; a real parcel is delivered.
+    auto& rx = static_cast<pp::fabric::libfabric_transport&>(*e_->b).receive_path();
+    auto good = real_parcel(); // names locality 0
+    rx.on_ring_message(0, good.bytes.data(), good.bytes.size());
+    ASSERT_EQ(e_->got_b.size(), 1u) << "the control case";
+    e_->got_b.clear();
+    auto whole = real_large_parcel();
+    std::vector<forged> bad = {good, fragment(whole, 77, 0, 4000), forged{}};
+    bad[2].bytes.assign(good.bytes.begin(), good.bytes.begin() + 20);
+    std::uint32_t const from[] = {1, 0, 0}; // the first from a ring its header does not name
+    testing::internal::CaptureStderr();
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+        rx.on_ring_message(from[i], bad[i].bytes.data(), bad[i].bytes.size());
+    }
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(e_->got_b.empty());
+    EXPECT_EQ(occurrences(err, "dropped a message from the ring"), bad.size()) << err;
+    e_->still_works();
+}
+
 INSTANTIATE_TEST_SUITE_P(providers, malformed,
                          ::testing::Values("tcp;ofi_rxm", "shm", "shm-fi_read"),
                          [](auto const& param_info) {

@@ -174,6 +174,22 @@ TEST(message_rings, a_head_beyond_the_ring_is_dropped) {
     EXPECT_TRUE(poll_all(p.b).empty());
 }
 
+TEST(message_rings, a_wrap_mark_past_the_published_head_is_dropped) {
+    // A wrap mark says the rest of the ring is skipped; one where less than that has been
+    // published is not what a writer leaves: the ring is dropped, nothing past the head read.
+    pair_of_rings p;
+    auto m = pattern(64, 6);
+    ASSERT_TRUE(p.a.send(1, m.data(), m.size()));
+    ASSERT_TRUE(tamper(p.a, det::rings_layout::wrap_mark,
+                       [](auto*, std::byte* data) { return data + 4; })); // the first's mark
+    testing::internal::CaptureStderr();
+    EXPECT_TRUE(poll_all(p.b).empty());
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("a wrap mark beyond its head"), std::string::npos) << err;
+    ASSERT_TRUE(p.a.send(1, m.data(), m.size()));
+    EXPECT_TRUE(poll_all(p.b).empty()) << "a dropped ring is not read again";
+}
+
 TEST(message_rings, a_ring_whose_tail_is_not_a_record_boundary_is_never_read) {
     // A writer's file whose ring for rank 1 has a tail that no record can end at (as a broken
     // or hostile writer might leave): the reader refuses to attach it, so it never reads from

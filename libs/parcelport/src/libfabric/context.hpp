@@ -211,13 +211,16 @@ struct transport_parts {
     local_completions* local = nullptr;
 
     /// Sends the `n` bytes at `p` to `dest` through its message ring if it takes them: then
-    /// `o` completes in the next progress pass, the peer is woken, and true is returned. After
-    /// that the caller must not touch what `o` belongs to (it may complete at once).
+    /// `o` (if any: a DONE has no completion) completes in the next progress pass, the peer is
+    /// woken, and true is returned. After that the caller must not touch what `o` belongs to
+    /// (it may complete at once).
     bool send_by_ring(std::uint32_t dest, void const* p, std::size_t n, op* o) {
         if (rings == nullptr || !rings->send(dest, p, n)) {
             return false;
         }
-        local->push(o);
+        if (o != nullptr) {
+            local->push(o);
+        }
         peers.wake(dest, 0);
         return true;
     }

@@ -461,8 +461,7 @@ void sender::post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_
     std::copy(ids + 1, ids + n, m.more.begin());
     std::size_t const bytes = sizeof m.h + (n - 1) * sizeof(std::uint64_t);
     ++parts_.stats.done_messages;
-    if (parts_.rings != nullptr && parts_.rings->send(dest, &m, bytes)) {
-        parts_.peers.wake(dest, 0);
+    if (parts_.send_by_ring(dest, &m, bytes, nullptr)) {
         return;
     }
     fi_addr_t to = parts_.peers[dest];

@@ -81,9 +81,9 @@ struct statistics {
     std::uint64_t pool_receive_buffers = 0;
     /// Doorbells this side rang: a peer it sent to was about to sleep.
     std::uint64_t doorbell_rings = 0;
-    /// shm: messages sent and received through the message rings (of messages_sent and
-    /// messages_received: a coalesced message counts once here), and sends a ring refused
-    /// (full, or written by another thread) that went through the provider instead.
+    /// shm: messages sent and received through the message rings (parcels and announcements,
+    /// counted in messages_sent too; a coalesced message counts once here; DONEs), and sends a
+    /// ring refused (full, or written by another thread) that went through the provider.
     std::uint64_t ring_messages_sent = 0;
     std::uint64_t ring_messages_received = 0;
     std::uint64_t ring_refusals = 0;
