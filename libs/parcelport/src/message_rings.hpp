@@ -43,9 +43,9 @@ class message_rings {
 public:
     /// Bytes of records per ring: a window of 64 parcels of 4 KiB fits (posts of 4 KiB ran
     /// 1.15x as fast as with 64 KiB rings, which then sent a third of them through the
-    /// provider; 8 B – 1 KiB alike). Both sides map the rings with MAP_POPULATE: a ring's
-    /// pages are not faulted in by the first messages (which cost 8 B round trips 0.25 us
-    /// each until the head had gone once around).
+    /// provider; 8 B – 1 KiB alike). The writer maps its rings with MAP_POPULATE and a reader
+    /// faults in the ring it reads at attach: a ring's pages are not faulted in by the first
+    /// messages (which cost 8 B round trips 0.25 us each until the head had gone once around).
     static constexpr std::size_t ring_bytes = std::size_t{256} << 10;
     /// The largest message a ring takes: the largest eager message of a shm transport with
     /// its default threshold, with room to spare; larger ones go through the provider.
