@@ -13,12 +13,13 @@ namespace courier::parcelport {
 receive_buffer_pool::~receive_buffer_pool() {
     for (auto& list : free_) {
         for (std::byte* p : list) {
-            delete[] p;
+            ::operator delete[](p, std::align_val_t{line});
         }
     }
 }
 
-std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reused) {
+std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reused,
+                                                      std::uint64_t align_like) {
     reused = false;
     unsigned shift = min_shift;
     while (shift <= max_shift && (std::size_t{1} << shift) < n) {
@@ -39,11 +40,14 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
         }
     }
     if (p == nullptr) {
-        p = new std::byte[std::size_t{1} << shift];
+        p = static_cast<std::byte*>(
+            ::operator new[]((std::size_t{1} << shift) + line, std::align_val_t{line}));
     }
+    auto const offset = static_cast<std::size_t>(align_like % line);
     // The control block from the small-object pool: no malloc per received chunk.
     return std::shared_ptr<std::byte[]>(
-        p, [self = shared_from_this(), shift](std::byte* q) { self->put(q, shift); },
+        p + offset,
+        [self = shared_from_this(), shift, offset](std::byte* q) { self->put(q - offset, shift); },
         courier::detail::pool_allocator<std::byte>{});
 }
 
@@ -56,7 +60,7 @@ void receive_buffer_pool::put(std::byte* p, unsigned shift) noexcept {
             return;
         }
     }
-    delete[] p;
+    ::operator delete[](p, std::align_val_t{line});
 }
 
 std::uint64_t check_descriptors(wire::header const& h, std::span<wire::descriptor const> ds,
@@ -105,7 +109,8 @@ std::uint64_t check_descriptors(wire::header const& h, std::span<wire::descripto
 }
 
 std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::size_t n,
-                                               bool rma_chunk, bool& in_rma_pool, bool& reused) {
+                                               bool rma_chunk, bool& in_rma_pool, bool& reused,
+                                               std::uint64_t align_like) {
     in_rma_pool = false;
     reused = false;
     if (rma_chunk) {
@@ -117,7 +122,7 @@ std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::s
             // the receive buffer pool below
         }
     }
-    return pool.get(n, reused);
+    return pool.get(n, reused, align_like);
 }
 
 std::optional<serialization::message>

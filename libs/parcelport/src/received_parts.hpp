@@ -26,16 +26,28 @@ namespace courier::parcelport {
 /// mapped already. The buffers go to the user inside the message (a serialize_buffer adopts
 /// them); their deleter returns them here, also after the transport is gone. At most `limit`
 /// bytes are kept. Thread safety: get() and the deleters may run on any thread.
+///
+/// Alignment: a buffer of a size class starts at the offset within a cache line that the
+/// caller asks for, that of the sender's copy of the chunk. The kernel copies a read
+/// (process_vm_readv, libfabric shm's CMA) with `rep movsb`, which runs 8-20 % slower at 4 MiB
+/// when source and destination sit at different offsets within their cache lines
+/// (benchmarks/RESULTS.md, "Landing alignment"); a user's large std::vector starts 16 bytes
+/// into a page, a buffer of operator new wherever the heap puts it. Each class buffer has a
+/// cache line of slack for that, and is itself cache-line aligned.
 class receive_buffer_pool : public std::enable_shared_from_this<receive_buffer_pool> {
 public:
     static constexpr unsigned min_shift = 12, max_shift = 30;
+    static constexpr std::size_t line = 64; ///< the alignment unit (a cache line)
     explicit receive_buffer_pool(std::size_t limit) : limit_(limit) {}
     ~receive_buffer_pool();
     receive_buffer_pool(receive_buffer_pool const&) = delete;
     receive_buffer_pool& operator=(receive_buffer_pool const&) = delete;
 
-    /// A buffer of at least `n` bytes; `reused` says whether it came from the pool.
-    std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused);
+    /// A buffer of at least `n` bytes; `reused` says whether it came from the pool. One of a
+    /// size class (n >= 4 KiB) starts at an address congruent to `align_like` modulo `line`
+    /// (the sender's address of the chunk; 0: cache-line aligned); a smaller one where
+    /// operator new puts it.
+    std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused, std::uint64_t align_like = 0);
 
 private:
     void put(std::byte* p, unsigned shift) noexcept;
@@ -50,8 +62,11 @@ private:
 /// (a received rma_vector adopts it; `in_rma_pool` set) while the pool has room, else (and
 /// every pointer chunk) a buffer of `pool` (`reused` set when it came from the pool). Over the
 /// rma pool's limit the bytes still arrive; a loader that needs pool memory reports the limit.
+/// `align_like`: the sender's address of the chunk (receive_buffer_pool::get); rma pool memory
+/// is cache-line aligned on both sides already.
 std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::size_t n,
-                                               bool rma_chunk, bool& in_rma_pool, bool& reused);
+                                               bool rma_chunk, bool& in_rma_pool, bool& reused,
+                                               std::uint64_t align_like = 0);
 
 /// Checks a parcel's descriptors against its header before anything is allocated for it: `ds`
 /// holds h.chunk_count descriptors in stream order, then the index buffer's when the index is
@@ -63,8 +78,9 @@ std::uint64_t check_descriptors(wire::header const& h, std::span<wire::descripto
                                 bool index_inline);
 
 /// The chunk list of a parcel whose descriptors passed check_descriptors: index chunks at their
-/// offsets, every non-empty pointer and rma chunk at a buffer from `land(size, rma_chunk)`
-/// (returning std::shared_ptr<std::byte[]>), kept in `owners` (parallel to `chunks`, null for
+/// offsets, every non-empty pointer and rma chunk at a buffer from `land(size, rma_chunk,
+/// sender_address)` (returning std::shared_ptr<std::byte[]>; the address is the descriptor's,
+/// for the landing buffer's alignment), kept in `owners` (parallel to `chunks`, null for
 /// the rest; left empty when nothing lands, so that a parcel whose inline index is all of it
 /// allocates no owner list).
 template <class Land>
@@ -86,7 +102,7 @@ void received_chunks(wire::header const& h, std::span<wire::descriptor const> ds
         std::byte const* at = nullptr;
         if (d.size != 0) {
             owners.resize(h.chunk_count);
-            owners[i] = land(static_cast<std::size_t>(d.size), type == chunk_type::rma);
+            owners[i] = land(static_cast<std::size_t>(d.size), type == chunk_type::rma, d.address);
             at = owners[i].get();
         }
         chunks.push_back({type, d.size, 0, at, 0});

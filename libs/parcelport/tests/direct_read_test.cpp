@@ -187,39 +187,82 @@ cs::serialize_buffer<char> pattern(std::size_t n, int seed) {
 
 } // namespace
 
+namespace {
+
+/// Sends a's 4 MiB + 5 bytes to b and counts b's progress passes from the one that took the
+/// parcel (its first step) to the one that delivered it. With `b_busy`, b first sends a
+/// parcel of its own to a, which a never takes until b has its parcel: b has a send in flight
+/// throughout. Returns 0 on a failure (reported).
+std::size_t passes_to_read(pair_of_endpoints& e, std::size_t n, bool b_busy) {
+    auto const buf = pattern(n, 1);
+    bool b_sent = false, sent = false;
+    if (b_busy) {
+        e.b->send(0, cs::save(pattern(n, 2)), [&](std::error_code ec) { b_sent = !ec; });
+        e.b->progress(); // its announcement leaves
+    }
+    e.a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
+    std::size_t passes = 0, started_at = 0;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (e.got_b.empty() && std::chrono::steady_clock::now() < until) {
+        if (!b_busy || started_at == 0) {
+            e.a->progress(); // a announces its parcel; with b_busy, not again until b has it
+        }
+        e.b->progress();
+        ++passes;
+        if (started_at == 0 && e.b->stats().direct_reads != 0) {
+            started_at = passes; // the pass in which b took the parcel and read its first step
+        }
+        if (b_busy && started_at != 0) {
+            EXPECT_FALSE(b_sent) << "a took b's parcel: b's send is no longer in flight";
+        }
+    }
+    EXPECT_TRUE(e.pump([&] { return sent && (!b_busy || (b_sent && e.got_a.size() == 1)); }));
+    if (e.got_b.size() != 1 || started_at == 0) {
+        ADD_FAILURE() << "b did not receive the parcel by direct reads";
+        return 0;
+    }
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b[0].second, back);
+    EXPECT_EQ(back, buf);
+    auto const s = e.b->stats();
+    EXPECT_EQ(s.direct_reads, 1u);
+    EXPECT_EQ(s.rma_reads, 1u);
+    EXPECT_EQ(s.rma_bytes_read, n);
+    return passes - started_at + 1;
+}
+
+} // namespace
+
 TEST(shm_direct_read, a_large_chunk_is_read_in_steps_between_which_progress_returns) {
-    // 4 MiB + 5 bytes, read directly: at most 256 KiB per progress pass of the receiver, so
-    // its worker runs other tasks between steps (fi_read on shm copies all of it within one
-    // call). At least 17 passes of b, and the bytes intact.
+    // 4 MiB + 5 bytes, read directly: while the reader has sends of its own in flight (the
+    // other direction of a stream), at most 256 KiB per progress pass, so that its DONEs and
+    // announcements and its worker's tasks wait ~30 us at a time (fi_read on shm copies all of
+    // it within one call): at least 17 passes of b, and the bytes intact.
     std::string why;
     auto e = direct_pair(why);
     if (!e) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
     std::size_t const n = (std::size_t{4} << 20) + 5;
-    auto const buf = pattern(n, 1);
-    bool sent = false;
-    e->a->send(1, cs::save(buf), [&](std::error_code ec) { sent = !ec; });
-    std::size_t passes = 0, started_at = 0;
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!(sent && e->got_b.size() == 1) && std::chrono::steady_clock::now() < until) {
-        e->a->progress();
-        e->b->progress();
-        ++passes;
-        if (started_at == 0 && e->b->stats().direct_reads != 0) {
-            started_at = passes; // the pass in which b took the parcel and read its first step
-        }
+    std::size_t const step = fab::rendezvous::direct_step;
+    EXPECT_GE(passes_to_read(*e, n, /*b_busy=*/true), (n + step - 1) / step);
+}
+
+TEST(shm_direct_read, a_reader_with_no_sends_in_flight_reads_in_larger_steps) {
+    // The same parcel to a b that sends nothing: 1 MiB steps (fewer system calls and passes),
+    // still more than one pass, and not all of it at once.
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    ASSERT_EQ(e->got_b.size(), 1u);
-    ASSERT_NE(started_at, 0u);
-    EXPECT_GE(passes - started_at + 1, (n + (256 << 10) - 1) / (256 << 10));
-    cs::serialize_buffer<char> back;
-    cs::load(e->got_b[0].second, back);
-    EXPECT_EQ(back, buf);
-    auto const s = e->b->stats();
-    EXPECT_EQ(s.direct_reads, 1u);
-    EXPECT_EQ(s.rma_reads, 1u);
-    EXPECT_EQ(s.rma_bytes_read, n);
+    std::size_t const n = (std::size_t{4} << 20) + 5;
+    std::size_t const step = fab::rendezvous::direct_step_alone;
+    static_assert(fab::rendezvous::direct_step_alone > fab::rendezvous::direct_step);
+    std::size_t const passes = passes_to_read(*e, n, /*b_busy=*/false);
+    EXPECT_GE(passes, (n + step - 1) / step);
+    EXPECT_LT(passes, (n + fab::rendezvous::direct_step - 1) / fab::rendezvous::direct_step)
+        << "read in the small steps of a stream";
 }
 
 TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact) {
@@ -286,4 +329,37 @@ TEST(shm_direct_read, a_peer_that_fails_the_identity_check_is_read_with_fi_read)
     send_one_checked(*a, *b, got, pattern(1000000, 9));
     EXPECT_EQ(b->stats().direct_reads, 0u);
     EXPECT_EQ(b->stats().rma_reads, 1u);
+}
+
+TEST(shm_direct_read, a_chunk_lands_at_the_senders_offset_within_a_cache_line) {
+    // The kernel's copy of a direct read is slower when source and destination sit at different
+    // offsets within their cache lines (receive_buffer_pool): each chunk lands at its sender's
+    // offset modulo 64, from sources at several offsets, and arrives intact.
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    std::size_t const n = 300000;
+    std::vector<char> storage(n + 128);
+    auto const base = reinterpret_cast<std::uintptr_t>(storage.data());
+    std::size_t const to_line = (64 - base % 64) % 64; // storage.data() + to_line: offset 0
+    for (std::size_t offset : {std::size_t{0}, std::size_t{16}, std::size_t{40}, std::size_t{63}}) {
+        char* src = storage.data() + to_line + offset;
+        for (std::size_t i = 0; i < n; ++i) {
+            src[i] = static_cast<char>(i * 7 + offset);
+        }
+        cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
+        e->got_b.clear();
+        bool sent = false;
+        e->a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
+        ASSERT_TRUE(e->pump([&] { return sent && e->got_b.size() == 1; })) << offset;
+        cs::serialize_buffer<char> back;
+        cs::load(e->got_b[0].second, back);
+        ASSERT_EQ(back.size(), n);
+        EXPECT_EQ(reinterpret_cast<std::uintptr_t>(back.data()) % 64, offset)
+            << "landed at another offset within its cache line than the sender's";
+        EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << offset;
+    }
+    EXPECT_EQ(e->b->stats().direct_reads, 4u);
 }

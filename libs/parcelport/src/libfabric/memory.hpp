@@ -50,8 +50,10 @@ public:
     /// The local descriptor of [p, p + n) if it is pool memory registered here, else nullptr.
     void* pool_desc(void const* p, std::size_t n) const noexcept;
     /// A destination for an RMA-read chunk: rma chunks go to pool memory (which a received
-    /// rma_vector adopts), the rest to the receive buffer pool.
-    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
+    /// rma_vector adopts), the rest to the receive buffer pool, at the offset within a cache
+    /// line of `align_like` (the sender's address of the chunk: receive_buffer_pool::get).
+    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk,
+                                                std::uint64_t align_like = 0);
 
 private:
     endpoint& ep_;

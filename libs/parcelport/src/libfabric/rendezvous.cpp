@@ -147,7 +147,10 @@ void rendezvous::begin_reads(held& e, wire::header const& h, bool index_inline,
     in->rma_bytes = rma_bytes;
     in->chunks = serialization::message::chunk_list(); // one a message freed, if any
     received_chunks(
-        h, in->ds, [&](std::size_t n, bool rma) { return memory_.receive_buffer(n, rma); },
+        h, in->ds,
+        [&](std::size_t n, bool rma, std::uint64_t at) {
+            return memory_.receive_buffer(n, rma, at);
+        },
         in->chunks, in->owners);
     in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
     if (index_inline && h.index_size != 0) {
@@ -262,7 +265,7 @@ void rendezvous::start_direct(held& e) {
 }
 
 bool rendezvous::read_direct_step(incoming* in) {
-    std::size_t left = direct_step;
+    std::size_t left = sender_.in_flight() == 0 ? direct_step_alone : direct_step;
     while (in->direct_piece < in->pieces.size() && left != 0) {
         read_piece const& pc = in->pieces[in->direct_piece];
         std::size_t n = std::min(left, pc.size - in->direct_offset);

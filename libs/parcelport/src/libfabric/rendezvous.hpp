@@ -132,8 +132,8 @@ private:
     /// Registers `e` (every piece read directly) and reads its first step now, unless parcels
     /// before it are still being read: it waits in direct_queue_ then.
     void start_direct(held& e);
-    /// Reads up to direct_step more bytes of a parcel read directly; true once it is done (or
-    /// failed: in->failed).
+    /// Reads the next step (direct_step or direct_step_alone bytes) of a parcel read directly;
+    /// true once it is done (or failed: in->failed).
     bool read_direct_step(incoming* in);
     /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
     /// (returning its code, -FI_EAGAIN when the provider's queue is full).
@@ -164,10 +164,18 @@ private:
     std::size_t max_read_, recv_size_;
     outbox* outbox_;        // shm: where peers stage chunks (copied out, not read)
     direct_reader* direct_; // shm: reads without fi_read (process_vm_readv)
-    /// A direct read copies at most this much per progress pass, so that a large chunk holds
-    /// up the worker's tasks (a send that would keep the other direction busy) for ~30 us at a
-    /// time, not for the whole copy (~0.3-0.6 ms for 4 MiB).
+public:
+    /// A direct read copies at most direct_step per progress pass while this side has sends of
+    /// its own in flight, so that a large chunk holds up the other direction (the DONEs and
+    /// announcements that the pass sends at its end) and the worker's tasks for ~30 us at a
+    /// time, not for the whole copy (~0.3-0.6 ms for 4 MiB). With none in flight only the
+    /// tasks wait, and a step of direct_step_alone makes fewer system calls and passes: a
+    /// lone 1-4 MiB call 6-8 % faster (benchmarks/RESULTS.md, "Landing alignment and read
+    /// steps"); in a stream both ways, larger steps lost up to 8 % at 4 MiB.
     static constexpr std::size_t direct_step = 256 * 1024;
+    static constexpr std::size_t direct_step_alone = 1024 * 1024;
+
+private:
     /// Parcels read directly, oldest first. The poller's alone (start_reads and
     /// advance_direct run only within progress), so no lock: progress checks it every pass.
     std::deque<incoming*> direct_queue_;

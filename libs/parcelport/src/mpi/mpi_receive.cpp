@@ -239,8 +239,9 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
             auto chunks = serialization::message::chunk_list();
             std::vector<std::shared_ptr<std::byte[]>> none; // nothing lands: stays empty
             received_chunks(
-                h, ds, [](std::size_t, bool) { return std::shared_ptr<std::byte[]>(); }, chunks,
-                none);
+                h, ds,
+                [](std::size_t, bool, std::uint64_t) { return std::shared_ptr<std::byte[]>(); },
+                chunks, none);
             auto m =
                 serialization::message::from_parts({inline_index, h.index_size}, std::move(chunks));
             ++stats_.messages_received;
@@ -272,8 +273,9 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
             std::memcpy(in->msg.index_buffer(), inline_index, h.index_size);
         }
         received_chunks(
-            h, ds, [&](std::size_t n, bool rma) { return receive_buffer(n, rma); }, in->chunks,
-            in->owners);
+            h, ds,
+            [&](std::size_t n, bool rma, std::uint64_t at) { return receive_buffer(n, rma, at); },
+            in->chunks, in->owners);
         in->bytes = to_receive;
         post_receives(std::move(in), mpi_source, static_cast<int>(h.send_id), index_inline);
     } catch (std::exception const& e) {
@@ -288,9 +290,10 @@ void mpi_transport::take_batch(std::byte const* bytes, std::size_t size, wire::h
     });
 }
 
-std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool rma_chunk) {
+std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool rma_chunk,
+                                                           std::uint64_t align_like) {
     bool in_rma_pool = false, reused = false;
-    auto b = chunk_destination(*buffers_, n, rma_chunk, in_rma_pool, reused);
+    auto b = chunk_destination(*buffers_, n, rma_chunk, in_rma_pool, reused, align_like);
     stats_.pool_receive_buffers += in_rma_pool;
     stats_.receive_buffers_reused += reused;
     return b;

@@ -15,9 +15,12 @@ eager_layout mpi_transport::layout(serialization::message const& m) const {
 
 void mpi_transport::write_header_message(serialization::message const& m, eager_layout const& l,
                                          std::byte* to) const {
-    // Chunks travel as MPI messages of their own, never read remotely: no address, no key.
-    auto not_exposed = [](void const*, std::size_t) {
-        return std::pair<std::uint64_t, std::uint64_t>{0, 0};
+    // Chunks travel as MPI messages of their own, never read remotely: no key, and for an
+    // address only the chunk's offset within its cache line, at which the receiver lands it
+    // (receive_buffer_pool: the single copy of MPI's shared memory is faster between equal
+    // offsets).
+    auto not_exposed = [](void const* p, std::size_t) {
+        return std::pair<std::uint64_t, std::uint64_t>{reinterpret_cast<std::uintptr_t>(p) % 64, 0};
     };
     write_eager_into(m, wire::make_header(wire::parcel, job_token_, my_rank_), l, not_exposed, to,
                      nullptr);

@@ -219,7 +219,8 @@ private:
     void take_batch(std::byte const* bytes, std::size_t size, wire::header const& h,
                     int mpi_source);
 
-    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk);
+    std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk,
+                                                std::uint64_t align_like);
 
     void post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag, bool index_inline);
 
