@@ -275,16 +275,25 @@ bool ring_wait_taken(std::span<loan const> loans, bool bounded) {
 }
 
 bool ring_take(key const& k, std::uint64_t wire_id,
-               courier::detail::function_ref<void(std::span<std::byte const>, std::int32_t)> load) {
+               courier::detail::function_ref<void(std::span<std::byte const>, std::int32_t)> load,
+               bool* other) {
     courier::detail::collective_rings* r = rings();
     return r != nullptr &&
            r->take_head(k.source, [&](courier::detail::collective_rings::view const& v) {
                if (v.wire_id != wire_id || v.generation != k.generation || v.step != k.step) {
+                   if (other != nullptr) {
+                       *other = true;
+                   }
                    return false;
                }
                load(v.payload, v.pid);
                return true;
            });
+}
+
+int ring_head_polls() noexcept {
+    courier::detail::worker* w = courier::detail::current_worker();
+    return w != nullptr && w->sched.options().oversubscribed ? 1 : 64;
 }
 
 void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,

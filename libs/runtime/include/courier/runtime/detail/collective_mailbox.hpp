@@ -106,9 +106,14 @@ bool ring_lend(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation
 bool ring_wait_taken(std::span<loan const> loans, bool bounded = false);
 /// If the message at the head of the inbox from `k.source` is `k` with `wire_id`, removes it
 /// and calls `load` on its payload and its sender's process id (also when `load` throws). True
-/// if it did.
+/// if it did. `other` (if given) is set when the head holds another message.
 bool ring_take(key const& k, std::uint64_t wire_id,
-               courier::detail::function_ref<void(std::span<std::byte const>, std::int32_t)> load);
+               courier::detail::function_ref<void(std::span<std::byte const>, std::int32_t)> load,
+               bool* other = nullptr);
+/// How many times receive() looks at the inbox's head for its message before it sets up a
+/// slot in the mailbox: 64 (~1 µs; in a collective the peer's message usually comes within
+/// that), or once when the host is oversubscribed (the sender may be waiting for this core).
+int ring_head_polls() noexcept;
 /// Until `ready()`: moves the messages in the inbox from `from` into the mailbox, spinning up to
 /// the idle spin, then `suspend()`s (a sender then nudges this locality with a parcel).
 void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,
@@ -309,13 +314,19 @@ public:
         bool const ring = ring_listens_to(from);
         // The inbox's head first, unless a parcel already waits in the mailbox (maybe for this
         // key: a forged or repeated message came first, and the first one for a key counts).
+        // A peer in the same collective usually sends within a microsecond of this locality:
+        // the head is polled a few times for it before a slot is set up in the mailbox (an
+        // allocation, a future, the ring drained into it), unless another message is there.
         if (ring && !mailbox_holds_early()) {
             std::optional<T> v;
-            if (ring_take(k, message_action<T>::wire_id(),
-                          [&](std::span<std::byte const> b, std::int32_t pid) {
-                              v.emplace(ring_decode<T>(b, pid));
-                          })) {
-                return std::move(*v);
+            auto load = [&](std::span<std::byte const> b, std::int32_t pid) {
+                v.emplace(ring_decode<T>(b, pid));
+            };
+            bool other = false;
+            for (int polls = 0, n = ring_head_polls(); polls < n && !other; ++polls) {
+                if (ring_take(k, message_action<T>::wire_id(), load, &other)) {
+                    return std::move(*v);
+                }
             }
         }
         std::shared_ptr<slot_base> s = match(k, false, [] { return make_slot<T>(false); });
