@@ -35,7 +35,7 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
         if (!list.empty()) {
             p = list.back();
             list.pop_back();
-            cached_ -= std::size_t{1} << shift;
+            cached_ -= (std::size_t{1} << shift) + line;
             reused = true;
         }
     }
@@ -43,7 +43,10 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
         p = static_cast<std::byte*>(
             ::operator new[]((std::size_t{1} << shift) + line, std::align_val_t{line}));
     }
-    auto const offset = static_cast<std::size_t>(align_like % line);
+    // At the sender's offset within its line, rounded down to operator new's alignment: a
+    // chunk keeps the alignment a loader may expect whatever offset a descriptor names.
+    auto const offset =
+        static_cast<std::size_t>(align_like % line) & ~(alignof(std::max_align_t) - 1);
     // The control block from the small-object pool: no malloc per received chunk.
     return std::shared_ptr<std::byte[]>(
         p + offset,
@@ -54,9 +57,9 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
 void receive_buffer_pool::put(std::byte* p, unsigned shift) noexcept {
     {
         std::lock_guard g(mutex_);
-        if (cached_ + (std::size_t{1} << shift) <= limit_) {
+        if (cached_ + (std::size_t{1} << shift) + line <= limit_) {
             free_[shift - min_shift].push_back(p);
-            cached_ += std::size_t{1} << shift;
+            cached_ += (std::size_t{1} << shift) + line;
             return;
         }
     }

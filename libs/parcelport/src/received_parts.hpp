@@ -28,12 +28,13 @@ namespace courier::parcelport {
 /// bytes are kept. Thread safety: get() and the deleters may run on any thread.
 ///
 /// Alignment: a buffer of a size class starts at the offset within a cache line that the
-/// caller asks for, that of the sender's copy of the chunk. The kernel copies a read
-/// (process_vm_readv, libfabric shm's CMA) with `rep movsb`, which runs 8-20 % slower at 4 MiB
-/// when source and destination sit at different offsets within their cache lines
-/// (benchmarks/RESULTS.md, "Landing alignment"); a user's large std::vector starts 16 bytes
-/// into a page, a buffer of operator new wherever the heap puts it. Each class buffer has a
-/// cache line of slack for that, and is itself cache-line aligned.
+/// caller asks for, that of the sender's copy of the chunk, rounded down to a multiple of
+/// alignof(std::max_align_t) (so every buffer keeps operator new's alignment). The kernel
+/// copies a read (process_vm_readv, libfabric shm's CMA) with `rep movsb`, which took 1.055x
+/// as long from offset 16 into 0 and 1.128x from 0 into 16 at 4 MiB (benchmarks/RESULTS.md,
+/// "Landing alignment and read steps"); a user's large std::vector starts 16 bytes into a
+/// page, a buffer of operator new wherever the heap puts it. Each class buffer has a cache
+/// line of slack for that (counted in `limit`), and is itself cache-line aligned.
 class receive_buffer_pool : public std::enable_shared_from_this<receive_buffer_pool> {
 public:
     static constexpr unsigned min_shift = 12, max_shift = 30;
@@ -44,9 +45,10 @@ public:
     receive_buffer_pool& operator=(receive_buffer_pool const&) = delete;
 
     /// A buffer of at least `n` bytes; `reused` says whether it came from the pool. One of a
-    /// size class (n >= 4 KiB) starts at an address congruent to `align_like` modulo `line`
-    /// (the sender's address of the chunk; 0: cache-line aligned); a smaller one where
-    /// operator new puts it.
+    /// size class (4 KiB <= n <= 1 GiB) starts at an address congruent modulo `line` to
+    /// `align_like` (the sender's address of the chunk; 0: cache-line aligned) rounded down to
+    /// a multiple of alignof(std::max_align_t); a smaller or larger one where operator new
+    /// puts it.
     std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused, std::uint64_t align_like = 0);
 
 private:

@@ -293,7 +293,11 @@ bool ring_take(key const& k, std::uint64_t wire_id,
 
 int ring_head_polls() noexcept {
     courier::detail::worker* w = courier::detail::current_worker();
-    return w != nullptr && w->sched.options().oversubscribed ? 1 : 64;
+    if (w == nullptr) {
+        return 64;
+    }
+    auto const& o = w->sched.options();
+    return o.oversubscribed || o.collective_spin.count() == 0 ? 1 : 64;
 }
 
 void ring_wait(std::uint32_t from, courier::detail::function_ref<bool()> ready,

@@ -74,7 +74,10 @@ void* memory::pool_desc(void const* p, std::size_t n) const noexcept {
 std::shared_ptr<std::byte[]> memory::receive_buffer(std::size_t n, bool rma_chunk,
                                                     std::uint64_t align_like) {
     bool in_rma_pool = false, reused = false;
-    auto b = chunk_destination(*buffers_, n, rma_chunk, in_rma_pool, reused, align_like);
+    // A descriptor's address is the sender's only where the provider uses virtual addresses
+    // (shm); elsewhere it is an offset into a registration, which says nothing of alignment.
+    auto b =
+        chunk_destination(*buffers_, n, rma_chunk, in_rma_pool, reused, mr_virt_ ? align_like : 0);
     counters_.pool_receive_buffers += in_rma_pool;
     counters_.receive_buffers_reused += reused;
     return b;

@@ -265,7 +265,7 @@ void rendezvous::start_direct(held& e) {
 }
 
 bool rendezvous::read_direct_step(incoming* in) {
-    std::size_t left = sender_.in_flight() == 0 ? direct_step_alone : direct_step;
+    std::size_t left = sender_.awaiting_done() ? direct_step : direct_step_alone;
     while (in->direct_piece < in->pieces.size() && left != 0) {
         read_piece const& pc = in->pieces[in->direct_piece];
         std::size_t n = std::min(left, pc.size - in->direct_offset);

@@ -164,14 +164,16 @@ private:
     std::size_t max_read_, recv_size_;
     outbox* outbox_;        // shm: where peers stage chunks (copied out, not read)
     direct_reader* direct_; // shm: reads without fi_read (process_vm_readv)
-public:
-    /// A direct read copies at most direct_step per progress pass while this side has sends of
-    /// its own in flight, so that a large chunk holds up the other direction (the DONEs and
-    /// announcements that the pass sends at its end) and the worker's tasks for ~30 us at a
-    /// time, not for the whole copy (~0.3-0.6 ms for 4 MiB). With none in flight only the
-    /// tasks wait, and a step of direct_step_alone makes fewer system calls and passes: a
-    /// lone 1-4 MiB call 6-8 % faster (benchmarks/RESULTS.md, "Landing alignment and read
-    /// steps"); in a stream both ways, larger steps lost up to 8 % at 4 MiB.
+public:                     // (public for the tests)
+    /// A direct read copies at most direct_step per progress pass while a rendezvous send of
+    /// this side waits for its DONE (the other direction of a stream), so that a large chunk
+    /// holds up that direction (the DONEs and announcements that the pass sends at its end)
+    /// and the worker's tasks for ~30 us at a time, not for the whole copy (~0.3-0.6 ms for
+    /// 4 MiB). Otherwise the DONEs this pass owes and the tasks wait, and steps of
+    /// direct_step_alone make fewer system calls and passes (a lone call with 1 MiB steps
+    /// 0.92-0.94x the time of 256 KiB steps at 1-4 MiB, 6-9 of 9 paired rounds, in a run
+    /// before landing alignment: benchmarks/RESULTS.md, "Landing alignment and read steps");
+    /// in a stream both ways, 1 MiB steps lost 8 % of bibw at 4 MiB, 4 MiB steps 26 %.
     static constexpr std::size_t direct_step = 256 * 1024;
     static constexpr std::size_t direct_step_alone = 1024 * 1024;
 
@@ -216,10 +218,10 @@ private:
     std::size_t reading_bytes_ = 0;
     /// shm: bytes of parcels delivered in this progress pass, whose tasks have not run yet:
     /// they count against the read budget too. Copies from an outbox and shm's reads (of up to
-    /// direct_step) complete within the pass that admits them, so without this a pass would
-    /// land every parcel that
-    /// arrived (a window of 64 x 256 KiB: 16 MiB of landing buffers, out of the cache, before
-    /// the first task frees one). Changed under mutex_; reset by admit_deferred (poller).
+    /// a direct read's step) complete within the pass that admits them, so without this a pass
+    /// would land every parcel that arrived (a window of 64 x 256 KiB: 16 MiB of landing buffers,
+    /// out of the cache, before the first task frees one). Changed under mutex_; reset by
+    /// admit_deferred (poller).
     std::atomic<std::size_t> landed_in_pass_{0};
     std::atomic<bool> admit_pending_{false}; // budget was released with parcels waiting
 };

@@ -189,6 +189,10 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
                                    eager_mr == nullptr && coalescer_->leaves_by_count() &&
                                    coalescer_->small_enough(s->eager.size()) &&
                                    coalescer_->would_hold(dest);
+    if (s->needs_done) {
+        s->counted = true; // before publish: from then on the send may complete at any moment
+        awaiting_done_.fetch_add(1, std::memory_order_relaxed);
+    }
     sends_.publish(std::exchange(guard.slot, nullptr));
     send_state* raw = s;
     ++parts_.stats.messages_sent;
@@ -398,6 +402,10 @@ void sender::recycle(send_table::slot* slot) noexcept {
     if (index >= kept_slots || (large && index >= kept_large_slots)) {
         byte_buffer().swap(s->eager);
         byte_buffer().swap(s->table);
+    }
+    if (s->counted) {
+        s->counted = false;
+        awaiting_done_.fetch_sub(1, std::memory_order_relaxed);
     }
     s->needs_done = s->eager_done = s->remote_done = s->index_apart = false;
     s->split.posted = 0;

@@ -40,6 +40,7 @@ struct send_state {
     send_op op{this};
     split_parts<send_op> split{this}; // a message sent as two parts (sender::post_split)
     bool needs_done = false;          // the receiver reads chunks and answers with DONE
+    bool counted = false;             // in sender::awaiting_done_ (published with needs_done)
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
@@ -100,6 +101,11 @@ public:
     /// Sends not yet completed (coalesced parcels included; a rendezvous parcel announced in
     /// a batch counts twice until its batch completes: its record and its slot).
     std::size_t in_flight() const;
+    /// Whether a rendezvous send of this side waits for its DONE (the other direction of a
+    /// stream): one relaxed load, for the reader's step size (rendezvous::read_direct_step).
+    bool awaiting_done() const noexcept {
+        return awaiting_done_.load(std::memory_order_relaxed) != 0;
+    }
 
 private:
     void post_split(send_state* s);
@@ -154,6 +160,9 @@ private:
     std::vector<std::vector<std::uint64_t>> dones_;
     std::vector<std::uint32_t> done_dests_;
     std::vector<std::uint64_t> sending_; // the ids flush_dones is posting
+    /// Published rendezvous sends not yet recycled (counted before publish, uncounted in
+    /// recycle): only rendezvous sends touch it.
+    std::atomic<std::size_t> awaiting_done_{0};
 };
 
 } // namespace courier::parcelport::fabric

@@ -4,12 +4,12 @@
 // libs/parcelport/README.md ("The MPI transport").
 //
 // Sender: a header message (tag 1) in the eager message format (eager_writer.hpp; send_id = the
-// data tag; addresses and keys 0), the index inline up to the eager threshold; then an MPI_Isend
-// of each pointer/rma chunk, and of a larger index, from the caller's memory with the data tag,
-// in pieces of read_piece (MPI counts are int); on_sent once every MPI_Isend completed.
-// Receiver: MPI_Improbe(any source, tag 1) + MPI_Imrecv, the checks of received_parts.hpp, a
-// landing buffer per pointer/rma chunk (rma chunks: rma pool memory), an MPI_Irecv into each
-// from the sender with the data tag; all received: deliver.
+// data tag; keys 0, addresses the chunks' offsets within a cache line), the index inline up to the
+// eager threshold; then an MPI_Isend of each pointer/rma chunk, and of a larger index, from the
+// caller's memory with the data tag, in pieces of read_piece (MPI counts are int); on_sent once
+// every MPI_Isend completed. Receiver: MPI_Improbe(any source, tag 1) + MPI_Imrecv, the checks of
+// received_parts.hpp, a landing buffer per pointer/rma chunk (rma chunks: rma pool memory), an
+// MPI_Irecv into each from the sender with the data tag; all received: deliver.
 #pragma once
 #include "../batch_reader.hpp"
 #include "../doorbell.hpp"

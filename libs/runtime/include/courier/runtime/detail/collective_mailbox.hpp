@@ -112,7 +112,8 @@ bool ring_take(key const& k, std::uint64_t wire_id,
                bool* other = nullptr);
 /// How many times receive() looks at the inbox's head for its message before it sets up a
 /// slot in the mailbox: 64 (~1 µs; in a collective the peer's message usually comes within
-/// that), or once when the host is oversubscribed (the sender may be waiting for this core).
+/// that), or once when the host is oversubscribed (the sender may be waiting for this core) or
+/// --courier:collective_spin_us is 0.
 int ring_head_polls() noexcept;
 /// Until `ready()`: moves the messages in the inbox from `from` into the mailbox, spinning up to
 /// the idle spin, then `suspend()`s (a sender then nudges this locality with a parcel).
@@ -323,7 +324,12 @@ public:
                 v.emplace(ring_decode<T>(b, pid));
             };
             bool other = false;
+            // A parcel that reaches the mailbox early meanwhile (maybe for this key: it came
+            // first, and the first message for a key counts) ends the polls.
             for (int polls = 0, n = ring_head_polls(); polls < n && !other; ++polls) {
+                if (polls != 0 && mailbox_holds_early()) {
+                    break;
+                }
                 if (ring_take(k, message_action<T>::wire_id(), load, &other)) {
                     return std::move(*v);
                 }
