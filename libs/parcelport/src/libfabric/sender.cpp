@@ -70,6 +70,9 @@ void sender::build(send_state* s, bool coalesce) {
         s->needs_done = write_eager_into(
             s->msg, h, l, [&](void const* p, std::size_t n) { return expose(s, p, n, stage); },
             s->eager.data(), s->table.data(), !s->index_apart);
+        if (s->needs_done) {
+            awaiting_done_.fetch_add(1, std::memory_order_relaxed); // until recycle()
+        }
         if (l.inline_index && !s->index_apart) {
             parts_.stats.bytes_copied_on_send += index_bytes;
         }
@@ -189,10 +192,6 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
                                    eager_mr == nullptr && coalescer_->leaves_by_count() &&
                                    coalescer_->small_enough(s->eager.size()) &&
                                    coalescer_->would_hold(dest);
-    if (s->needs_done) {
-        s->counted = true; // before publish: from then on the send may complete at any moment
-        awaiting_done_.fetch_add(1, std::memory_order_relaxed);
-    }
     sends_.publish(std::exchange(guard.slot, nullptr));
     send_state* raw = s;
     ++parts_.stats.messages_sent;
@@ -403,9 +402,8 @@ void sender::recycle(send_table::slot* slot) noexcept {
         byte_buffer().swap(s->eager);
         byte_buffer().swap(s->table);
     }
-    if (s->counted) {
-        s->counted = false;
-        awaiting_done_.fetch_sub(1, std::memory_order_relaxed);
+    if (s->needs_done) {
+        awaiting_done_.fetch_sub(1, std::memory_order_relaxed); // counted by build()
     }
     s->needs_done = s->eager_done = s->remote_done = s->index_apart = false;
     s->split.posted = 0;

@@ -40,7 +40,6 @@ struct send_state {
     send_op op{this};
     split_parts<send_op> split{this}; // a message sent as two parts (sender::post_split)
     bool needs_done = false;          // the receiver reads chunks and answers with DONE
-    bool counted = false;             // in sender::awaiting_done_ (published with needs_done)
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
@@ -160,8 +159,9 @@ private:
     std::vector<std::vector<std::uint64_t>> dones_;
     std::vector<std::uint32_t> done_dests_;
     std::vector<std::uint64_t> sending_; // the ids flush_dones is posting
-    /// Published rendezvous sends not yet recycled (counted before publish, uncounted in
-    /// recycle): only rendezvous sends touch it.
+    /// Rendezvous sends (needs_done) not yet recycled: counted by build() where needs_done is
+    /// set, uncounted by recycle(), which every built send reaches (completed, failed, or given
+    /// back unpublished). Only rendezvous sends touch it.
     std::atomic<std::size_t> awaiting_done_{0};
 };
 

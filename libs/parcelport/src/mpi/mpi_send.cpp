@@ -20,7 +20,8 @@ void mpi_transport::write_header_message(serialization::message const& m, eager_
     // (receive_buffer_pool: the single copy of MPI's shared memory is faster between equal
     // offsets).
     auto not_exposed = [](void const* p, std::size_t) {
-        return std::pair<std::uint64_t, std::uint64_t>{reinterpret_cast<std::uintptr_t>(p) % 64, 0};
+        return std::pair<std::uint64_t, std::uint64_t>{
+            reinterpret_cast<std::uintptr_t>(p) % receive_buffer_pool::line, 0};
     };
     write_eager_into(m, wire::make_header(wire::parcel, job_token_, my_rank_), l, not_exposed, to,
                      nullptr);
