@@ -155,10 +155,13 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
             throw network_error("courier: --courier:provider=shm cannot reach localities on "
                                 "other hosts");
         }
-        return make_libfabric_transport(o);
+        transport_options one = o;
+        one.quiet_poll_us = 0; // one rail serves every peer: each pass is for it
+        return make_libfabric_transport(one);
     }
     transport_options local = o;
     local.provider = "shm";
+    local.quiet_poll_us = 0; // shm's queue costs no system call to read
     if (!o.peers_on_other_hosts) {
         return make_libfabric_transport(local);
     }
@@ -167,6 +170,9 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
     transport_options net = o;
     net.provider = network_provider();
     net.tcp_doorbell = false; // its peers are on other hosts: no doorbell reaches them
+    if (!o.peers_on_this_host) {
+        net.quiet_poll_us = 0; // no other rail to serve between its reads
+    }
     std::vector<std::unique_ptr<transport>> rails;
     rails.push_back(make_libfabric_transport(net));
     if (o.peers_on_this_host) {

@@ -174,6 +174,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/count/pool-receive-buffers", p.pool_receive_buffers);
     put("/parcelport/count/doorbell-rings", p.doorbell_rings);
     put("/parcelport/count/split-sends", p.split_sends);
+    put("/parcelport/count/completion-queue-reads", p.completion_queue_reads);
     put("/parcelport/count/outbox-chunks-sent", p.outbox_chunks_sent);
     put("/parcelport/count/outbox-chunks-received", p.outbox_chunks_received);
     put("/parcelport/bytes/outbox-received", p.outbox_bytes_received);

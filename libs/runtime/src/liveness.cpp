@@ -44,8 +44,11 @@ void beat(locality_state& st, std::uint32_t r) {
         auto m = control_word(heartbeat);
         parcel_sent(st, r, m);
         transport_watch::call inside;
-        st.tp->send(r, std::move(m),
-                    [&flag](std::error_code) { flag.store(false, std::memory_order_release); });
+        // Never behind a long progress pass (an MPI call that copies a large message whole):
+        // a heartbeat that waited for it would let the peer declare this locality failed.
+        st.tp->send_control(r, std::move(m), [&flag](std::error_code) {
+            flag.store(false, std::memory_order_release);
+        });
     } catch (std::exception const&) {
         flag.store(false, std::memory_order_release); // refused: tried again next tick
     }

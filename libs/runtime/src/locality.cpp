@@ -137,6 +137,10 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     // only peers on this host: none between hosts.
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
     o.tcp_doorbell = !o.peers_on_other_hosts && (bell == "1" || (bell == "auto" && workers == 1));
+    o.quiet_poll_us =
+        cfg.get("network_quiet_poll_us") == "auto"
+            ? -1
+            : static_cast<std::int32_t>(cfg.get_int("network_quiet_poll_us", 0, 1000000));
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.coalesce_records = static_cast<std::size_t>(cfg.get_int("coalesce_records", 0, 1 << 20));
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations

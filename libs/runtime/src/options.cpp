@@ -116,6 +116,12 @@ std::vector<option_spec> const& option_table() {
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
          "workers wait on the completion queue's fd; auto = 1 with one worker, else 0"},
+        {"network_quiet_poll_us", "auto",
+         "jobs across hosts with several localities per host: while the network rail is quiet "
+         "(nothing sent or received for 2 ms, no rendezvous under way) it reads its "
+         "completion queue (on tcp an epoll_wait) once per this many microseconds instead of "
+         "on every progress pass, which the same host's traffic makes; auto = 20 times what "
+         "such a read costs (2 - 100 us); 0 = every pass"},
         {"tcp_send_queue", "16",
          "tcp: messages one connection takes at a time (rxm copies each into a 16 KiB buffer "
          "it holds until the kernel took it); more wait in Courier's queue, where small parcels "

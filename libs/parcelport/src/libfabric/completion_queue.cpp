@@ -123,6 +123,37 @@ void libfabric_transport::on_success(op* o, std::size_t len) {
     }
 }
 
+bool libfabric_transport::read_completion_queue() {
+    counters_.completion_queue_reads.fetch_add(1, std::memory_order_relaxed);
+    bool found = false;
+    fi_cq_msg_entry entries[16];
+    for (;;) {
+        ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);
+        if (n == -FI_EAGAIN) {
+            break;
+        }
+        if (n == -FI_EAVAIL) {
+            on_error_entry();
+            found = true;
+            continue;
+        }
+        if (n < 0) {
+            throw error_of("fi_cq_read", n);
+        }
+        found = true;
+        for (ssize_t i = 0; i < n; ++i) {
+            on_success(static_cast<op*>(entries[i].op_context), entries[i].len);
+        }
+        if (n < 16) {
+            // A partial batch: the queue was empty a moment ago. Another fi_cq_read now would
+            // cost a provider progress pass (an epoll_wait on tcp) for nothing; the caller
+            // comes back soon.
+            break;
+        }
+    }
+    return found;
+}
+
 bool libfabric_transport::progress() {
     // One poller at a time (others have nothing to add and would only contend on the CQ;
     // libfabric 1.17's tcp/rxm also crashed with concurrent fi_cq_read and fi_trywait).
@@ -142,30 +173,15 @@ bool libfabric_transport::progress() {
                 receiver_->on_ring_message(source, p, len);
             }) || any;
         }
-        fi_cq_msg_entry entries[16];
-        for (;;) {
-            ssize_t n = fi_cq_read(endpoint_->cq(), entries, 16);
-            if (n == -FI_EAGAIN) {
-                break;
-            }
-            if (n == -FI_EAVAIL) {
-                on_error_entry();
-                any = true;
-                continue;
-            }
-            if (n < 0) {
-                throw error_of("fi_cq_read", n);
-            }
-            any = true;
-            for (ssize_t i = 0; i < n; ++i) {
-                on_success(static_cast<op*>(entries[i].op_context), entries[i].len);
-            }
-            if (n < 16) {
-                // A partial batch: the queue was empty a moment ago. Another fi_cq_read now would
-                // cost a provider progress pass (an epoll_wait on tcp) for nothing; the caller
-                // comes back soon.
-                break;
-            }
+        // A quiet network rail beside shm reads its queue only now and then (poll_pacer.hpp),
+        // but on every pass while a rendezvous is under way: its bytes move only then, and no
+        // completion marks their progress. (An eager send kicks the pacer itself.)
+        std::int64_t const now = pacer_.enabled() ? poll_pacer::now() : 0;
+        if (pacer_.due(now, [this] { return sender_->awaiting_done() || rendezvous_->busy(); })) {
+            bool const found = read_completion_queue();
+            std::int64_t const cost = pacer_.quiet(now) ? poll_pacer::now() - now : 0;
+            pacer_.polled(now, found, cost);
+            any = found || any;
         }
     } catch (...) {
         // A failed pass (fi_cq_read's error, a handler's) still sends the DONEs it queued.

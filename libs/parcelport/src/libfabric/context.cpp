@@ -36,6 +36,7 @@ statistics counters::snapshot() const {
     s.outbox_bytes_received = outbox_bytes_received;
     s.direct_reads = direct_reads;
     s.done_messages = done_messages;
+    s.completion_queue_reads = completion_queue_reads;
     return s;
 }
 

@@ -20,6 +20,7 @@
 #include "fabric.hpp"
 #include "memory.hpp"
 #include "outbox.hpp"
+#include "poll_pacer.hpp"
 #include "receiver.hpp"
 #include "rendezvous.hpp"
 #include "sender.hpp"
@@ -49,10 +50,12 @@ public:
     }
     void set_read_handler(read_handler h) override { peers_.set_read_handler(std::move(h)); }
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override {
+        pacer_.kick();
         sender_->send(dest, std::move(m), std::move(on_sent), false);
     }
     bool send_coalesced(std::uint32_t dest, serialization::message&& m,
                         sent_handler on_sent) override {
+        pacer_.kick();
         return sender_->send(dest, std::move(m), std::move(on_sent), opts_.coalescing);
     }
     bool progress() override;
@@ -71,6 +74,9 @@ public:
 private:
     /// Sends not yet completed, or rendezvous reads under way or waiting for the budget.
     bool transfers_pending() const { return rendezvous_->busy() || sender_->in_flight() != 0; }
+    /// Reads the completion queue (while it returns full batches) and dispatches what it
+    /// holds; true if it held anything.
+    bool read_completion_queue();
     /// A successful completion of `o` (`len` bytes received, for a receive), dispatched.
     void on_success(op* o, std::size_t len);
     /// One completion-queue error entry, dispatched.
@@ -112,8 +118,10 @@ private:
     std::unique_ptr<coalescer> coalescer_;
     std::unique_ptr<rendezvous> rendezvous_;
     std::unique_ptr<receiver> receiver_;
-    std::mutex poll_mutex_;             // the completion queue is polled by one thread at a time
-    std::uint64_t progress_calls_ = 0;  // by the poller only
+    std::mutex poll_mutex_;            // the completion queue is polled by one thread at a time
+    std::uint64_t progress_calls_ = 0; // by the poller only
+    /// Reads of the completion queue while quiet (transport_options::quiet_poll_us).
+    poll_pacer pacer_{std::chrono::microseconds(opts_.quiet_poll_us), std::chrono::milliseconds(2)};
     std::vector<std::uint64_t> errors_; // by the poller only: error entries by first_error's peer
 };
 

@@ -94,7 +94,17 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
             in->error = err;
         }
         heard_.push_back(in->source);
-        if (--in->pending == 0) {
+        --in->pending;
+        in->posted_bytes -= static_cast<std::size_t>(o.expected);
+        if (in->error == MPI_SUCCESS && in->next < in->pieces.size()) {
+            // The next pieces (test_requests keeps requests appended while it dispatches).
+            if (int rc = post_pieces(*in); rc != MPI_SUCCESS) {
+                in->error = rc;
+            }
+        } else if (in->error != MPI_SUCCESS) {
+            in->next = in->pieces.size(); // a failed parcel posts nothing more
+        }
+        if (in->pending == 0) {
             finish(std::unique_ptr<incoming>(in));
         }
         break;
@@ -301,47 +311,59 @@ std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool r
 
 void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag,
                                   bool index_inline) {
-    thread_local std::vector<std::pair<MPI_Request, int>> reqs; // and each one's count
-    reqs.clear();
-    int rc = MPI_SUCCESS;
-    auto recv_bytes = [&](std::byte* p, std::size_t n) {
-        for (std::size_t done = 0; done < n && rc == MPI_SUCCESS; done += piece_) {
-            int count = static_cast<int>(std::min(piece_, n - done));
-            MPI_Request q = MPI_REQUEST_NULL;
-            rc = MPI_Irecv(p + done, count, MPI_BYTE, mpi_source, tag, comm_, &q);
-            if (rc == MPI_SUCCESS) {
-                reqs.emplace_back(q, count);
-            }
+    in->mpi_source = mpi_source;
+    in->tag = tag;
+    in->pieces.clear();
+    auto pieces_of = [&](std::byte* p, std::size_t n) {
+        for (std::size_t done = 0; done < n; done += piece_) {
+            in->pieces.push_back({p + done, static_cast<int>(std::min(piece_, n - done))});
         }
     };
     for (auto& c : in->chunks) {
         if (c.type != chunk_type::index && c.size != 0) {
-            recv_bytes(const_cast<std::byte*>(c.address), c.size);
+            pieces_of(const_cast<std::byte*>(c.address), c.size);
         }
     }
     if (!index_inline) {
-        recv_bytes(in->msg.index_buffer(), in->msg.index_size());
+        pieces_of(in->msg.index_buffer(), in->msg.index_size());
     }
+    int rc = post_pieces(*in);
     if (rc != MPI_SUCCESS) {
         // The receives posted stay (MPI may write into their buffers): the parcel is
         // dropped once they complete.
         in->error = rc;
     }
-    if (reqs.empty()) {
+    if (in->pending == 0) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "MPI: posting receives from locality {} failed: {}",
                                in->source, mpi_error_string(rc));
         return;
     }
-    in->pending = reqs.size();
-    stats_.rma_reads += reqs.size(); // the receives of chunk pieces stand for the reads
     ++receiving_;
     receiving_bytes_ += in->bytes;
-    auto* raw = in.release();
-    for (auto [r, count] : reqs) {
-        reqs_.push_back(r);
-        owners_.push_back({req_kind::data, count, raw});
+    in.release(); // owned by its requests (owners_) until the last completes
+}
+
+int mpi_transport::post_pieces(incoming& in) {
+    while (in.next < in.pieces.size()) {
+        auto const pc = in.pieces[in.next];
+        if (in.posted_bytes != 0 && in.posted_bytes + static_cast<std::size_t>(pc.count) > piece_) {
+            return MPI_SUCCESS; // the rest as these complete
+        }
+        MPI_Request q = MPI_REQUEST_NULL;
+        int rc = MPI_Irecv(pc.p, pc.count, MPI_BYTE, in.mpi_source, in.tag, comm_, &q);
+        if (rc != MPI_SUCCESS) {
+            in.next = in.pieces.size(); // none after a failed one
+            return rc;
+        }
+        ++in.next;
+        ++in.pending;
+        in.posted_bytes += static_cast<std::size_t>(pc.count);
+        ++stats_.rma_reads; // the receives of chunk pieces stand for the reads
+        reqs_.push_back(q);
+        owners_.push_back({req_kind::data, pc.count, &in});
     }
+    return MPI_SUCCESS;
 }
 
 void mpi_transport::finish(std::unique_ptr<incoming> in) {

@@ -99,7 +99,8 @@ void mpi_transport::set_peers(std::vector<std::vector<std::byte>> const& address
     batches_ = std::vector<open_batch>(addresses.size());
 }
 
-void mpi_transport::send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) {
+std::unique_ptr<outgoing>
+mpi_transport::make_outgoing(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) {
     if (dest >= peers_.size() || peers_[dest] < 0) {
         throw std::out_of_range("courier: no locality " + std::to_string(dest) +
                                 " reachable through the MPI parcelport");
@@ -110,7 +111,10 @@ void mpi_transport::send(std::uint32_t dest, serialization::message&& m, sent_ha
     out->msg = std::move(m);
     out->on_sent = std::move(on_sent);
     build_eager(*out);
-    std::unique_lock g(mutex_);
+    return out;
+}
+
+void mpi_transport::enqueue(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g) {
     if (closed_) {
         throw network_error("MPI: the transport is closed");
     }
@@ -119,6 +123,37 @@ void mpi_transport::send(std::uint32_t dest, serialization::message&& m, sent_ha
         return;
     }
     post(std::move(out), g);
+}
+
+void mpi_transport::send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) {
+    auto out = make_outgoing(dest, std::move(m), std::move(on_sent));
+    std::unique_lock g(mutex_);
+    enqueue(std::move(out), g);
+}
+
+void mpi_transport::send_control(std::uint32_t dest, serialization::message&& m,
+                                 sent_handler on_sent) {
+    auto out = make_outgoing(dest, std::move(m), std::move(on_sent));
+    std::unique_lock g(mutex_, std::try_to_lock);
+    if (!g.owns_lock()) {
+        std::lock_guard q(controls_mutex_);
+        controls_.push_back(std::move(out));
+        has_controls_.store(true, std::memory_order_release);
+        return;
+    }
+    enqueue(std::move(out), g);
+}
+
+void mpi_transport::take_controls() {
+    if (!has_controls_.load(std::memory_order_acquire)) {
+        return;
+    }
+    std::lock_guard q(controls_mutex_);
+    for (auto& out : controls_) {
+        backlog_.push_back(std::move(out));
+    }
+    controls_.clear();
+    has_controls_.store(false, std::memory_order_relaxed);
 }
 
 bool mpi_transport::send_coalesced(std::uint32_t dest, serialization::message&& m,
@@ -180,6 +215,7 @@ bool mpi_transport::progress() {
         return false;
     }
     bool any = false;
+    take_controls();
     while (!backlog_.empty() && sends_in_flight_ < max_sends_in_flight) {
         auto out = std::move(backlog_.front());
         backlog_.pop_front();
@@ -316,6 +352,7 @@ void mpi_transport::close() noexcept {
     for (std::size_t i = 0; i < reqs_.size(); ++i) {
         MPI_Request_free(&reqs_[i]); // buffers deliberately kept: MPI may still use them
     }
+    take_controls();
     for (auto& out : backlog_) {
         out->error = MPI_ERR_OTHER;
         sent_.push_back(std::move(out));

@@ -9,7 +9,8 @@
 // caller's memory with the data tag, in pieces of read_piece (MPI counts are int); on_sent once
 // every MPI_Isend completed. Receiver: MPI_Improbe(any source, tag 1) + MPI_Imrecv, the checks of
 // received_parts.hpp, a landing buffer per pointer/rma chunk (rma chunks: rma pool memory), an
-// MPI_Irecv into each from the sender with the data tag; all received: deliver.
+// MPI_Irecv into each from the sender with the data tag, a piece at a time past read_piece
+// bytes (below); all received: deliver.
 #pragma once
 #include "../batch_reader.hpp"
 #include "../doorbell.hpp"
@@ -112,9 +113,20 @@ struct incoming {
     std::vector<serialization::serialization_chunk> chunks;
     std::vector<std::shared_ptr<std::byte[]>> owners;
     std::size_t bytes = 0;   // received into chunk buffers (counted against the budget)
-    std::size_t pending = 0; // requests not yet completed
+    std::size_t pending = 0; // requests posted and not yet completed
     int error = MPI_SUCCESS;
     bool reported = false; // the error was logged where it was found
+    /// The data messages to receive, in the sender's order; those from `next` on are not
+    /// posted yet (post_pieces), and `posted_bytes` are posted and not yet completed.
+    struct piece {
+        std::byte* p;
+        int count;
+    };
+    std::vector<piece> pieces;
+    std::size_t next = 0;
+    std::size_t posted_bytes = 0;
+    int mpi_source = 0;
+    int tag = 0;
 };
 
 struct header_buffer : courier::detail::pooled {
@@ -147,6 +159,9 @@ public:
     void set_job_token(std::uint64_t token) override { job_token_ = token; }
 
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
+    /// Posts at once if the lock is free, else queues (controls_) for the next progress().
+    void send_control(std::uint32_t dest, serialization::message&& m,
+                      sent_handler on_sent) override;
 
     bool send_coalesced(std::uint32_t dest, serialization::message&& m,
                         sent_handler on_sent) override;
@@ -222,7 +237,20 @@ private:
     std::shared_ptr<std::byte[]> receive_buffer(std::size_t n, bool rma_chunk,
                                                 std::uint64_t align_like);
 
+    /// A send's outgoing message, its eager part built (no lock).
+    std::unique_ptr<outgoing> make_outgoing(std::uint32_t dest, serialization::message&& m,
+                                            sent_handler on_sent);
+    /// Under mutex_ (`g`): posts `out`, or queues it behind the backlog.
+    void enqueue(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g);
+
     void post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag, bool index_inline);
+    /// Posts `in`'s next pieces while what is posted stays within read_piece bytes (one piece
+    /// at least). MPI copies a matched message within one call (vader's single copy of the
+    /// whole message, in opal_progress), and one call matches every posted piece whose sender
+    /// is there: posting a parcel of 2 GiB whole made one MPI_Improbe copy all of it, seconds
+    /// on a slow host, in which nothing else (heartbeats) got the transport's lock. Returns
+    /// the first error (the pieces after it are not posted).
+    int post_pieces(incoming& in);
 
     void finish(std::unique_ptr<incoming> in);
 
@@ -255,6 +283,14 @@ private:
 
     std::unique_ptr<detail::doorbell> bell_; // null: doorbell off or not available
     std::atomic<std::uint64_t> rings_{0};
+
+    /// Control messages that found mutex_ taken (send_control), moved to the backlog by the
+    /// next progress() or close().
+    std::mutex controls_mutex_;
+    std::vector<std::unique_ptr<outgoing>> controls_;
+    std::atomic<bool> has_controls_{false};
+    /// Under mutex_: controls_ joins the backlog.
+    void take_controls();
 
     mutable std::mutex mutex_; // everything below; with serialized MPI, every MPI call
     bool closed_ = false;

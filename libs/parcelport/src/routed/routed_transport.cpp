@@ -287,6 +287,7 @@ statistics routed_transport::stats() const {
         sum.outbox_bytes_received += s.outbox_bytes_received;
         sum.direct_reads += s.direct_reads;
         sum.done_messages += s.done_messages;
+        sum.completion_queue_reads += s.completion_queue_reads;
         sum.split_sends += s.split_sends;
         sum.ring_messages_sent += s.ring_messages_sent;
         sum.ring_messages_received += s.ring_messages_received;

@@ -42,6 +42,10 @@ public:
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool send_coalesced(std::uint32_t dest, serialization::message&& m,
                         sent_handler on_sent) override;
+    void send_control(std::uint32_t dest, serialization::message&& m,
+                      sent_handler on_sent) override {
+        rail_of(dest).send_control(dest, std::move(m), std::move(on_sent));
+    }
     bool progress() override;
     std::string debug_state() const override;
     int wait_fd() const override { return epoll_fd_; }

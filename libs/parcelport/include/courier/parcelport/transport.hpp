@@ -99,6 +99,10 @@ struct statistics {
     std::uint64_t direct_reads = 0;
     /// DONE messages this side sent (a DONE message answers one or more rendezvous parcels).
     std::uint64_t done_messages = 0;
+    /// Progress passes that read the provider's completion queue (on tcp each runs the
+    /// provider's progress: an epoll_wait); fewer than the passes while a paced rail is quiet
+    /// (transport_options::quiet_poll_us).
+    std::uint64_t completion_queue_reads = 0;
     /// Bytes of rendezvous chunks received: read by RMA or copied out of a peer's outbox.
     std::uint64_t rendezvous_bytes_received() const noexcept {
         return rma_bytes_read + outbox_bytes_received;
@@ -188,6 +192,12 @@ struct transport_options {
     /// through nested epoll sets at a cost on every message. A doorbell reaches only peers on
     /// this host; when a peer's cannot be opened, idle workers poll in a bounded backoff.
     bool tcp_doorbell = true;
+    /// Microseconds between reads of the completion queue while this transport is quiet
+    /// (nothing found or sent for 2 ms, no transfer under way; fabric/poll_pacer.hpp); 0:
+    /// every progress pass reads it; -1: 20 times what a quiet read costs (2 - 100 us).
+    /// make_transport keeps it only for the network rail of a job that also has peers on this
+    /// host, where each read (an epoll_wait on tcp) would slow the same host's traffic.
+    std::int32_t quiet_poll_us = 0;
     /// shm: a message of a little more than the provider's inject size goes as two parts within
     /// it, which the receiver joins; whole, it would take shm's slower CMA protocol. Only
     /// messages of up to twice the inject size (less two headers) are split.
@@ -303,6 +313,14 @@ public:
                                 sent_handler on_sent) {
         send(dest, std::move(m), std::move(on_sent));
         return false;
+    }
+    /// As send(), for a small control message (a heartbeat) from a thread that must not wait
+    /// behind progress(): a transport whose progress() can hold its lock through one long
+    /// call (MPI copies a whole matched message inside one) queues it for the next pass
+    /// instead of waiting for the lock.
+    virtual void send_control(std::uint32_t dest, serialization::message&& m,
+                              sent_handler on_sent) {
+        send(dest, std::move(m), std::move(on_sent));
     }
     /// Processes completions and received messages; true if anything happened.
     virtual bool progress() = 0;
