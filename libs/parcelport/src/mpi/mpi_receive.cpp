@@ -96,6 +96,9 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
         heard_.push_back(in->source);
         --in->pending;
         in->posted_bytes -= static_cast<std::size_t>(o.expected);
+        if (in->error == MPI_SUCCESS && closed_ && in->next < in->pieces.size()) {
+            in->error = MPI_ERR_OTHER; // closing: the rest is not posted, the parcel is dropped
+        }
         if (in->error == MPI_SUCCESS && in->next < in->pieces.size()) {
             // The next pieces (test_requests keeps requests appended while it dispatches).
             if (int rc = post_pieces(*in); rc != MPI_SUCCESS) {
