@@ -150,29 +150,27 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
         throw std::invalid_argument("courier: no parcelport '" + o.parcelport +
                                     "' (there are: libfabric, mpi)");
     }
-    if (o.provider != "auto") {
-        if (o.peers_on_other_hosts && o.provider == "shm") {
-            throw network_error("courier: --courier:provider=shm cannot reach localities on "
-                                "other hosts");
-        }
-        transport_options one = o;
-        one.quiet_poll_us = 0; // one rail serves every peer: each pass is for it
-        return make_libfabric_transport(one);
+    if (o.provider != "auto" && o.peers_on_other_hosts && o.provider == "shm") {
+        throw network_error("courier: --courier:provider=shm cannot reach localities on "
+                            "other hosts");
     }
-    transport_options local = o;
+    // Only the network rail beside a shm rail is paced (poll_pacer.hpp): a lone rail's every
+    // pass is for it, and shm's queue costs no system call to read.
+    transport_options unpaced = o;
+    unpaced.quiet_poll_us = 0;
+    if (o.provider != "auto") {
+        return make_libfabric_transport(unpaced);
+    }
+    transport_options local = unpaced;
     local.provider = "shm";
-    local.quiet_poll_us = 0; // shm's queue costs no system call to read
     if (!o.peers_on_other_hosts) {
         return make_libfabric_transport(local);
     }
     // The network rail opens first: it gets the rma pool's registrations (rma::attach takes
     // the first), which matter more on a NIC than to shm's copies.
-    transport_options net = o;
+    transport_options net = o.peers_on_this_host ? o : unpaced;
     net.provider = network_provider();
     net.tcp_doorbell = false; // its peers are on other hosts: no doorbell reaches them
-    if (!o.peers_on_this_host) {
-        net.quiet_poll_us = 0; // no other rail to serve between its reads
-    }
     std::vector<std::unique_ptr<transport>> rails;
     rails.push_back(make_libfabric_transport(net));
     if (o.peers_on_this_host) {
