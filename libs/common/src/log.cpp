@@ -11,6 +11,7 @@ namespace courier::logging {
 
 namespace {
 std::atomic<level> g_level{level::warn};
+std::atomic<std::uint64_t> g_lines{0};
 std::atomic<prefix_provider> g_prefix{nullptr};
 std::mutex g_write;
 std::atomic<bool> g_rate_limits{true};
@@ -61,8 +62,13 @@ void write(level l, std::string_view message) noexcept {
         std::lock_guard g(g_write);
         std::fwrite(line.data(), 1, line.size(), stderr);
         std::fflush(stderr);
+        g_lines.fetch_add(1, std::memory_order_release);
     } catch (...) {
     }
+}
+
+std::uint64_t lines_written() noexcept {
+    return g_lines.load(std::memory_order_acquire);
 }
 
 rate_limit::verdict rate_limit::admit(std::chrono::steady_clock::time_point now) noexcept {

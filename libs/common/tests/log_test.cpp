@@ -26,12 +26,14 @@ TEST(log, parses_the_four_levels_and_rejects_others) {
 TEST(log, writes_lines_at_or_below_the_level_with_the_prefix) {
     courier::logging::set_level(courier::logging::level::warn);
     courier::logging::set_prefix_provider(&where);
+    auto const lines = courier::logging::lines_written();
     testing::internal::CaptureStderr();
     courier::logging::error("lost {} parcels", 3);
     courier::logging::info("not shown");
     std::string out = testing::internal::GetCapturedStderr();
     courier::logging::set_prefix_provider(nullptr);
     EXPECT_EQ(out, "courier [error L3 w1]: lost 3 parcels\n");
+    EXPECT_EQ(courier::logging::lines_written() - lines, 1u) << "the line written, not the other";
 }
 
 TEST(log, a_rate_limit_bounds_a_flood_and_says_so) {

@@ -67,7 +67,21 @@ struct endpoints {
         return pp::test::pump_both(*a, *b, done, limit);
     }
     void settle(std::chrono::milliseconds d = std::chrono::milliseconds(50)) {
-        pump([] { return false; }, d);
+        settle_until([] { return false; }, d);
+    }
+    // Progresses the forger too: its provider may still be connecting when it took a send.
+    template <class Pred>
+    bool settle_until(Pred done, std::chrono::milliseconds limit) {
+        auto until = std::chrono::steady_clock::now() + limit;
+        while (!done()) {
+            forger->progress();
+            a->progress();
+            b->progress();
+            if (std::chrono::steady_clock::now() > until) {
+                return false;
+            }
+        }
+        return true;
     }
     // A well-formed parcel still goes through, eager and by rendezvous (so the read budget
     // and the receive path survived).
@@ -164,10 +178,17 @@ protected:
         expect_dropped(fs, why, fs.size());
     }
     void expect_dropped(std::vector<forged> const& fs, char const* why, std::size_t min_lines) {
+        auto const lines_before = courier::logging::lines_written();
         testing::internal::CaptureStderr();
         for (auto const& f : fs) {
             e_->raw(f.bytes);
         }
+        // Waits for the lines the drops must leave (a forged read fails only after the
+        // provider connects to the peer it names: over a second under TSan on a guest with slow
+        // page faults), then a little longer for any others.
+        e_->settle_until(
+            [&] { return courier::logging::lines_written() - lines_before >= min_lines; },
+            std::chrono::milliseconds(30000));
         e_->settle(std::chrono::milliseconds(300));
         std::string err = testing::internal::GetCapturedStderr();
         EXPECT_TRUE(e_->got_b.empty()) << why;

@@ -34,6 +34,10 @@ void set_prefix_provider(prefix_provider p) noexcept;
 /// Writes one line at level `l` (no trailing newline needed).
 void write(level l, std::string_view message) noexcept;
 
+/// Lines written so far in this process, all levels: tests wait on it for the line a bad input
+/// must leave instead of sleeping for a guessed time.
+std::uint64_t lines_written() noexcept;
+
 /// `courier::logging::error("dropped a parcel from locality {}", src)` and so on.
 template <class... Args>
 void at(level l, fmt::format_string<Args...> f, Args&&... args) noexcept {
