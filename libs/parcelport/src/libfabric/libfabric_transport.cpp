@@ -22,7 +22,7 @@ struct provider_defaults {
 provider_defaults defaults_for(std::string_view provider) noexcept {
     auto core = fabric::core_provider(provider);
     if (core == "mpi") { // the MPI parcelport (mpi_transport.cpp)
-        return {std::size_t{64} << 20, std::size_t{64} << 20, std::size_t{8} << 10};
+        return {std::size_t{64} << 20, std::size_t{8} << 20, std::size_t{8} << 10};
     }
     if (core == "shm") {
         return {std::size_t{512} << 10, std::size_t{1} << 30, std::size_t{8} << 10};

@@ -25,9 +25,12 @@ mpi_transport::mpi_transport(transport_options const& o)
     if (opts_.read_budget == 0) {
         opts_.read_budget = default_read_budget("mpi");
     }
-    // A piece is one MPI message (count is int): at most 1 GiB. The default, 64 MiB, keeps
+    // A piece is one MPI message (count is int): at most 1 GiB. The default, 8 MiB, keeps
     // one MPI call's copy (vader's single copy of a whole message) short, so that the
-    // progress owner returns to other parcels (heartbeats) often.
+    // progress owner returns to other parcels (heartbeats) often: a pass can copy two pieces
+    // (one completed in MPI_Testsome, the next matched in the MPI_Irecv that posts it), and a
+    // 64 MiB piece took up to 0.8 s on a guest with slow page faults (the receiver's fresh
+    // pages and the sender's untouched ones both fault inside process_vm_readv).
     if (opts_.read_piece == 0) {
         opts_.read_piece = default_read_piece("mpi");
     }

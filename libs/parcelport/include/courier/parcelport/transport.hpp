@@ -125,9 +125,11 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 std::size_t default_shm_outbox_chunk() noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces of
-/// this size, all posted at once. shm 1 GiB (one process_vm_readv per chunk), tcp 1 MiB (the
-/// sender's CPU answers each read by writing it to its socket: fewer, larger writes, see
-/// default_read_budget), others 1 MiB (pieces pipeline across a NIC's queues).
+/// this size (libfabric: all posted at once; mpi: each as the one before completes). shm 1 GiB (one
+/// process_vm_readv per chunk), tcp 1 MiB (the sender's CPU answers each read by writing it to its
+/// socket: fewer, larger writes, see default_read_budget), mpi 8 MiB (one MPI message each: MPI
+/// copies it inside one call, which must stay short for heartbeats to pass), others 1 MiB (pieces
+/// pipeline across a NIC's queues).
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 /// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default
