@@ -58,10 +58,11 @@ std::vector<option_spec> const& option_table() {
         {"read_budget", "0",
          "bytes of rendezvous (RMA read) data a locality receives at a time (on shm also per "
          "progress pass); more waits. Small keeps the landing buffers in cache; 0 = the "
-         "provider's default (shm 512 KiB, tcp 4 MiB, else 16 MiB)"},
+         "provider's default (shm 512 KiB, tcp 4 MiB, mpi 64 MiB, else 16 MiB)"},
         {"read_piece", "0",
          "largest single RMA read in bytes (>= 4096); larger chunks are read in pieces posted "
-         "together; 0 = the provider's default (shm 1 GiB, tcp 1 MiB, else 1 MiB)"},
+         "together (mpi: one MPI message each, posted as the one before completes); 0 = the "
+         "provider's default (shm 1 GiB, tcp 1 MiB, mpi 8 MiB, else 1 MiB)"},
         {"coalesce", "1",
          "1 = parcels a worker sends to a locality while two messages to it are in flight are "
          "coalesced into one message, sent at the next progress pass (a lone parcel or a "
