@@ -150,7 +150,7 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
         throw std::invalid_argument("courier: no parcelport '" + o.parcelport +
                                     "' (there are: libfabric, mpi)");
     }
-    if (o.provider != "auto" && o.peers_on_other_hosts && o.provider == "shm") {
+    if (o.provider == "shm" && o.peers_on_other_hosts) {
         throw network_error("courier: --courier:provider=shm cannot reach localities on "
                             "other hosts");
     }

@@ -62,26 +62,13 @@ struct endpoints {
         b->set_receive_handler(
             [this](std::uint32_t, cs::message&& m) { got_b.push_back(std::move(m)); });
     }
-    template <class Pred>
-    bool pump(Pred done, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
-        return pp::test::pump_both(*a, *b, done, limit);
-    }
-    void settle(std::chrono::milliseconds d = std::chrono::milliseconds(50)) {
-        settle_until([] { return false; }, d);
-    }
     // Progresses the forger too: its provider may still be connecting when it took a send.
     template <class Pred>
-    bool settle_until(Pred done, std::chrono::milliseconds limit) {
-        auto until = std::chrono::steady_clock::now() + limit;
-        while (!done()) {
-            forger->progress();
-            a->progress();
-            b->progress();
-            if (std::chrono::steady_clock::now() > until) {
-                return false;
-            }
-        }
-        return true;
+    bool pump(Pred done, std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
+        return pp::test::pump_all(done, limit, *forger, *a, *b);
+    }
+    void settle(std::chrono::milliseconds d = std::chrono::milliseconds(50)) {
+        pump([] { return false; }, d);
     }
     // A well-formed parcel still goes through, eager and by rendezvous (so the read budget
     // and the receive path survived).
@@ -186,9 +173,7 @@ protected:
         // Waits for the lines the drops must leave (a forged read fails only after the
         // provider connects to the peer it names: over a second under TSan on a guest with slow
         // page faults), then a little longer for any others.
-        e_->settle_until(
-            [&] { return courier::logging::lines_written() - lines_before >= min_lines; },
-            std::chrono::milliseconds(30000));
+        e_->pump([&] { return courier::logging::lines_written() - lines_before >= min_lines; });
         e_->settle(std::chrono::milliseconds(300));
         std::string err = testing::internal::GetCapturedStderr();
         EXPECT_TRUE(e_->got_b.empty()) << why;
