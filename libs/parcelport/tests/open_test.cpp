@@ -112,4 +112,17 @@ TEST(make_transport, opens_the_named_parcelport_and_rejects_unknown_names) {
         EXPECT_NE(std::string(e.what()).find("carrier-pigeon"), std::string::npos) << e.what();
     }
 }
+
+TEST(make_transport, refuses_shm_alone_when_peers_are_on_other_hosts) {
+    pp::fabric::testing::fail_opening_at(-1);
+    pp::transport_options o;
+    o.provider = "shm";
+    o.peers_on_other_hosts = true;
+    try {
+        (void)pp::make_transport(o);
+        FAIL() << "opened shm for a job across hosts";
+    } catch (courier::network_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("other hosts"), std::string::npos) << e.what();
+    }
+}
 } // namespace
