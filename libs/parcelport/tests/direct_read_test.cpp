@@ -250,20 +250,31 @@ TEST(shm_direct_read, a_large_chunk_is_read_in_steps_between_which_progress_retu
 }
 
 TEST(shm_direct_read, a_reader_with_no_sends_in_flight_reads_in_larger_steps) {
-    // The same parcel to a b that sends nothing: 1 MiB steps (fewer system calls and passes),
-    // still more than one pass, and not all of it at once.
+    // A parcel a little over one large step to a b that sends nothing: steps of
+    // direct_step_alone (8 MiB: fewer passes), so two passes, not the small steps of a stream.
     std::string why;
     auto e = direct_pair(why);
     if (!e) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    std::size_t const n = (std::size_t{4} << 20) + 5;
+    std::size_t const n = fab::rendezvous::direct_step_alone + 5;
     std::size_t const step = fab::rendezvous::direct_step_alone;
     static_assert(fab::rendezvous::direct_step_alone > fab::rendezvous::direct_step);
     std::size_t const passes = passes_to_read(*e, n, /*b_busy=*/false);
     EXPECT_GE(passes, (n + step - 1) / step);
     EXPECT_LT(passes, (n + fab::rendezvous::direct_step - 1) / fab::rendezvous::direct_step)
         << "read in the small steps of a stream";
+}
+
+TEST(shm_direct_read, a_reader_with_no_sends_in_flight_reads_a_4_MiB_chunk_in_one_pass) {
+    // 4 MiB + 5 bytes to a b that sends nothing: one step covers it, so the pass that took the
+    // parcel delivers it (with 1 MiB steps a lone 2-4 MiB call took 1.2-1.3x as long).
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    EXPECT_EQ(passes_to_read(*e, (std::size_t{4} << 20) + 5, /*b_busy=*/false), 1u);
 }
 
 TEST(shm_direct_read, parcels_read_directly_one_after_another_all_arrive_intact) {

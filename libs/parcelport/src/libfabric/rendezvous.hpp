@@ -169,13 +169,16 @@ public:                     // (public for the tests)
     /// this side waits for its DONE (the other direction of a stream), so that a large chunk
     /// holds up that direction (the DONEs and announcements that the pass sends at its end)
     /// and the worker's tasks for ~30 us at a time, not for the whole copy (~0.3-0.6 ms for
-    /// 4 MiB). Otherwise the DONEs this pass owes and the tasks wait, and steps of
-    /// direct_step_alone make fewer system calls and passes (a lone call with 1 MiB steps
-    /// 0.92-0.94x the time of 256 KiB steps at 1-4 MiB, 6-9 of 9 paired rounds, in a run
-    /// before landing alignment: benchmarks/RESULTS.md, "Landing alignment and read steps");
-    /// in a stream both ways, 1 MiB steps lost 8 % of bibw at 4 MiB, 4 MiB steps 26 %.
+    /// 4 MiB); in a stream both ways, 1 MiB steps lost 8 % of bibw at 4 MiB, 4 MiB steps 26 %.
+    /// Otherwise nothing of this side waits on the other, and a step of direct_step_alone
+    /// covers a whole chunk of up to 8 MiB in one pass (a read per piece): against 1 MiB steps,
+    /// 6 paired rounds on shm, a lone call 0.83 / 0.78x the latency at 2 / 4 MiB and osu_bw
+    /// 1.20 / 1.30x at 2 / 4 MiB, bibw and 1 MiB within noise (benchmarks/RESULTS.md,
+    /// "Landing alignment and read steps"). The worker's other tasks then wait for up to one
+    /// such copy, as they wait for OpenMPI's copy of a whole matched piece under the MPI
+    /// parcelport.
     static constexpr std::size_t direct_step = 256 * 1024;
-    static constexpr std::size_t direct_step_alone = 1024 * 1024;
+    static constexpr std::size_t direct_step_alone = 8 * 1024 * 1024;
 
 private:
     /// Parcels read directly, oldest first. The poller's alone (start_reads and
