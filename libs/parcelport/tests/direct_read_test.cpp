@@ -189,7 +189,7 @@ cs::serialize_buffer<char> pattern(std::size_t n, int seed) {
 
 namespace {
 
-/// Sends a's 4 MiB + 5 bytes to b and counts b's progress passes from the one that took the
+/// Sends `n` bytes from a to b and counts b's progress passes from the one that took the
 /// parcel (its first step) to the one that delivered it. With `b_busy`, b first sends a
 /// parcel of its own to a; a progresses only until b has started reading (it may read one
 /// step of b's parcel meanwhile), so b's send waits for its DONE throughout. Returns 0 on a
