@@ -18,6 +18,12 @@ struct result {
     std::size_t bytes = 0;
 };
 
+/// The median of `v` (the upper one of an even count).
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
 template <class T>
 inline void do_not_optimize(T const& v) {
     asm volatile("" : : "r,m"(v) : "memory");

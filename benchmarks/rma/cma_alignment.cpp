@@ -6,6 +6,8 @@
 //   cma_alignment [--size=BYTES (4 MiB)] [--rounds=N (5)] [--reads=N (100)]
 // Prints one RESULT line per pair (median µs per read over the rounds) and its ratio to the
 // pair with equal offsets (0, 0).
+#include "common/harness.hpp"
+
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,11 +25,6 @@ namespace {
 struct offsets {
     std::size_t src, dst;
 };
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 } // namespace
 
@@ -95,9 +92,9 @@ int main(int argc, char** argv) {
     if (status != 0) {
         return status;
     }
-    double const base = median(per_pair[0]);
+    double const base = courier::bench::median(per_pair[0]);
     for (std::size_t k = 0; k < pairs.size(); ++k) {
-        double m = median(per_pair[k]);
+        double m = courier::bench::median(per_pair[k]);
         std::printf("RESULT cma_alignment %zu src=%zu dst=%zu %.1f %.3f\n", size, pairs[k].src,
                     pairs[k].dst, m, m / base);
     }

@@ -7,24 +7,28 @@
 // (page tables filled by the kernel at mmap), and a POSIX shared-memory file (shm_open, as
 // shm's regions and Courier's outbox) written by its owner and read by a second mapping.
 // Prints one RESULT line per case: RESULT first_touch <case> <first us/page> <again us/page>.
+#include "common/harness.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <array>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
 constexpr std::size_t page = 4096;
-volatile std::byte sink; ///< where the reads go, so that they happen
 
 /// Microseconds per page of one pass over `p`, writing or reading one byte per page.
 double pass(std::byte* p, std::size_t bytes, bool write) {
@@ -34,11 +38,9 @@ double pass(std::byte* p, std::size_t bytes, bool write) {
             *reinterpret_cast<volatile std::byte*>(p + i) = std::byte{1};
         }
     } else {
-        std::byte sum{};
         for (std::size_t i = 0; i < bytes; i += page) {
-            sum ^= *reinterpret_cast<volatile std::byte const*>(p + i);
+            (void)*reinterpret_cast<volatile std::byte const*>(p + i); // a volatile read happens
         }
-        sink = sum;
     }
     std::chrono::duration<double, std::micro> d = clock_type::now() - t0;
     return d.count() / static_cast<double>(bytes / page);
@@ -88,51 +90,60 @@ std::pair<figure, figure> shared(std::size_t bytes) {
     return {owner, reader};
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+/// The number after `prefix` in `arg` if all of it is one in [lo, hi].
+std::optional<std::size_t> number(std::string_view arg, std::string_view prefix, std::size_t lo,
+                                  std::size_t hi) {
+    std::string_view digits = arg.substr(prefix.size());
+    std::size_t v = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || v < lo || v > hi) {
+        return std::nullopt;
+    }
+    return v;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
     std::size_t bytes = std::size_t{32} << 20;
-    int rounds = 5;
+    std::size_t rounds = 5;
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
-        if (a.rfind("--bytes=", 0) == 0) {
-            bytes = std::max<std::size_t>(std::strtoull(argv[i] + 8, nullptr, 10), page);
-            bytes = bytes / page * page;
-        } else if (a.rfind("--rounds=", 0) == 0) {
-            rounds = std::max(1, std::atoi(argv[i] + 9));
+        std::optional<std::size_t> v;
+        if (a.rfind("--bytes=", 0) == 0 &&
+            (v = number(a, "--bytes=", page, std::size_t{1} << 34))) {
+            bytes = *v / page * page;
+        } else if (a.rfind("--rounds=", 0) == 0 && (v = number(a, "--rounds=", 1, 1000))) {
+            rounds = *v;
         } else {
-            std::fprintf(stderr, "usage: first_touch [--bytes=N] [--rounds=N]\n");
+            std::fprintf(stderr,
+                         "first_touch: bad argument %s (usage: first_touch [--bytes=N, 4096 to "
+                         "16 GiB] [--rounds=N, 1 to 1000])\n",
+                         argv[i]);
             return 2;
         }
     }
     char const* names[] = {"anonymous-write", "populated-write", "shared-owner-write",
                            "shared-reader-read"};
-    std::vector<double> first[4], again[4];
-    for (int r = 0; r < rounds; ++r) {
-        figure f[4];
-        f[0] = anonymous(bytes, false);
-        f[1] = anonymous(bytes, true);
-        auto [owner, reader] = shared(bytes);
-        f[2] = owner;
-        f[3] = reader;
-        for (int c = 0; c < 4; ++c) {
+    std::array<std::vector<double>, 4> first, again;
+    for (std::size_t r = 0; r < rounds; ++r) {
+        figure const plain = anonymous(bytes, false), populated = anonymous(bytes, true);
+        auto const [owner, reader] = shared(bytes);
+        std::array<figure, 4> const f{plain, populated, owner, reader};
+        for (std::size_t c = 0; c < f.size(); ++c) {
             first[c].push_back(f[c].first);
             again[c].push_back(f[c].again);
         }
     }
-    std::printf("%-20s %14s %14s   (us per 4 KiB page, median of %d rounds of %zu MiB)\n", "case",
+    std::printf("%-20s %14s %14s   (us per 4 KiB page, median of %zu rounds of %zu MiB)\n", "case",
                 "first touch", "again", rounds, bytes >> 20);
-    for (int c = 0; c < 4; ++c) {
-        std::printf("%-20s %14.3f %14.3f\n", names[c], median(first[c]), median(again[c]));
+    std::array<std::pair<double, double>, 4> m;
+    for (std::size_t c = 0; c < m.size(); ++c) {
+        m[c] = {courier::bench::median(first[c]), courier::bench::median(again[c])};
+        std::printf("%-20s %14.3f %14.3f\n", names[c], m[c].first, m[c].second);
     }
-    for (int c = 0; c < 4; ++c) {
-        std::printf("RESULT first_touch %s %.3f %.3f\n", names[c], median(first[c]),
-                    median(again[c]));
+    for (std::size_t c = 0; c < m.size(); ++c) {
+        std::printf("RESULT first_touch %s %.3f %.3f\n", names[c], m[c].first, m[c].second);
     }
     return 0;
 }

@@ -34,7 +34,8 @@ void receiver::post_buffers(std::size_t n) {
         // order they were posted, and each of the first n messages would otherwise pay the first
         // touch of its buffer's pages (tcp's are 97 KiB; a first write cost 14-18 us a page on
         // a guest with shadow paging, far less with hardware paging). OSU's first pass on tcp
-        // at 16 / 64 KiB took twice its steady-state latency (benchmarks/RESULTS.md).
+        // at 16 / 64 KiB took twice its steady-state latency (benchmarks/RESULTS.md, "First
+        // touch of memory").
         r->buf.reset(new std::byte[recv_size_]());
         if (parts_.ep.mr_local()) {
             r->mr = memory_.register_local(r->buf.get(), recv_size_, FI_RECV);
