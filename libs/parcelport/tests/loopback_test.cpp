@@ -453,6 +453,22 @@ TEST(loopback_transport, wait_fd_is_readable_after_a_send_and_quiet_once_progres
     EXPECT_TRUE(woke.load());
 }
 
+// A caller waiting for quiet (in_process_job::drain) polls can_sleep() from another thread:
+// while a receive handler or an on_sent runs, its message is not done, so the endpoint may
+// not say it can sleep (it did, and a drain returned before the handler had logged).
+TEST(loopback_transport, cannot_sleep_while_a_receive_handler_or_on_sent_runs) {
+    job j(2);
+    std::vector<bool> seen;
+    j.eps[1]->set_receive_handler(
+        [&](std::uint32_t, cs::message&&) { seen.push_back(j.eps[1]->can_sleep()); });
+    j.eps[0]->send(1, cs::save(1), [&](std::error_code) { seen.push_back(j.eps[0]->can_sleep()); });
+    EXPECT_TRUE(j.eps[1]->progress());
+    EXPECT_TRUE(j.eps[0]->progress());
+    EXPECT_EQ(seen, (std::vector<bool>{false, false}));
+    EXPECT_TRUE(j.eps[0]->can_sleep());
+    EXPECT_TRUE(j.eps[1]->can_sleep());
+}
+
 TEST(loopback_transport, destroying_endpoints_with_messages_in_flight_frees_them_and_fails_sends) {
     job j(3);
     auto r = rule(pp::fault_kind::delay, 1);

@@ -105,7 +105,7 @@ private:
     std::mutex poll_mutex_; // one poller at a time; it alone touches ready_ and finished_
     std::deque<parcel> ready_;
     std::deque<completion> finished_;
-    std::atomic<std::size_t> ready_count_{0}; // ready_ + finished_, for can_sleep()
+    std::atomic<std::size_t> ready_count_{0}; // ready_ + finished_ + one in a handler
 
     std::atomic<std::uint64_t> messages_sent_{0};
     std::atomic<std::uint64_t> messages_received_{0};

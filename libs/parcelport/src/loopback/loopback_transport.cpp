@@ -233,18 +233,25 @@ bool loopback_endpoint::progress() {
         ready_count_.store(ready_.size() + finished_.size(), std::memory_order_release);
     }
     // One at a time from the members: if a handler throws, the rest wait for the next pass.
+    // A message counts as ready until its handler has returned, so can_sleep() is false while
+    // one runs: a caller that waits for quiet (in_process_job::drain) must not see it before
+    // the handler's effects (a spawned task, a log line) exist.
+    struct counted {
+        std::atomic<std::size_t>& n;
+        ~counted() { n.fetch_sub(1, std::memory_order_release); }
+    };
     bool any = false;
     while (!finished_.empty()) {
         completion c = std::move(finished_.front());
         finished_.pop_front();
-        ready_count_.fetch_sub(1, std::memory_order_release);
+        counted done{ready_count_};
         any = true;
         c.first(c.second);
     }
     while (!ready_.empty()) {
         parcel p = std::move(ready_.front());
         ready_.pop_front();
-        ready_count_.fetch_sub(1, std::memory_order_release);
+        counted done{ready_count_};
         any = true;
         deliver(std::move(p));
     }
