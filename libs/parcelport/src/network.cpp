@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSL-1.0
 // Choosing the network: the provider "auto" uses between hosts, the interface that reaches the
 // peers, and make_transport's routing of provider "auto" (routed/routed_transport.hpp).
+#include "libfabric/library.hpp"
 #include "routed/routed_transport.hpp"
 
+#include <courier/parcelport/error.hpp>
 #include <courier/parcelport/transport.hpp>
 
 #include <arpa/inet.h>
@@ -24,7 +26,13 @@ namespace courier::parcelport {
 namespace {
 
 bool offered(char const* provider) {
-    fi_info* hints = fi_allocinfo();
+    namespace library = fabric::library;
+    fi_info* hints = nullptr;
+    try {
+        hints = library::allocinfo();
+    } catch (network_error const&) {
+        return false; // no libfabric: the transport that needs it will say so when it opens
+    }
     if (hints == nullptr) {
         return false;
     }
@@ -32,11 +40,9 @@ bool offered(char const* provider) {
     hints->caps = FI_MSG | FI_RMA;
     hints->fabric_attr->prov_name = strdup(provider);
     fi_info* info = nullptr;
-    int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
-    fi_freeinfo(hints);
-    if (info != nullptr) {
-        fi_freeinfo(info);
-    }
+    int rc = library::getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
+    library::freeinfo(hints);
+    library::freeinfo(info);
     return rc == 0;
 }
 

@@ -12,7 +12,8 @@ namespace courier::parcelport::fabric {
 
 network_error error_of(std::string_view what, long rc) {
     return network_error("libfabric: " + std::string(what) + ": " +
-                         fi_strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) + ")");
+                         library::strerror(static_cast<int>(-rc)) + " (" + std::to_string(rc) +
+                         ")");
 }
 
 namespace {
@@ -44,7 +45,7 @@ std::string_view core_provider(std::string_view provider) noexcept {
 
 endpoint::endpoint(transport_options const& o) {
     opening_step("fi_getinfo");
-    info_ptr hints(fi_allocinfo());
+    info_ptr hints(library::allocinfo());
     if (!hints) {
         throw network_error("libfabric: fi_allocinfo: out of memory");
     }
@@ -59,7 +60,7 @@ endpoint::endpoint(transport_options const& o) {
         hints->domain_attr->name = strdup(o.interface.c_str());
     }
     fi_info* info = nullptr;
-    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &info);
+    int rc = library::getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints.get(), &info);
     info_.reset(info);
     if (rc != 0 || !info_) {
         throw error_of("no provider '" + o.provider + "' with FI_EP_RDM, FI_MSG and FI_RMA", rc);
@@ -69,7 +70,7 @@ endpoint::endpoint(transport_options const& o) {
     mr_virt_ = (mode & FI_MR_VIRT_ADDR) != 0;
     mr_prov_key_ = (mode & FI_MR_PROV_KEY) != 0;
     opening_step("fi_fabric");
-    check("fi_fabric", fi_fabric(info_->fabric_attr, fabric_.out(), nullptr));
+    check("fi_fabric", library::open_fabric(info_->fabric_attr, fabric_.out(), nullptr));
     opening_step("fi_domain");
     check("fi_domain", fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr));
     opening_step("fi_av_open");

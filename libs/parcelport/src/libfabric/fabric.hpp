@@ -6,6 +6,8 @@
 // the opening steps' failure-injection seam that the tests use.
 #pragma once
 
+#include "library.hpp"
+
 #include <courier/parcelport/error.hpp>
 #include <courier/parcelport/transport.hpp>
 
@@ -67,7 +69,7 @@ private:
 };
 
 struct info_deleter {
-    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+    void operator()(fi_info* i) const noexcept { library::freeinfo(i); }
 };
 using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 
