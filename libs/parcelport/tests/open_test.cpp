@@ -11,6 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstring>
 #include <string>
 
 namespace pp = courier::parcelport;
@@ -83,6 +87,37 @@ TEST(opening, an_unknown_provider_is_a_network_error_naming_it) {
         FAIL() << "opened a provider that does not exist";
     } catch (courier::network_error const& e) {
         EXPECT_NE(std::string(e.what()).find("no-such-provider"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(courier::rma::attached_registrar(), nullptr);
+}
+
+// libfabric 1.17's tcp lists every interface whatever domain the hints name, the host's first
+// interface first: a transport asked for "lo" was bound to eth0's address.
+TEST(opening, a_tcp_endpoint_listens_on_the_interface_it_was_given) {
+    pp::fabric::testing::fail_opening_at(-1);
+    auto o = options("tcp;ofi_rxm");
+    o.interface = "lo";
+    pp::fabric::endpoint e(o);
+    e.enable(false, "");
+    auto const name = e.name();
+    ASSERT_GE(name.size(), sizeof(sockaddr_in));
+    sockaddr_in a{};
+    std::memcpy(&a, name.data(), sizeof a);
+    EXPECT_EQ(a.sin_family, AF_INET);
+    EXPECT_EQ(ntohl(a.sin_addr.s_addr), INADDR_LOOPBACK);
+}
+
+TEST(opening, an_interface_the_provider_does_not_offer_is_a_network_error_naming_it) {
+    pp::fabric::testing::fail_opening_at(-1);
+    auto o = options("tcp;ofi_rxm");
+    o.interface = "courier-none0";
+    try {
+        (void)pp::make_libfabric_transport(o);
+        FAIL() << "opened a tcp endpoint on an interface that does not exist";
+    } catch (courier::network_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("network interface 'courier-none0'"),
+                  std::string::npos)
+            << e.what();
     }
     EXPECT_EQ(courier::rma::attached_registrar(), nullptr);
 }

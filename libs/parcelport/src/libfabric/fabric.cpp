@@ -43,6 +43,41 @@ std::string_view core_provider(std::string_view provider) noexcept {
     return provider.substr(0, provider.find(';'));
 }
 
+namespace {
+
+/// The entry of `list` for the network interface `name` (an IPv4 one first), alone. libfabric
+/// 1.17's tcp and sockets providers list every interface's domain whatever domain the hints
+/// name, the host's first interface first: taking the first entry bound a transport asked for
+/// "lo" to eth0's address, and would bind one asked for a cluster's fast network to whichever
+/// interface the host lists first.
+info_ptr on_interface(info_ptr list, std::string const& name, std::string const& provider) {
+    fi_info const* chosen = nullptr;
+    for (fi_info const* i = list.get(); i != nullptr; i = i->next) {
+        if (i->domain_attr == nullptr || i->domain_attr->name == nullptr ||
+            name != i->domain_attr->name) {
+            continue;
+        }
+        if (chosen == nullptr ||
+            (chosen->addr_format != FI_SOCKADDR_IN && i->addr_format == FI_SOCKADDR_IN)) {
+            chosen = i;
+        }
+    }
+    if (chosen == nullptr) {
+        throw network_error("libfabric: provider '" + provider +
+                            "' offers nothing on the network interface '" + name + "'");
+    }
+    if (chosen == list.get() && chosen->next == nullptr) {
+        return list;
+    }
+    info_ptr one(library::dupinfo(chosen));
+    if (!one) {
+        throw network_error("libfabric: fi_dupinfo: out of memory");
+    }
+    return one;
+}
+
+} // namespace
+
 endpoint::endpoint(transport_options const& o) {
     opening_step("fi_getinfo");
     info_ptr hints(library::allocinfo());
@@ -64,6 +99,9 @@ endpoint::endpoint(transport_options const& o) {
     info_.reset(info);
     if (rc != 0 || !info_) {
         throw error_of("no provider '" + o.provider + "' with FI_EP_RDM, FI_MSG and FI_RMA", rc);
+    }
+    if (hints->domain_attr->name != nullptr) {
+        info_ = on_interface(std::move(info_), o.interface, o.provider);
     }
     auto mode = info_->domain_attr->mr_mode;
     mr_local_ = (mode & FI_MR_LOCAL) != 0;

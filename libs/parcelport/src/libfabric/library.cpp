@@ -120,6 +120,10 @@ fi_info* allocinfo() {
     return loaded_functions().dupinfo(nullptr);
 }
 
+fi_info* dupinfo(fi_info const* info) {
+    return loaded_functions().dupinfo(info);
+}
+
 int open_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
     return loaded_functions().fabric(attr, fabric, context);
 }

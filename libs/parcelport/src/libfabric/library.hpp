@@ -19,13 +19,14 @@
 
 namespace courier::parcelport::fabric::library {
 
-/// fi_getinfo, fi_freeinfo, fi_dupinfo(nullptr) (fi_allocinfo), fi_fabric and fi_strerror of
+/// fi_getinfo, fi_freeinfo, fi_dupinfo (allocinfo: of nullptr), fi_fabric and fi_strerror of
 /// the loaded library. The first call loads libfabric.so.1 and its first fi_getinfo (waiting
 /// for load_in_background's thread if it runs); each throws courier::network_error when
 /// libfabric.so.1 cannot be loaded or lacks a function ("libfabric: cannot load ...: <dlerror>").
 int getinfo(std::uint32_t version, char const* node, char const* service, std::uint64_t flags,
             fi_info const* hints, fi_info** info);
 fi_info* allocinfo();
+fi_info* dupinfo(fi_info const* info);
 int open_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 /// These two never throw: freeinfo(nullptr) and an unloaded library do nothing, and strerror
 /// then names the code only ("libfabric error N").
