@@ -25,7 +25,7 @@ for a in "$@"; do
 done
 bin="$build/bin"
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+trap 'rm -f "$raw" "$raw.stderr"' EXIT
 mpirun=(mpirun --oversubscribe --bind-to none --mca btl self,vader)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 have_mpi=0
@@ -38,7 +38,8 @@ time_ms() {
     local t0 t1
     t0=$(date +%s%N)
     if ! timeout 120 "$@" > /dev/null 2>> "$raw.stderr"; then
-        echo "run.sh: $label on $n failed: $* (stderr: $raw.stderr)" >&2
+        echo "run.sh: $label on $n failed: $*; the end of its stderr:" >&2
+        tail -n 20 "$raw.stderr" >&2
         exit 1
     fi
     t1=$(date +%s%N)

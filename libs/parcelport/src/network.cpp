@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // Choosing the network: the provider "auto" uses between hosts, the interface that reaches the
 // peers, and make_transport's routing of provider "auto" (routed/routed_transport.hpp).
-#include "libfabric/library.hpp"
+#include "libfabric/fabric.hpp"
 #include "routed/routed_transport.hpp"
 
 #include <courier/parcelport/error.hpp>
@@ -26,24 +26,22 @@ namespace courier::parcelport {
 namespace {
 
 bool offered(char const* provider) {
-    namespace library = fabric::library;
-    fi_info* hints = nullptr;
     try {
-        hints = library::allocinfo();
+        fabric::info_ptr hints(fabric::library::allocinfo());
+        if (!hints) {
+            return false;
+        }
+        hints->ep_attr->type = FI_EP_RDM;
+        hints->caps = FI_MSG | FI_RMA;
+        hints->fabric_attr->prov_name = strdup(provider);
+        fi_info* info = nullptr;
+        int rc =
+            fabric::library::getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints.get(), &info);
+        fabric::info_ptr const answer(info);
+        return rc == 0;
     } catch (network_error const&) {
         return false; // no libfabric: the transport that needs it will say so when it opens
     }
-    if (hints == nullptr) {
-        return false;
-    }
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_RMA;
-    hints->fabric_attr->prov_name = strdup(provider);
-    fi_info* info = nullptr;
-    int rc = library::getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
-    library::freeinfo(hints);
-    library::freeinfo(info);
-    return rc == 0;
 }
 
 /// The first interface with an IPv4 address for which `pick` is true; empty if none.

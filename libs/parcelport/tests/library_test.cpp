@@ -37,22 +37,12 @@ TEST(libfabric_library, is_loaded_by_the_first_libfabric_transport_only) {
     auto t = pp::make_transport(shm_options());
     EXPECT_TRUE(library::loaded());
     EXPECT_EQ(t->provider_name(), "shm");
-}
-
-TEST(libfabric_library, a_background_load_is_the_one_the_first_transport_uses) {
-    EXPECT_FALSE(library::loaded());
-    pp::load_libfabric_in_background();
-    pp::load_libfabric_in_background(); // once per process: this one does nothing
-    auto t = pp::make_transport(shm_options());
-    EXPECT_TRUE(library::loaded());
-    EXPECT_EQ(t->provider_name(), "shm");
     EXPECT_EQ(library::strerror(FI_ENOMEM), std::strerror(ENOMEM)); // libfabric's, for errno's
 }
 
 TEST(libfabric_library, one_that_cannot_be_loaded_fails_the_transport_with_a_clear_error) {
     library::testing::use_library("libcourier-test-no-such-fabric.so.1");
-    pp::load_libfabric_in_background();             // its failure is kept for the first use
-    for (int attempt = 0; attempt < 2; ++attempt) { // and stays: no retry, the same error
+    for (int attempt = 0; attempt < 2; ++attempt) { // the failure stays: the same error
         try {
             (void)pp::make_transport(shm_options());
             ADD_FAILURE() << "a transport opened without its library";
@@ -65,6 +55,19 @@ TEST(libfabric_library, one_that_cannot_be_loaded_fails_the_transport_with_a_cle
     }
     EXPECT_EQ(library::strerror(11), "libfabric error 11");
     library::freeinfo(nullptr); // nothing to free, nothing loaded
+    EXPECT_FALSE(library::loaded());
+}
+
+TEST(libfabric_library, one_that_lacks_a_function_fails_the_transport_with_a_clear_error) {
+    library::testing::use_library("libc.so.6"); // loads, and has no fi_getinfo
+    try {
+        (void)pp::make_transport(shm_options());
+        ADD_FAILURE() << "a transport opened without fi_getinfo";
+    } catch (courier::network_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("libfabric: libc.so.6 has no fi_getinfo"),
+                  std::string::npos)
+            << e.what();
+    }
     EXPECT_FALSE(library::loaded());
 }
 

@@ -241,12 +241,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         // What distributed_start will read: a bad value is an error in a single-process run
         // as well, not ignored.
         placement const* where = boot ? &boot->where() : nullptr;
-        auto const transport = transport_options_from(cfg, so.threads, where);
-        if (boot && transport.parcelport == "libfabric") {
-            // Loading libfabric takes ~0.2 s (library.hpp in libs/parcelport): it overlaps
-            // the scheduler's start and the bootstrap until the transport opens.
-            parcelport::load_libfabric_in_background();
-        }
+        (void)transport_options_from(cfg, so.threads, where);
         std::chrono::milliseconds peer_timeout;
         bool exit_on_failure = true;
         liveness_options_from(cfg, peer_timeout, exit_on_failure);

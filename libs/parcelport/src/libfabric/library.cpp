@@ -1,110 +1,63 @@
 // SPDX-License-Identifier: BSL-1.0
-// Loading libfabric.so.1 at first use or in the background (library.hpp).
+// Loading libfabric.so.1 at first use (library.hpp).
 #include "library.hpp"
 
 #include <courier/parcelport/error.hpp>
-#include <courier/parcelport/transport.hpp>
 
 #include <dlfcn.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstring>
-#include <mutex>
-#include <system_error>
-#include <thread>
+#include <type_traits>
 
 namespace courier::parcelport::fabric::library {
 
 namespace {
 
-using getinfo_fn = int (*)(std::uint32_t, char const*, char const*, std::uint64_t, fi_info const*,
-                           fi_info**);
-using freeinfo_fn = void (*)(fi_info*);
-using dupinfo_fn = fi_info* (*)(fi_info const*);
-using fabric_fn = int (*)(fi_fabric_attr*, fid_fabric**, void*);
-using strerror_fn = char const* (*)(int);
-
-// Trivially destructible: a loader thread still running at exit may finish constructing it
-// after static destruction began, and nothing then needs tearing down (the library stays).
 struct functions {
-    getinfo_fn getinfo = nullptr;
-    freeinfo_fn freeinfo = nullptr;
-    dupinfo_fn dupinfo = nullptr;
-    fabric_fn fabric = nullptr;
-    strerror_fn strerror = nullptr;
-    char error[512] = {}; // empty: loaded
+    int (*getinfo)(std::uint32_t, char const*, char const*, std::uint64_t, fi_info const*,
+                   fi_info**) = nullptr;
+    void (*freeinfo)(fi_info*) = nullptr;
+    fi_info* (*dupinfo)(fi_info const*) = nullptr;
+    int (*fabric)(fi_fabric_attr*, fid_fabric**, void*) = nullptr;
+    char const* (*strerror)(int) = nullptr;
+    std::string error; // empty: loaded
 };
 
 std::atomic<char const*> g_soname{"libfabric.so.1"};
 
-template <class F>
-void resolve(void* handle, char const* name, F& f, char (&error)[512]) {
-    f = reinterpret_cast<F>(::dlsym(handle, name));
-    if (f == nullptr && error[0] == '\0') {
-        std::snprintf(error, sizeof error, "%s has no %s", g_soname.load(), name);
-    }
-}
-
 functions open_library() {
     functions f;
-    char const* soname = g_soname.load();
-    void* handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    std::string const soname = g_soname.load();
+    void* handle = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         char const* why = ::dlerror();
-        std::snprintf(f.error, sizeof f.error, "cannot load %s: %s", soname,
-                      why != nullptr ? why : "dlopen failed");
+        f.error = "cannot load " + soname + ": " + (why != nullptr ? why : "dlopen failed");
         return f;
     }
-    resolve(handle, "fi_getinfo", f.getinfo, f.error);
-    resolve(handle, "fi_freeinfo", f.freeinfo, f.error);
-    resolve(handle, "fi_dupinfo", f.dupinfo, f.error);
-    resolve(handle, "fi_fabric", f.fabric, f.error);
-    resolve(handle, "fi_strerror", f.strerror, f.error);
-    if (f.error[0] != '\0') {
-        return f;
-    }
-    // The first fi_getinfo loads and initializes every provider (their environment settings
-    // are read then: prepare_libfabric comes first). A provider name nothing has asks no
-    // provider for its fabrics.
-    fi_info* hints = f.dupinfo(nullptr);
-    if (hints != nullptr) {
-        hints->fabric_attr->prov_name = ::strdup("courier-loads-the-providers");
-        fi_info* none = nullptr;
-        (void)f.getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &none);
-        f.freeinfo(none);
-        f.freeinfo(hints);
-    }
+    auto resolve = [&](char const* name, auto& fn) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(handle, name));
+        if (fn == nullptr && f.error.empty()) {
+            f.error = soname + " has no " + name;
+        }
+    };
+    resolve("fi_getinfo", f.getinfo);
+    resolve("fi_freeinfo", f.freeinfo);
+    resolve("fi_dupinfo", f.dupinfo);
+    resolve("fi_fabric", f.fabric);
+    resolve("fi_strerror", f.strerror);
     return f;
 }
 
-functions const& loading() {
+/// The library's functions, resolved once per process (a failure stays, as its error).
+functions const& resolved() {
     static functions const f = open_library();
     return f;
 }
 
-std::mutex g_background_mutex;
-bool g_background_started = false;
-struct joined_at_exit {
-    std::thread t;
-    ~joined_at_exit() {
-        std::lock_guard g(g_background_mutex);
-        if (t.joinable()) {
-            t.join();
-        }
-    }
-} g_background;
-
 functions const& loaded_functions() {
-    {
-        std::lock_guard g(g_background_mutex);
-        if (g_background.t.joinable()) {
-            g_background.t.join(); // it has loaded the library, or failed to
-        }
-    }
-    functions const& f = loading();
-    if (f.error[0] != '\0') {
-        throw network_error(std::string("libfabric: ") + f.error);
+    functions const& f = resolved();
+    if (!f.error.empty()) {
+        throw network_error("libfabric: " + f.error);
     }
     return f;
 }
@@ -130,8 +83,7 @@ int open_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
 
 void freeinfo(fi_info* info) noexcept {
     if (info != nullptr) {
-        // Only a loaded library made `info`: its functions are resolved.
-        loading().freeinfo(info);
+        resolved().freeinfo(info); // only a loaded library made `info`
     }
 }
 
@@ -140,19 +92,6 @@ std::string strerror(int error) noexcept {
         return loaded_functions().strerror(error);
     } catch (...) {
         return "libfabric error " + std::to_string(error);
-    }
-}
-
-void load_in_background() {
-    std::lock_guard g(g_background_mutex);
-    if (g_background_started) {
-        return;
-    }
-    g_background_started = true;
-    try {
-        g_background.t = std::thread([] { (void)loading(); });
-    } catch (std::system_error const&) {
-        // No thread to spare: the first use loads it.
     }
 }
 
@@ -170,11 +109,3 @@ bool loaded() noexcept {
 }
 
 } // namespace courier::parcelport::fabric::library
-
-namespace courier::parcelport {
-
-void load_libfabric_in_background() {
-    fabric::library::load_in_background();
-}
-
-} // namespace courier::parcelport

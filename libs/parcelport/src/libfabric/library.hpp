@@ -8,8 +8,9 @@
 // links libfabric.so.1 takes 0.21 s from exec to exit, against ~1 ms without it. The first
 // fi_getinfo() then reads /proc/kallsyms to its end, twice (the verbs provider's probe for
 // peer memory; 5 MiB). A process that never opens a libfabric transport (one locality, the
-// MPI parcelport, unit tests) pays none of this; a locality that will open one starts loading
-// it on a thread of its own at startup (load_in_background), beside its other startup work.
+// MPI parcelport, unit tests) pays none of this. Loading it on a thread of its own at a
+// locality's startup was measured and gained nothing (benchmarks/RESULTS.md, Job startup):
+// nothing else in a locality's startup lasts long enough to overlap it.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -20,9 +21,9 @@
 namespace courier::parcelport::fabric::library {
 
 /// fi_getinfo, fi_freeinfo, fi_dupinfo (allocinfo: of nullptr), fi_fabric and fi_strerror of
-/// the loaded library. The first call loads libfabric.so.1 and its first fi_getinfo (waiting
-/// for load_in_background's thread if it runs); each throws courier::network_error when
-/// libfabric.so.1 cannot be loaded or lacks a function ("libfabric: cannot load ...: <dlerror>").
+/// the loaded library. The first call loads libfabric.so.1; each throws courier::network_error
+/// when it cannot be loaded ("libfabric: cannot load ...: <dlerror>") or lacks one of the five
+/// ("libfabric: ... has no fi_getinfo"), the same error on every call.
 int getinfo(std::uint32_t version, char const* node, char const* service, std::uint64_t flags,
             fi_info const* hints, fi_info** info);
 fi_info* allocinfo();
@@ -33,17 +34,13 @@ int open_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 void freeinfo(fi_info* info) noexcept;
 std::string strerror(int error) noexcept;
 
-/// Starts loading libfabric.so.1, and its providers by one fi_getinfo, on a thread of its own
-/// (once per process; later calls do nothing). The thread is joined by the first use above or
-/// at exit. An error while loading is kept for the first use to throw.
-void load_in_background();
-
 /// Whether libfabric.so.1 is loaded in this process (tests: a process that opened no libfabric
 /// transport has not loaded it).
 bool loaded() noexcept;
 
 namespace testing {
-/// Loads `soname` instead of libfabric.so.1 (the error of a library that cannot be loaded);
+/// Loads `soname` instead of libfabric.so.1 (the errors of a library that cannot be loaded or
+/// lacks a function);
 /// only before the first use in the process. `soname` must outlive the process's use.
 void use_library(char const* soname) noexcept;
 } // namespace testing

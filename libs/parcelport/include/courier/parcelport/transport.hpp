@@ -264,14 +264,6 @@ struct transport_options {
 /// program calls it only to choose values before either.
 void prepare_libfabric(transport_options const& o);
 
-/// Starts loading libfabric (libfabric.so.1 and its providers) on a thread of its own, so that
-/// its cost (~0.2 s with Debian 12's build: see src/libfabric/library.hpp) overlaps the
-/// caller's other startup work; the first libfabric transport waits for it. libfabric is
-/// loaded at first use otherwise, never by a process that opens no libfabric transport. Call
-/// after prepare_libfabric: the providers read its settings as they load. Once per process;
-/// later calls do nothing.
-void load_libfabric_in_background();
-
 class transport {
 public:
     using receive_handler = std::function<void(std::uint32_t source, serialization::message&&)>;
