@@ -82,9 +82,22 @@ receiver_report report() {
     return {g_ran.load(), g_bytes.load(), peak_rss_mib(), courier::get_flow_statistics()};
 }
 
+std::atomic<bool> g_occupied{false};
+
+void occupation_started() {
+    g_occupied.store(true);
+}
+
+} // namespace
+
+COURIER_PLAIN_ACTION(occupation_started, occupation_started_action);
+
+namespace {
+
 /// Keeps this locality's worker busy without yielding (run with one worker): nothing new
-/// starts here meanwhile, while parcels still arrive.
+/// starts here meanwhile, while parcels still arrive. Locality 0 hears when it has begun.
 void occupy(double seconds, bool then_die) {
+    courier::post<occupation_started_action>(courier::find_all_localities()[0]);
     auto until = clock_type::now() + std::chrono::duration<double>(seconds);
     while (clock_type::now() < until) {
     }
@@ -380,8 +393,11 @@ void scenario_busy_receiver(bool die) {
     auto window = courier::get_flow_statistics().window_parcels;
     auto t0 = clock_type::now();
     courier::post<occupy_action>(there, 2.0, die);
-    // Parcels are not ordered: give the occupation time to start before the calls arrive.
-    courier::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Parcels are not ordered: the calls go once the occupation has begun (a fixed pause was
+    // too short on two busy cores under TSan: every call ran before it, and none failed).
+    while (!g_occupied.load()) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     long const count = window * 3;
     std::vector<char> payload(64, 'y');
     try {
