@@ -372,7 +372,7 @@ TEST_P(transport, the_default_read_budget_is_the_providers_and_bounds_a_flood) {
 }
 
 TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
-    // 1 MiB + 17 bytes with 64 KiB pieces: 17 reads, all posted at once, and the bytes intact.
+    // 1 MiB + 17 bytes with 64 KiB pieces: 17 reads, and the bytes intact.
     // The providers' defaults: 1 MiB pieces on tcp and elsewhere, one read per chunk on shm.
     EXPECT_EQ(pp::default_read_piece("tcp;ofi_rxm"), std::size_t{1} << 20);
     EXPECT_EQ(pp::default_read_piece("verbs;ofi_rxm"), std::size_t{1} << 20);
@@ -384,6 +384,25 @@ TEST_P(transport, a_large_chunk_is_read_in_pieces_of_read_piece) {
         GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
     }
     EXPECT_EQ(reads_to_receive(*pieces, (std::size_t{1} << 20) + 17), 17u);
+}
+
+TEST_P(transport, a_parcel_larger_than_the_read_budget_has_a_budget_of_reads_in_flight) {
+    // 8 MiB + 5 bytes with 64 KiB pieces and a 256 KiB budget: admitted alone, read four
+    // pieces at a time (all 129 at once, a tcp sender's progress call served them all in one),
+    // intact. A budget smaller than a piece: one piece at a time.
+    for (auto [budget, most] : {std::pair{std::size_t{256} << 10, std::size_t{256} << 10},
+                                {std::size_t{1000}, std::size_t{65536}}}) {
+        std::unique_ptr<pair_of_endpoints> e;
+        try {
+            e = std::make_unique<pair_of_endpoints>(GetParam(), 42, budget, false, 65536);
+        } catch (std::exception const& ex) {
+            GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+        }
+        EXPECT_EQ(reads_to_receive(*e, (std::size_t{8} << 20) + 5), 129u);
+        EXPECT_EQ(e->b->stats().rma_read_bytes_in_flight_max, most);
+        // The window moves on: a second parcel after the first.
+        EXPECT_EQ(reads_to_receive(*e, std::size_t{3} << 20), 48u);
+    }
 }
 
 TEST_P(transport, by_default_a_large_chunk_is_read_in_the_providers_pieces) {

@@ -16,6 +16,7 @@ statistics counters::snapshot() const {
     s.eager_bytes_sent = eager_bytes_sent;
     s.rma_bytes_read = rma_bytes_read;
     s.rma_reads = rma_reads;
+    s.rma_read_bytes_in_flight_max = rma_read_bytes_in_flight_max;
     s.stalled_reads = stalled_reads;
     s.rendezvous_sends = rendezvous_sends;
     s.registrations = registrations;

@@ -174,7 +174,7 @@ void rendezvous::release_stalled() {
         std::lock_guard g(mutex_);
         for (auto& [p, in] : incoming_) {
             if (in->outstanding != 0 && in->rma_bytes != 0 &&
-                now - in->started > opts_.read_stall_timeout) {
+                now - in->moved > opts_.read_stall_timeout) {
                 freed += in->rma_bytes;
                 in->rma_bytes = 0; // finish() then releases nothing
                 sources.push_back(in->source);

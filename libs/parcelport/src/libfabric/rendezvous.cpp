@@ -34,6 +34,8 @@ void incoming::reset() noexcept {
     pieces.clear();
     next_piece = 0;
     outstanding = 0;
+    posted_bytes = 0;
+    post_deferred = false;
     rma_bytes = 0;
     direct_piece = 0;
     direct_offset = 0;
@@ -186,6 +188,7 @@ void rendezvous::start_reads(held& e, bool index_inline) {
         }
     }
     in->started = std::chrono::steady_clock::now();
+    in->moved = in->started;
     if (outbox_ != nullptr) {
         outbox_->received(in->rma_bytes);
         copy_from_outbox(in);
@@ -219,6 +222,8 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     }
     incoming* raw = in;
     raw->outstanding = pieces.size();
+    raw->posted_bytes = 0;
+    raw->post_deferred = false;
     raw->reads.clear(); // a previous phase's reads have all completed
     for (std::size_t i = 0; i < pieces.size(); ++i) {
         raw->reads.emplace_back(raw);
@@ -297,22 +302,39 @@ bool rendezvous::advance_direct() {
 }
 
 long rendezvous::post_reads(incoming* in) {
-    // Once the last read is posted, `in` may complete and be freed by another thread at any
-    // moment: nothing of it is touched after that post.
+    // The reads in flight stay within the window, also those of one parcel larger than the
+    // budget (which is admitted alone). Posted all at once, a peer's 2 GiB over tcp kept the
+    // sender's provider inside one progress call for the whole transfer (libfabric 1.17's tcp
+    // receive loop answers read requests while its socket holds more, and they were all
+    // there): 4-10 s on two busy cores, so long that its liveness thread heard nothing and its
+    // watchdog took the call for wedged. A window at a time, a pass on either side ends with
+    // the window. Once the last read is posted, `in` may complete and be freed at any moment:
+    // nothing of it is touched after that post.
     std::uint32_t const source = in->source;
     fi_addr_t from = parts_.peers[source];
-    std::size_t i = in->next_piece;
+    std::size_t const window = opts_.read_budget;
     std::size_t const n = in->pieces.size();
-    while (i < n) {
+    in->post_deferred = false;
+    for (std::size_t i = in->next_piece; i < n; ++i) {
         auto const& pc = in->pieces[i];
+        if (in->posted_bytes != 0 && in->posted_bytes + pc.size > window) {
+            return 0; // the rest as these complete
+        }
         read_op* rop = &in->reads[i];
+        rop->bytes = pc.size;
+        in->posted_bytes += pc.size;
+        in->next_piece = i + 1;
+        if (in->posted_bytes > parts_.stats.rma_read_bytes_in_flight_max.load()) {
+            parts_.stats.rma_read_bytes_in_flight_max.store(in->posted_bytes); // progress only
+        }
         long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc, from,
                                             pc.remote, pc.key, &rop->ctx));
         if (rc != 0) {
-            in->next_piece = i; // not posted: `in` is still waiting for it
+            in->posted_bytes -= pc.size; // not posted: `in` is still waiting for it
+            in->next_piece = i;
+            in->post_deferred = rc == -FI_EAGAIN;
             return parts_.peers.wake(source, rc);
         }
-        ++i;
     }
     return parts_.peers.wake(source, 0); // in case the provider needs the peer's progress for reads
 }
@@ -320,11 +342,21 @@ long rendezvous::post_reads(incoming* in) {
 void rendezvous::on_completion(read_op* r, bool failed) {
     incoming* in = r->in;
     in->failed = in->failed || failed;
+    in->posted_bytes -= r->bytes;
     if (!failed) {
         parts_.peers.active(in->source); // its messages may queue behind this transfer
+        in->moved = std::chrono::steady_clock::now();
+    }
+    std::size_t const n = in->pieces.size();
+    if (in->failed && in->next_piece < n && !in->post_deferred) {
+        // The parcel is lost: its reads not posted yet never will be.
+        in->outstanding -= n - in->next_piece;
+        in->next_piece = n;
     }
     if (--in->outstanding == 0) {
         finish(in);
+    } else if (in->next_piece < n && !in->post_deferred) {
+        parts_.posts.post_or_defer([this, in] { return post_reads(in); }, "fi_read");
     }
 }
 

@@ -24,6 +24,7 @@ struct incoming;
 
 struct read_op : op {
     incoming* in;
+    std::size_t bytes = 0; // of its piece
     explicit read_op(incoming* i) : op(kind::read), in(i) {}
 };
 
@@ -46,14 +47,17 @@ struct incoming {
     std::vector<fid_mr*> mrs;
     std::deque<read_op> reads;      // reads[i] is the context of pieces[i]
     std::vector<read_piece> pieces; // posted in order by post_reads()
-    std::size_t next_piece = 0;     // the first not posted yet (-FI_EAGAIN)
-    std::size_t outstanding = 0;
-    std::size_t rma_bytes = 0; // counted against the read budget until finished (or stalled)
+    std::size_t next_piece = 0;     // the first not posted yet (-FI_EAGAIN, or the window)
+    std::size_t outstanding = 0;    // pieces not completed (posted or not)
+    std::size_t posted_bytes = 0;   // of reads posted and not completed: at most the window
+    bool post_deferred = false;     // post_reads waits in the backlog (-FI_EAGAIN)
+    std::size_t rma_bytes = 0;      // counted against the read budget until finished (or stalled)
     // Read by direct_reader instead of fi_read (rendezvous::start_direct): every piece, a step
     // per progress pass, from pieces[direct_piece] at direct_offset on.
     std::size_t direct_piece = 0;
     std::size_t direct_offset = 0;
     std::chrono::steady_clock::time_point started; // when the current phase's reads began
+    std::chrono::steady_clock::time_point moved;   // when a read last completed (or started)
     bool failed = false;
     // Phase one of a parcel whose descriptors are remote: reading the table.
     bool table_phase = false;
@@ -135,8 +139,9 @@ private:
     /// Reads the next step (direct_step or direct_step_alone bytes) of a parcel read directly;
     /// true once it is done (or failed: in->failed).
     bool read_direct_step(incoming* in);
-    /// Posts the reads of `in` not posted yet, in order; stops at the first that fails
-    /// (returning its code, -FI_EAGAIN when the provider's queue is full).
+    /// Posts the reads of `in` not posted yet, in order, while they fit the window (the read
+    /// budget; one piece at least: the rest follow as reads complete, on_completion); stops at
+    /// the first that fails (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
     /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
     void continue_after_table(held& e);

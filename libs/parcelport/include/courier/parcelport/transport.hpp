@@ -57,6 +57,9 @@ struct statistics {
     std::uint64_t eager_bytes_sent = 0; ///< header + descriptors + inline index data
     std::uint64_t rma_bytes_read = 0;   ///< bytes this side pulled with RMA reads
     std::uint64_t rma_reads = 0;        ///< RMA reads posted (a chunk may take several pieces)
+    /// The most bytes of one parcel's RMA reads posted and not completed at once: the read
+    /// budget, or one piece if that is larger.
+    std::uint64_t rma_read_bytes_in_flight_max = 0;
     /// Parcels whose reads outlived transport_options::read_stall_timeout (their read budget
     /// was returned).
     std::uint64_t stalled_reads = 0;
@@ -125,11 +128,11 @@ std::size_t default_read_budget(std::string_view provider) noexcept;
 std::size_t default_shm_outbox_chunk() noexcept;
 
 /// The largest single RMA read a provider gets by default; a larger chunk is read in pieces of
-/// this size (libfabric: all posted at once; mpi: each as the one before completes). shm 1 GiB (one
-/// process_vm_readv per chunk), tcp 1 MiB (the sender's CPU answers each read by writing it to its
-/// socket: fewer, larger writes, see default_read_budget), mpi 8 MiB (one MPI message each: MPI
-/// copies it inside one call, which must stay short for heartbeats to pass), others 1 MiB (pieces
-/// pipeline across a NIC's queues).
+/// this size (libfabric: a read budget's worth in flight; mpi: each as the one before completes).
+/// shm 1 GiB (one process_vm_readv per chunk), tcp 1 MiB (the sender's CPU answers each read by
+/// writing it to its socket: fewer, larger writes, see default_read_budget), mpi 8 MiB (one MPI
+/// message each: MPI copies it inside one call, which must stay short for heartbeats to pass),
+/// others 1 MiB (pieces pipeline across a NIC's queues).
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
 /// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default
@@ -171,17 +174,18 @@ struct transport_options {
     /// removes what a killed locality leaves behind.
     std::string endpoint_name;
     /// Bytes of rendezvous reads in flight at most (one parcel is always admitted, whatever its
-    /// size): bounds the receiver's memory under a flood of large messages. On shm the bytes a
-    /// progress pass delivered count too until the pass ends (their tasks have not run yet).
-    /// 0: the provider's default_read_budget().
+    /// size, and reads a budget's worth at a time): bounds the receiver's memory under a flood
+    /// of large messages, and how long a progress pass of the sender serving the reads lasts. On
+    /// shm the bytes a progress pass delivered count too until the pass ends (their tasks have not
+    /// run yet). 0: the provider's default_read_budget().
     std::size_t read_budget = 0;
     /// Largest single RMA read, in bytes (at least 4096; the provider's max_msg_size caps it).
     /// 0: the provider's default_read_piece().
     std::size_t read_piece = 0;
-    /// A parcel whose RMA reads are still outstanding after this long gives its read budget
-    /// back, so that one stuck parcel cannot hold up every later one (a provider may fail a read
-    /// without saying which). Its buffers stay until the reads complete. The same limit drops a
-    /// split message whose second part has not come. 0: never.
+    /// A parcel whose RMA reads have not advanced (none completed) for this long gives its
+    /// read budget back, so that one stuck parcel cannot hold up every later one (a provider may
+    /// fail a read without saying which). Its buffers stay until the reads complete. The same limit
+    /// drops a split message whose second part has not come. 0: never.
     std::chrono::milliseconds read_stall_timeout{10000};
     /// Register the process's rma pool with this transport (rma::attach): pool memory then
     /// travels without registration on send and rma chunks are received into it. One
