@@ -4,14 +4,18 @@
 // it drives the transport once (so heartbeats flow while every worker is busy in a long task),
 // sends each peer a heartbeat (one queued at most per peer: a stopped peer cannot make them pile
 // up), and declares failed a peer from which nothing (heartbeat or parcel) arrived for 8 ticks:
-// detection within peer_timeout of a kill, SIGSTOP or cut link. A failed peer's requests fail
-// with network_error (peer_failed); with on_peer_failure=exit this locality then ends with
-// status 1 after peer_timeout/2, as MPI jobs end, so that a launcher waiting on a stopped
-// process (mpirun, srun) ends the job instead of hanging. A locality leaving normally says
+// detection within peer_timeout of a kill, SIGSTOP or cut link. A tick in which this locality
+// could not receive (another thread inside one long progress pass) counts as no silence, up to
+// 2 x peer_timeout in a row (silence_clock.hpp): a peer is not blamed for this locality's
+// deafness. A pass longer than that is wedged, and the watchdog ends the locality then. A failed
+// peer's requests fail with network_error (peer_failed); with on_peer_failure=exit this locality
+// then ends with status 1 after peer_timeout/2, as MPI jobs end, so that a launcher waiting on a
+// stopped process (mpirun, srun) ends the job instead of hanging. A locality leaving normally says
 // goodbye first, and its silence is then no failure.
 #include "distributed.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
+#include "silence_clock.hpp"
 #include "transport_watch.hpp"
 
 #include <courier/serialization/output_archive.hpp>
@@ -98,6 +102,7 @@ void run(locality_state& st) {
     auto const tick = std::max(st.live.timeout / ticks_per_timeout, std::chrono::milliseconds(10));
     auto exit_at = std::chrono::steady_clock::time_point::max();
     std::uint32_t first_failed = 0;
+    silence_clock silence(2 * ticks_per_timeout); // the watchdog's limit (watch())
     std::unique_lock lk(st.live.mutex);
     while (!st.live.stopping) {
         st.live.cv.wait_for(lk, tick, [&] { return st.live.stopping; });
@@ -105,9 +110,15 @@ void run(locality_state& st) {
             break;
         }
         lk.unlock();
-        std::uint32_t now = st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1;
+        // Deaf: another thread has been inside one progress pass for the whole tick (this
+        // thread's own pass below returns at once then: the transport's progress is one at a
+        // time), so whatever peers sent meanwhile is still unread.
+        bool deaf = transport_watch::progress_stuck_for() >= tick;
+        std::uint32_t now = silence.tick(deaf)
+                                ? st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1
+                                : st.live.tick.load(std::memory_order_relaxed);
         {
-            transport_watch::call in_transport;
+            transport_watch::call in_transport(transport_watch::kind::progress);
             progress_scope inside;
             st.tp->progress();
         }
@@ -147,10 +158,10 @@ void run(locality_state& st) {
 /// receiver's shared memory, and a peer stopped (SIGSTOP) or ended while holding it leaves
 /// every sender to that receiver spinning. A worker stuck so is lost to the job, and the
 /// liveness thread stuck so never beats nor checks: this locality would never end. A call
-/// inside for 2 x peer_timeout (its peers have declared this locality failed by then), or for
-/// 2 s once a peer is known to have failed (a transport call never takes that long: none
-/// blocks), ends the locality with status 1 under on_peer_failure=exit, and is logged in both
-/// modes.
+/// inside for 2 x peer_timeout, or for 2 s once a peer is known to have failed (no call blocks;
+/// the longest that work, progress passes serving a peer's reads of gigabytes over tcp, take
+/// seconds on busy cores), ends the locality with status 1 under on_peer_failure=exit, and is
+/// logged in both modes.
 void watch(locality_state& st) {
     auto const normal = 2 * st.live.timeout;
     auto const after_failure = std::min<std::chrono::milliseconds>(normal, std::chrono::seconds(2));

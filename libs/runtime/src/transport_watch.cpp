@@ -87,18 +87,33 @@ void advance() noexcept {
     g_epoch.fetch_add(1, std::memory_order_relaxed);
 }
 
-std::chrono::milliseconds stuck_for() noexcept {
+namespace {
+
+std::chrono::milliseconds longest_call(bool progress_only) noexcept {
     std::uint32_t const now = g_epoch.load(std::memory_order_relaxed);
     std::uint32_t longest = 0;
     registry& r = the_registry();
     std::lock_guard lk(r.mutex);
     for (auto& s : r.slots) {
         std::uint32_t since = s.since.load(std::memory_order_acquire);
-        if (since != 0 && now - since > longest) {
+        // A progress flag read alongside a newer call's `since` can be the older call's: one
+        // look's misjudgement, which the next look corrects.
+        bool counted = !progress_only || s.progress.load(std::memory_order_relaxed);
+        if (since != 0 && counted && now - since > longest) {
             longest = now - since;
         }
     }
     return longest * period;
+}
+
+} // namespace
+
+std::chrono::milliseconds stuck_for() noexcept {
+    return longest_call(false);
+}
+
+std::chrono::milliseconds progress_stuck_for() noexcept {
+    return longest_call(true);
 }
 
 bool close(std::chrono::milliseconds wait) noexcept {

@@ -9,8 +9,8 @@
 //   lets its threads leave their transport calls, and lets none enter a new one (close());
 // - the liveness watchdog notices a thread stuck inside a call (stuck_for()) and ends the
 //   locality instead of letting it hang.
-// Entering a call costs a thread-local read, three relaxed loads and a store to the thread's
-// own cache line; leaving it, one store.
+// Entering a call costs a thread-local read, three relaxed loads and two stores to the
+// thread's own cache line; leaving it, one store.
 #pragma once
 
 #include <atomic>
@@ -24,6 +24,9 @@ struct alignas(64) slot {
     /// The epoch at which this thread entered its current (outermost) transport call; 0: not
     /// inside one.
     std::atomic<std::uint32_t> since{0};
+    /// Whether that call is a progress pass (which receives: while one lasts, what peers send
+    /// this locality waits), not a send.
+    std::atomic<bool> progress{false};
     bool used = false; // owned by a live thread (the registry's mutex guards it)
 };
 
@@ -40,10 +43,13 @@ slot* register_thread();
 /// Blocks the calling thread until the process ends (which another thread is doing).
 [[noreturn]] void sleep_for_good();
 
-/// Marks the calling thread inside the transport for its lifetime (nested calls count once).
+enum class kind : bool { send, progress };
+
+/// Marks the calling thread inside the transport for its lifetime (nested calls count once,
+/// as the outermost one's kind).
 class call {
 public:
-    call() noexcept {
+    explicit call(kind k = kind::send) noexcept {
         slot* s = t_slot;
         if (s == nullptr) [[unlikely]] {
             s = register_thread();
@@ -51,7 +57,8 @@ public:
         if (s->since.load(std::memory_order_relaxed) != 0) {
             return; // nested: a handler run by progress sends
         }
-        s->since.store(g_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        s->progress.store(k == kind::progress, std::memory_order_relaxed);
+        s->since.store(g_epoch.load(std::memory_order_relaxed), std::memory_order_release);
         std::atomic_signal_fence(std::memory_order_seq_cst); // the store before the load (close)
         if (g_closing.load(std::memory_order_relaxed)) [[unlikely]] {
             park(*s);
@@ -75,6 +82,8 @@ void advance() noexcept;
 /// How long the thread that has been inside a transport call the longest has been there
 /// (within a period; zero if none is inside).
 std::chrono::milliseconds stuck_for() noexcept;
+/// The same, of progress passes only: how long this locality has not been receiving, at least.
+std::chrono::milliseconds progress_stuck_for() noexcept;
 /// Before the process ends on purpose: no thread enters a transport call from now on, and
 /// every other thread inside one gets up to `wait` to leave it. Returns whether they all did.
 bool close(std::chrono::milliseconds wait) noexcept;

@@ -4,7 +4,9 @@
 // bounded time) for those inside to leave. close() is for good in a process; the tests of it
 // reopen first, so the binary also runs whole in one process (threads parked by one test stay
 // parked). The watchdog that ends a locality wedged in a call is tested across
-// processes (tests/distributed: wedged_transport_call_ends_the_locality).
+// processes (tests/distributed: wedged_transport_call_ends_the_locality). Also the liveness
+// thread's use of it: ticks during a long progress pass are not counted as a peer's silence.
+#include "../src/silence_clock.hpp"
 #include "../src/transport_watch.hpp"
 
 #include <gtest/gtest.h>
@@ -38,9 +40,9 @@ bool wait_for(std::atomic<bool> const& flag) {
 /// held); constructed once the thread is inside.
 class held_call {
 public:
-    held_call()
-        : thread_([this] {
-              tw::call inside;
+    explicit held_call(tw::kind k = tw::kind::send)
+        : thread_([this, k] {
+              tw::call inside(k);
               entered_ = true;
               while (!release_.load()) {
                   std::this_thread::sleep_for(1ms);
@@ -94,6 +96,44 @@ TEST(transport_watch, another_threads_call_is_seen_and_its_slot_reused_after_it_
     }
     EXPECT_LE(tw::slot_count(), before + 1);
     EXPECT_EQ(tw::stuck_for().count(), 0);
+}
+
+TEST(transport_watch, progress_passes_are_measured_apart_from_sends) {
+    tw::reopen();
+    held_call send; // a send spinning on a dead peer's lock: this locality still receives
+    tw::advance();
+    tw::advance();
+    EXPECT_EQ(tw::stuck_for(), 2 * tw::period);
+    EXPECT_EQ(tw::progress_stuck_for().count(), 0);
+    {
+        held_call pass(tw::kind::progress);
+        tw::advance();
+        EXPECT_EQ(tw::stuck_for(), 3 * tw::period);      // the send, still the oldest
+        EXPECT_EQ(tw::progress_stuck_for(), tw::period); // the pass
+    }
+    EXPECT_EQ(tw::progress_stuck_for().count(), 0);
+    {
+        tw::call outer(tw::kind::progress);
+        tw::call nested; // a handler run by the pass sends: still the pass
+        tw::advance();
+        EXPECT_EQ(tw::progress_stuck_for(), tw::period);
+    }
+    send.release();
+    EXPECT_EQ(tw::stuck_for().count(), 0);
+}
+
+TEST(silence_clock, deaf_ticks_are_not_silence_up_to_the_allowance_in_a_row) {
+    courier::detail::silence_clock clock(3);
+    EXPECT_TRUE(clock.tick(false));
+    EXPECT_FALSE(clock.tick(true));
+    EXPECT_FALSE(clock.tick(true));
+    EXPECT_FALSE(clock.tick(true));
+    EXPECT_TRUE(clock.tick(true)); // a pass that never ends delays detection, never stops it
+    EXPECT_TRUE(clock.tick(true));
+    EXPECT_EQ(clock.uncounted(), 3u);
+    EXPECT_TRUE(clock.tick(false)); // heard again: the allowance is whole again
+    EXPECT_FALSE(clock.tick(true));
+    EXPECT_EQ(clock.uncounted(), 4u);
 }
 
 TEST(transport_watch, close_waits_for_a_thread_to_leave_its_call_and_parks_later_entrants) {
