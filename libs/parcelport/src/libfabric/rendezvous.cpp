@@ -315,6 +315,9 @@ long rendezvous::post_reads(incoming* in) {
     std::size_t const window = opts_.read_budget;
     std::size_t const n = in->pieces.size();
     in->post_deferred = false;
+    if (in->failed) {
+        return drop_unposted(in); // a read failed while this post waited for the provider
+    }
     for (std::size_t i = in->next_piece; i < n; ++i) {
         auto const& pc = in->pieces[i];
         if (in->posted_bytes != 0 && in->posted_bytes + pc.size > window) {
@@ -332,11 +335,28 @@ long rendezvous::post_reads(incoming* in) {
         if (rc != 0) {
             in->posted_bytes -= pc.size; // not posted: `in` is still waiting for it
             in->next_piece = i;
-            in->post_deferred = rc == -FI_EAGAIN;
-            return parts_.peers.wake(source, rc);
+            if (rc == -FI_EAGAIN) {
+                in->post_deferred = true;
+                return parts_.peers.wake(source, rc);
+            }
+            // Refused for good (the peer's address removed, say): the parcel fails as if the
+            // read had, once the reads posted before it complete.
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "{}", error_of("fi_read", rc).what());
+            in->failed = true;
+            return drop_unposted(in);
         }
     }
     return parts_.peers.wake(source, 0); // in case the provider needs the peer's progress for reads
+}
+
+long rendezvous::drop_unposted(incoming* in) {
+    in->outstanding -= in->pieces.size() - in->next_piece;
+    in->next_piece = in->pieces.size();
+    if (in->outstanding == 0) {
+        finish(in);
+    }
+    return 0;
 }
 
 void rendezvous::on_completion(read_op* r, bool failed) {
@@ -347,15 +367,15 @@ void rendezvous::on_completion(read_op* r, bool failed) {
         parts_.peers.active(in->source); // its messages may queue behind this transfer
         in->moved = std::chrono::steady_clock::now();
     }
-    std::size_t const n = in->pieces.size();
-    if (in->failed && in->next_piece < n && !in->post_deferred) {
-        // The parcel is lost: its reads not posted yet never will be.
-        in->outstanding -= n - in->next_piece;
-        in->next_piece = n;
+    --in->outstanding;
+    if (in->post_deferred) {
+        return; // post_reads, waiting in the backlog, goes on (or drops the rest if failed)
     }
-    if (--in->outstanding == 0) {
+    if (in->failed) {
+        drop_unposted(in); // the parcel is lost: the reads not posted yet never will be
+    } else if (in->outstanding == 0) {
         finish(in);
-    } else if (in->next_piece < n && !in->post_deferred) {
+    } else if (in->next_piece < in->pieces.size()) {
         parts_.posts.post_or_defer([this, in] { return post_reads(in); }, "fi_read");
     }
 }

@@ -143,6 +143,9 @@ private:
     /// budget; one piece at least: the rest follow as reads complete, on_completion); stops at
     /// the first that fails (returning its code, -FI_EAGAIN when the provider's queue is full).
     long post_reads(incoming* in);
+    /// A failed parcel: its reads not posted yet never will be; finishes it if none is
+    /// outstanding. Returns 0.
+    long drop_unposted(incoming* in);
     /// Phase two of a parcel whose descriptor table was read (wire::descriptors_remote).
     void continue_after_table(held& e);
     /// A registered parcel's reads are done: takes it out of incoming_, then finish_entry.
