@@ -113,7 +113,9 @@ void run(locality_state& st) {
         // Deaf: another thread has been inside one progress pass for the whole tick (this
         // thread's own pass below returns at once then: the transport's progress is one at a
         // time), so whatever peers sent meanwhile is still unread.
-        bool deaf = transport_watch::progress_stuck_for() >= tick;
+        // stuck_for() counts whole periods from the one the call began in: it may exceed the
+        // time inside by up to one period, so one is taken off (a lower bound).
+        bool deaf = transport_watch::progress_stuck_for() >= tick + transport_watch::period;
         std::uint32_t now = silence.tick(deaf)
                                 ? st.live.tick.fetch_add(1, std::memory_order_relaxed) + 1
                                 : st.live.tick.load(std::memory_order_relaxed);

@@ -96,8 +96,9 @@ std::chrono::milliseconds longest_call(bool progress_only) noexcept {
     std::lock_guard lk(r.mutex);
     for (auto& s : r.slots) {
         std::uint32_t since = s.since.load(std::memory_order_acquire);
-        // A progress flag read alongside a newer call's `since` can be the older call's: one
-        // look's misjudgement, which the next look corrects.
+        // `since` is stored with release after the flag: the flag read here is that call's or
+        // a newer one's (the thread left and entered again meanwhile), a misjudgement of one
+        // look that the next corrects.
         bool counted = !progress_only || s.progress.load(std::memory_order_relaxed);
         if (since != 0 && counted && now - since > longest) {
             longest = now - since;

@@ -294,6 +294,7 @@ bool rendezvous::advance_direct() {
         return false;
     }
     incoming* in = direct_queue_.front();
+    in->moved = std::chrono::steady_clock::now(); // a direct read advances each pass
     if (read_direct_step(in)) {
         direct_queue_.pop_front(); // before finish(): phase two of `in` may queue it again
         finish(in);
@@ -308,8 +309,8 @@ long rendezvous::post_reads(incoming* in) {
     // receive loop answers read requests while its socket holds more, and they were all
     // there): 4-10 s on two busy cores, so long that its liveness thread heard nothing and its
     // watchdog took the call for wedged. A window at a time, a pass on either side ends with
-    // the window. Once the last read is posted, `in` may complete and be freed at any moment:
-    // nothing of it is touched after that post.
+    // the window. Every caller holds the progress lock, as on_completion does: `in` lives
+    // while a piece is not completed (`outstanding` counts the unposted ones too).
     std::uint32_t const source = in->source;
     fi_addr_t from = parts_.peers[source];
     std::size_t const window = opts_.read_budget;
@@ -318,36 +319,41 @@ long rendezvous::post_reads(incoming* in) {
     if (in->failed) {
         return drop_unposted(in); // a read failed while this post waited for the provider
     }
+    bool posted = false;
+    // After posting, in case the provider needs the peer's progress for reads (shm).
+    auto wake = [&] { return posted ? parts_.peers.wake(source, 0) : 0L; };
     for (std::size_t i = in->next_piece; i < n; ++i) {
         auto const& pc = in->pieces[i];
         if (in->posted_bytes != 0 && in->posted_bytes + pc.size > window) {
-            return 0; // the rest as these complete
+            return wake(); // the rest as these complete
         }
         read_op* rop = &in->reads[i];
         rop->bytes = pc.size;
-        in->posted_bytes += pc.size;
-        in->next_piece = i + 1;
-        if (in->posted_bytes > parts_.stats.rma_read_bytes_in_flight_max.load()) {
-            parts_.stats.rma_read_bytes_in_flight_max.store(in->posted_bytes); // progress only
-        }
         long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc, from,
                                             pc.remote, pc.key, &rop->ctx));
+        if (rc == -FI_EAGAIN) {
+            in->next_piece = i; // `in` is still waiting for it
+            in->post_deferred = true;
+            return parts_.peers.wake(source, rc);
+        }
         if (rc != 0) {
-            in->posted_bytes -= pc.size; // not posted: `in` is still waiting for it
-            in->next_piece = i;
-            if (rc == -FI_EAGAIN) {
-                in->post_deferred = true;
-                return parts_.peers.wake(source, rc);
-            }
             // Refused for good (the peer's address removed, say): the parcel fails as if the
             // read had, once the reads posted before it complete.
             static logging::rate_limit limit;
             logging::error_limited(limit, "{}", error_of("fi_read", rc).what());
+            in->next_piece = i;
             in->failed = true;
+            wake();
             return drop_unposted(in);
         }
+        posted = true;
+        in->posted_bytes += pc.size; // its completion is handled after this returns
+        in->next_piece = i + 1;
+        if (in->posted_bytes > parts_.stats.rma_read_bytes_in_flight_max.load()) {
+            parts_.stats.rma_read_bytes_in_flight_max.store(in->posted_bytes); // progress only
+        }
     }
-    return parts_.peers.wake(source, 0); // in case the provider needs the peer's progress for reads
+    return wake();
 }
 
 long rendezvous::drop_unposted(incoming* in) {

@@ -140,8 +140,9 @@ private:
     /// true once it is done (or failed: in->failed).
     bool read_direct_step(incoming* in);
     /// Posts the reads of `in` not posted yet, in order, while they fit the window (the read
-    /// budget; one piece at least: the rest follow as reads complete, on_completion); stops at
-    /// the first that fails (returning its code, -FI_EAGAIN when the provider's queue is full).
+    /// budget; one piece at least: the rest follow as reads complete, on_completion). Returns
+    /// -FI_EAGAIN when the provider's queue is full (the backlog calls it again), else 0: a
+    /// read refused for good fails the parcel (drop_unposted).
     long post_reads(incoming* in);
     /// A failed parcel: its reads not posted yet never will be; finishes it if none is
     /// outstanding. Returns 0.
