@@ -20,6 +20,7 @@
 
 #include <courier/serialization/output_archive.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -160,13 +161,18 @@ void run(locality_state& st) {
 /// receiver's shared memory, and a peer stopped (SIGSTOP) or ended while holding it leaves
 /// every sender to that receiver spinning. A worker stuck so is lost to the job, and the
 /// liveness thread stuck so never beats nor checks: this locality would never end. A call
-/// inside for 2 x peer_timeout, or for 2 s once a peer is known to have failed (no call blocks;
+/// inside for 2 x peer_timeout, or for 2-5 s once a peer is known to have failed (no call blocks;
 /// the longest that work, progress passes serving a peer's reads of gigabytes over tcp, take
 /// seconds on busy cores), ends the locality with status 1 under on_peer_failure=exit, and is
 /// logged in both modes.
 void watch(locality_state& st) {
     auto const normal = 2 * st.live.timeout;
-    auto const after_failure = std::min<std::chrono::milliseconds>(normal, std::chrono::seconds(2));
+    // After a failure, a pass may also free what a dropped parcel held: ThreadSanitizer took
+    // over 2 s to free a 2 GiB landing buffer (its meta map, range by range), so the limit
+    // grows with peer_timeout (sanitized test runs set 20 s), from 2 s up to 5 s.
+    auto const after_failure = std::min<std::chrono::milliseconds>(
+        normal, std::clamp<std::chrono::milliseconds>(st.live.timeout / 4, std::chrono::seconds(2),
+                                                      std::chrono::seconds(5)));
     bool said = false;
     std::unique_lock lk(st.live.mutex);
     while (!st.live.watchdog_stopping) {
