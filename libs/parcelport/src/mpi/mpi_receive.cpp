@@ -281,16 +281,35 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         }
         auto in = std::make_unique<incoming>();
         in->source = from;
+        in->mpi_source = mpi_source;
+        in->tag = static_cast<int>(h.send_id);
+        in->index_inline = index_inline;
         in->msg = serialization::message::with_index_buffer(h.index_size);
         if (index_inline && h.index_size != 0) {
             std::memcpy(in->msg.index_buffer(), inline_index, h.index_size);
         }
+        // Large landing buffers are left to land(), without the lock.
         received_chunks(
             h, ds,
-            [&](std::size_t n, bool rma, std::uint64_t at) { return receive_buffer(n, rma, at); },
+            [&](std::size_t n, bool rma, std::uint64_t at) {
+                return n >= land_without_lock ? std::shared_ptr<std::byte[]>()
+                                              : receive_buffer(n, rma, at);
+            },
             in->chunks, in->owners);
+        for (std::uint32_t i = 0; i < in->chunks.size(); ++i) {
+            auto const& c = in->chunks[i];
+            if (c.type != chunk_type::index && c.size >= land_without_lock) {
+                in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
+            }
+        }
         in->bytes = to_receive;
-        post_receives(std::move(in), mpi_source, static_cast<int>(h.send_id), index_inline);
+        ++receiving_;
+        receiving_bytes_ += in->bytes;
+        if (!in->unlanded.empty()) {
+            unlanded_.push_back(std::move(in));
+            return;
+        }
+        post_receives(std::move(in));
     } catch (std::exception const& e) {
         drop(e.what());
     }
@@ -312,10 +331,7 @@ std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool r
     return b;
 }
 
-void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag,
-                                  bool index_inline) {
-    in->mpi_source = mpi_source;
-    in->tag = tag;
+void mpi_transport::post_receives(std::unique_ptr<incoming> in) {
     in->pieces.clear();
     auto pieces_of = [&](std::byte* p, std::size_t n) {
         for (std::size_t done = 0; done < n; done += piece_) {
@@ -327,7 +343,7 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, 
             pieces_of(const_cast<std::byte*>(c.address), c.size);
         }
     }
-    if (!index_inline) {
+    if (!in->index_inline) {
         pieces_of(in->msg.index_buffer(), in->msg.index_size());
     }
     int rc = post_pieces(*in);
@@ -337,14 +353,55 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in, int mpi_source, 
         in->error = rc;
     }
     if (in->pending == 0) {
+        --receiving_;
+        receiving_bytes_ -= in->bytes;
         static logging::rate_limit limit;
         logging::error_limited(limit, "MPI: posting receives from locality {} failed: {}",
                                in->source, mpi_error_string(rc));
         return;
     }
-    ++receiving_;
-    receiving_bytes_ += in->bytes;
     in.release(); // owned by its requests (owners_) until the last completes
+}
+
+void mpi_transport::land(std::unique_lock<std::mutex>& g) {
+    thread_local std::vector<std::unique_ptr<incoming>> landing;
+    landing.swap(unlanded_);
+    ++landing_now_;
+    g.unlock();
+    std::uint64_t in_pool = 0, reused = 0;
+    for (auto& in : landing) {
+        try {
+            for (auto const& u : in->unlanded) {
+                auto& c = in->chunks[u.chunk];
+                bool pool = false, again = false;
+                auto b = chunk_destination(*buffers_, c.size, u.rma, pool, again, u.align_like);
+                in_pool += pool;
+                reused += again;
+                c.address = b.get();
+                in->owners[u.chunk] = std::move(b);
+            }
+        } catch (std::exception const& e) {
+            in->error = MPI_ERR_NO_MEM;
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "dropped a parcel of {} bytes from locality {}: no memory to "
+                                   "receive it into ({})",
+                                   in->bytes, in->source, e.what());
+        }
+    }
+    g.lock();
+    --landing_now_;
+    stats_.pool_receive_buffers += in_pool;
+    stats_.receive_buffers_reused += reused;
+    for (auto& in : landing) {
+        if (closed_ || in->error != MPI_SUCCESS) {
+            --receiving_;
+            receiving_bytes_ -= in->bytes;
+            continue; // closing, or no memory: dropped (as an allocation under the lock was)
+        }
+        post_receives(std::move(in));
+    }
+    landing.clear();
 }
 
 int mpi_transport::post_pieces(incoming& in) {

@@ -231,6 +231,10 @@ bool mpi_transport::progress() {
     any |= probe_headers();
     any |= test_requests();
     any |= admit_deferred();
+    if (!unlanded_.empty()) {
+        land(g);
+        any = true;
+    }
     for (std::uint32_t d = 0; d < batches_.size(); ++d) {
         if (batches_[d].size != 0) {
             post_batch(d, g);
@@ -295,10 +299,10 @@ bool mpi_transport::progress() {
 std::string mpi_transport::debug_state() const {
     std::lock_guard g(mutex_);
     return fmt::format("mpi: {} sends in flight, {} in the backlog, {} parcels being "
-                       "received ({} bytes), {} waiting for the receive budget, {} MPI "
-                       "requests",
+                       "received ({} bytes; {} waiting for landing buffers, {} threads "
+                       "allocating them), {} waiting for the receive budget, {} MPI requests",
                        sends_in_flight_, backlog_.size(), receiving_, receiving_bytes_,
-                       deferred_.size(), reqs_.size());
+                       unlanded_.size(), landing_now_, deferred_.size(), reqs_.size());
 }
 
 bool mpi_transport::can_sleep() {
@@ -306,7 +310,8 @@ bool mpi_transport::can_sleep() {
         std::lock_guard g(mutex_);
         // Requests in flight move only while this side progresses (MPI has no
         // asynchronous progress here), and an open batch waits for progress().
-        if (!reqs_.empty() || !backlog_.empty() || batches_open_ != 0 || !deferred_.empty()) {
+        if (!reqs_.empty() || !backlog_.empty() || batches_open_ != 0 || !deferred_.empty() ||
+            !unlanded_.empty() || landing_now_ != 0) {
             return false;
         }
     }

@@ -56,6 +56,12 @@ constexpr std::uint32_t data_tags = 32000;
 constexpr std::size_t max_sends_in_flight = 1024;
 /// Headers taken from MPI per progress() pass at most.
 constexpr int max_probes_per_pass = 64;
+/// Landing buffers of at least this many bytes are allocated without the transport's lock
+/// (land()). Allocating can take long: AddressSanitizer writes the shadow of a new 2 GiB block
+/// (256 MiB, page by page), about 1 s, and a pass that held the lock so long kept this
+/// locality's heartbeats from leaving (send_control queues them behind the lock) until the
+/// peer declared it failed.
+constexpr std::size_t land_without_lock = std::size_t{1} << 20;
 /// A coalesced message's size at most (a block of the small-object pool); a parcel joins one
 /// only if its header message is at most a quarter of it.
 constexpr std::size_t batch_bytes = 4096;
@@ -127,6 +133,14 @@ struct incoming {
     std::size_t posted_bytes = 0;
     int mpi_source = 0;
     int tag = 0;
+    bool index_inline = true;
+    /// Chunks whose landing buffers land() allocates (at least land_without_lock bytes each).
+    struct unlanded_chunk {
+        std::uint32_t chunk;
+        bool rma;
+        std::uint64_t align_like;
+    };
+    std::vector<unlanded_chunk> unlanded;
 };
 
 struct header_buffer : courier::detail::pooled {
@@ -243,7 +257,14 @@ private:
     /// Under mutex_ (`g`): posts `out`, or queues it behind the backlog.
     void enqueue(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g);
 
-    void post_receives(std::unique_ptr<incoming> in, int mpi_source, int tag, bool index_inline);
+    /// Posts the receives of `in`, whose place in the receive budget is taken (receiving_,
+    /// receiving_bytes_) and whose landing buffers are all there; gives the place back if none
+    /// could be posted.
+    void post_receives(std::unique_ptr<incoming> in);
+    /// Allocates the large landing buffers of the parcels in unlanded_ with the lock let go
+    /// (`g`: held on entry and on return), then posts their receives: meanwhile other threads
+    /// progress, and heartbeats leave.
+    void land(std::unique_lock<std::mutex>& g);
     /// Posts `in`'s next pieces while what is posted stays within read_piece bytes (one piece
     /// at least). MPI copies a matched message within one call (vader's single copy of the
     /// whole message, in opal_progress), and one call matches every posted piece whose sender
@@ -310,6 +331,10 @@ private:
     std::size_t sends_in_flight_ = 0;
     std::size_t receiving_ = 0;
     std::size_t receiving_bytes_ = 0;
+    /// Admitted parcels whose large landing buffers are not allocated yet (land()), and how
+    /// many threads are allocating some now.
+    std::vector<std::unique_ptr<incoming>> unlanded_;
+    std::size_t landing_now_ = 0;
     std::vector<std::unique_ptr<outgoing>> sent_;
     std::vector<std::pair<std::uint32_t, serialization::message>> ready_;
     std::vector<std::uint32_t> heard_;
