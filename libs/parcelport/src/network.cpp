@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // Choosing the network: the provider "auto" uses between hosts, the interface that reaches the
-// peers, and make_transport's routing of provider "auto" (routed/routed_transport.hpp).
+// peers, and make_transport's routing of provider "auto" (routed/routed_transport.hpp). Also the
+// thread's short-progress mark (transport.hpp).
 #include "libfabric/fabric.hpp"
 #include "routed/routed_transport.hpp"
 
@@ -22,6 +23,18 @@
 #include <stdexcept>
 
 namespace courier::parcelport {
+
+namespace {
+thread_local bool t_short_progress_only = false;
+} // namespace
+
+void set_short_progress_only(bool on) noexcept {
+    t_short_progress_only = on;
+}
+
+bool short_progress_only() noexcept {
+    return t_short_progress_only;
+}
 
 namespace {
 

@@ -100,6 +100,9 @@ namespace {
 }
 
 void run(locality_state& st) {
+    // This thread's passes stay short (a transport leaves long work to the workers): its
+    // heartbeats leave after them.
+    parcelport::set_short_progress_only(true);
     auto const tick = std::max(st.live.timeout / ticks_per_timeout, std::chrono::milliseconds(10));
     auto exit_at = std::chrono::steady_clock::time_point::max();
     std::uint32_t first_failed = 0;

@@ -101,11 +101,21 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
         }
         if (in->error == MPI_SUCCESS && in->next < in->pieces.size()) {
             // The next pieces (test_requests keeps requests appended while it dispatches).
-            if (int rc = post_pieces(*in); rc != MPI_SUCCESS) {
+            int rc = MPI_ERR_NO_MEM;
+            try {
+                rc = post_pieces(*in);
+            } catch (std::exception const&) {
+                in->next = in->pieces.size();
+            }
+            if (rc != MPI_SUCCESS) {
                 in->error = rc;
             }
         } else if (in->error != MPI_SUCCESS) {
             in->next = in->pieces.size(); // a failed parcel posts nothing more
+        }
+        if (in->holds_tag && in->next == in->pieces.size()) {
+            held_tags_.erase(tag_key(in->mpi_source, in->tag)); // the next with it may go
+            in->holds_tag = false;
         }
         if (in->pending == 0) {
             finish(std::unique_ptr<incoming>(in));
@@ -118,6 +128,13 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
 bool mpi_transport::admit_deferred() {
     bool any = false;
     while (!deferred_.empty() && (receiving_ == 0 || receiving_bytes_ < opts_.read_budget)) {
+        if (!held_tags_.empty()) {
+            wire::header hd;
+            std::memcpy(&hd, deferred_.front().bytes.get(), sizeof hd); // checked when deferred
+            if (tag_held(deferred_.front().mpi_source, static_cast<int>(hd.send_id))) {
+                break; // after the earlier parcel with its tag has posted every receive
+            }
+        }
         header_buffer h = std::move(deferred_.front());
         deferred_.pop_front();
         take_header(h, true);
@@ -264,11 +281,13 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         if (in_batch || h.send_id < first_data_tag || h.send_id >= first_data_tag + data_tags) {
             return drop("a data tag out of range");
         }
-        // Over the receive budget (or behind parcels that are): the header waits as a copy
-        // and the chunks stay with the sender's MPI. Eager parcels (heartbeats) still
+        // Over the receive budget (or behind parcels that are, or behind an earlier parcel
+        // with its sender and tag whose receives are not all posted): the header waits as a
+        // copy and the chunks stay with the sender's MPI. Eager parcels (heartbeats) still
         // arrive meanwhile. In order: a deferred parcel's receives are posted before those
         // of any later parcel, as tag matching needs.
-        if (!admitted && (!deferred_.empty() ||
+        int const tag = static_cast<int>(h.send_id);
+        if (!admitted && (!deferred_.empty() || tag_held(mpi_source, tag) ||
                           (receiving_ != 0 && receiving_bytes_ + to_receive > opts_.read_budget))) {
             header_buffer d;
             d.bytes = pooled_bytes(size);
@@ -282,33 +301,44 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         auto in = std::make_unique<incoming>();
         in->source = from;
         in->mpi_source = mpi_source;
-        in->tag = static_cast<int>(h.send_id);
+        in->tag = tag;
         in->index_inline = index_inline;
-        in->msg = serialization::message::with_index_buffer(h.index_size);
-        if (index_inline && h.index_size != 0) {
-            std::memcpy(in->msg.index_buffer(), inline_index, h.index_size);
+        in->bytes = to_receive;
+        // A large parcel's landing buffers are left to land(), without the lock: its chunks'
+        // and an index received as data (an inline one is no larger than the eager threshold).
+        bool const later = to_receive >= land_without_lock;
+        if (later && !index_inline) {
+            in->unlanded_index = true;
+            in->index_size = h.index_size;
+        } else {
+            in->msg = serialization::message::with_index_buffer(h.index_size);
+            if (index_inline && h.index_size != 0) {
+                std::memcpy(in->msg.index_buffer(), inline_index, h.index_size);
+            }
         }
-        // Large landing buffers are left to land(), without the lock.
         received_chunks(
             h, ds,
             [&](std::size_t n, bool rma, std::uint64_t at) {
-                return n >= land_without_lock ? std::shared_ptr<std::byte[]>()
-                                              : receive_buffer(n, rma, at);
+                return later ? std::shared_ptr<std::byte[]>() : receive_buffer(n, rma, at);
             },
             in->chunks, in->owners);
-        for (std::uint32_t i = 0; i < in->chunks.size(); ++i) {
-            auto const& c = in->chunks[i];
-            if (c.type != chunk_type::index && c.size >= land_without_lock) {
-                in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
+        if (later) {
+            for (std::uint32_t i = 0; i < in->chunks.size(); ++i) {
+                auto const& c = in->chunks[i];
+                if (c.type != chunk_type::index && c.size != 0) {
+                    in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
+                }
             }
-        }
-        in->bytes = to_receive;
-        ++receiving_;
-        receiving_bytes_ += in->bytes;
-        if (!in->unlanded.empty()) {
-            unlanded_.push_back(std::move(in));
+            unlanded_.reserve(unlanded_.size() + 1);
+            held_tags_.insert(tag_key(mpi_source, tag)); // until land() posts its receives
+            in->holds_tag = true;
+            ++receiving_;
+            receiving_bytes_ += in->bytes;
+            unlanded_.push_back(std::move(in)); // reserved: does not throw
             return;
         }
+        ++receiving_;
+        receiving_bytes_ += in->bytes;
         post_receives(std::move(in));
     } catch (std::exception const& e) {
         drop(e.what());
@@ -331,36 +361,91 @@ std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool r
     return b;
 }
 
-void mpi_transport::post_receives(std::unique_ptr<incoming> in) {
-    in->pieces.clear();
-    auto pieces_of = [&](std::byte* p, std::size_t n) {
-        for (std::size_t done = 0; done < n; done += piece_) {
-            in->pieces.push_back({p + done, static_cast<int>(std::min(piece_, n - done))});
+void mpi_transport::post_receives(std::unique_ptr<incoming> in) noexcept {
+    int rc = MPI_SUCCESS;
+    try {
+        in->pieces.clear();
+        auto pieces_of = [&](std::byte* p, std::size_t n) {
+            for (std::size_t done = 0; done < n; done += piece_) {
+                in->pieces.push_back({p + done, static_cast<int>(std::min(piece_, n - done))});
+            }
+        };
+        for (auto& c : in->chunks) {
+            if (c.type != chunk_type::index && c.size != 0) {
+                pieces_of(const_cast<std::byte*>(c.address), c.size);
+            }
         }
-    };
-    for (auto& c : in->chunks) {
-        if (c.type != chunk_type::index && c.size != 0) {
-            pieces_of(const_cast<std::byte*>(c.address), c.size);
+        if (!in->index_inline) {
+            pieces_of(in->msg.index_buffer(), in->msg.index_size());
+        }
+        rc = post_pieces(*in);
+        update_tag(*in);
+    } catch (std::exception const&) {
+        rc = MPI_ERR_NO_MEM;
+        in->next = in->pieces.size(); // nothing more is posted
+        if (in->holds_tag) {
+            held_tags_.erase(tag_key(in->mpi_source, in->tag));
+            in->holds_tag = false;
         }
     }
-    if (!in->index_inline) {
-        pieces_of(in->msg.index_buffer(), in->msg.index_size());
-    }
-    int rc = post_pieces(*in);
     if (rc != MPI_SUCCESS) {
         // The receives posted stay (MPI may write into their buffers): the parcel is
         // dropped once they complete.
         in->error = rc;
     }
     if (in->pending == 0) {
-        --receiving_;
-        receiving_bytes_ -= in->bytes;
+        release(*in);
         static logging::rate_limit limit;
         logging::error_limited(limit, "MPI: posting receives from locality {} failed: {}",
                                in->source, mpi_error_string(rc));
         return;
     }
     in.release(); // owned by its requests (owners_) until the last completes
+}
+
+void mpi_transport::release(incoming& in) noexcept {
+    --receiving_;
+    receiving_bytes_ -= in.bytes;
+    if (in.holds_tag) {
+        held_tags_.erase(tag_key(in.mpi_source, in.tag));
+        in.holds_tag = false;
+    }
+}
+
+void mpi_transport::update_tag(incoming& in) {
+    bool const more = in.next < in.pieces.size();
+    if (more && !in.holds_tag) {
+        held_tags_.insert(tag_key(in.mpi_source, in.tag));
+        in.holds_tag = true;
+    } else if (!more && in.holds_tag) {
+        held_tags_.erase(tag_key(in.mpi_source, in.tag));
+        in.holds_tag = false;
+    }
+}
+
+int mpi_transport::post_pieces(incoming& in) {
+    while (in.next < in.pieces.size()) {
+        auto const pc = in.pieces[in.next];
+        if (in.posted_bytes != 0 && in.posted_bytes + static_cast<std::size_t>(pc.count) > piece_) {
+            return MPI_SUCCESS; // the rest as these complete
+        }
+        // Room first: a request MPI holds is always recorded.
+        reqs_.reserve(reqs_.size() + 1);
+        owners_.reserve(owners_.size() + 1);
+        MPI_Request q = MPI_REQUEST_NULL;
+        int rc = MPI_Irecv(pc.p, pc.count, MPI_BYTE, in.mpi_source, in.tag, comm_, &q);
+        if (rc != MPI_SUCCESS) {
+            in.next = in.pieces.size(); // none after a failed one
+            return rc;
+        }
+        ++in.next;
+        ++in.pending;
+        in.posted_bytes += static_cast<std::size_t>(pc.count);
+        ++stats_.rma_reads; // the receives of chunk pieces stand for the reads
+        reqs_.push_back(q);
+        owners_.push_back({req_kind::data, pc.count, &in});
+    }
+    return MPI_SUCCESS;
 }
 
 void mpi_transport::land(std::unique_lock<std::mutex>& g) {
@@ -371,6 +456,9 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     std::uint64_t in_pool = 0, reused = 0;
     for (auto& in : landing) {
         try {
+            if (in->unlanded_index) {
+                in->msg = serialization::message::with_index_buffer(in->index_size);
+            }
             for (auto const& u : in->unlanded) {
                 auto& c = in->chunks[u.chunk];
                 bool pool = false, again = false;
@@ -395,40 +483,16 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     stats_.receive_buffers_reused += reused;
     for (auto& in : landing) {
         if (closed_ || in->error != MPI_SUCCESS) {
-            --receiving_;
-            receiving_bytes_ -= in->bytes;
-            continue; // closing, or no memory: dropped (as an allocation under the lock was)
+            release(*in); // closing, or no memory: dropped (as an allocation under the lock was)
+        } else {
+            post_receives(std::move(in));
         }
-        post_receives(std::move(in));
     }
     landing.clear();
 }
 
-int mpi_transport::post_pieces(incoming& in) {
-    while (in.next < in.pieces.size()) {
-        auto const pc = in.pieces[in.next];
-        if (in.posted_bytes != 0 && in.posted_bytes + static_cast<std::size_t>(pc.count) > piece_) {
-            return MPI_SUCCESS; // the rest as these complete
-        }
-        MPI_Request q = MPI_REQUEST_NULL;
-        int rc = MPI_Irecv(pc.p, pc.count, MPI_BYTE, in.mpi_source, in.tag, comm_, &q);
-        if (rc != MPI_SUCCESS) {
-            in.next = in.pieces.size(); // none after a failed one
-            return rc;
-        }
-        ++in.next;
-        ++in.pending;
-        in.posted_bytes += static_cast<std::size_t>(pc.count);
-        ++stats_.rma_reads; // the receives of chunk pieces stand for the reads
-        reqs_.push_back(q);
-        owners_.push_back({req_kind::data, pc.count, &in});
-    }
-    return MPI_SUCCESS;
-}
-
 void mpi_transport::finish(std::unique_ptr<incoming> in) {
-    --receiving_;
-    receiving_bytes_ -= in->bytes;
+    release(*in);
     stats_.rma_bytes_read += in->bytes;
     if (in->error != MPI_SUCCESS) {
         if (!in->reported) {

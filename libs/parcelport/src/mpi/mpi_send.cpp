@@ -62,7 +62,7 @@ void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>&
 void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g) {
     int tag = 0;
     if (out->has_data) {
-        tag = first_data_tag + static_cast<int>(next_tag_[out->dest]++ % data_tags);
+        tag = first_data_tag + static_cast<int>(next_tag_[out->dest]++ % data_tags_);
     }
     std::uint64_t id = static_cast<std::uint64_t>(tag);
     std::memcpy(out->eager.get() + offsetof(wire::header, send_id), &id, sizeof id);

@@ -36,6 +36,9 @@ mpi_transport::mpi_transport(transport_options const& o)
     }
     piece_ =
         std::min<std::size_t>(std::max<std::size_t>(opts_.read_piece, 4096), std::size_t{1} << 30);
+    if (opts_.mpi_data_tags != 0) {
+        data_tags_ = std::min(opts_.mpi_data_tags, data_tags);
+    }
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     if (rc != MPI_SUCCESS) {
         fail("MPI_Comm_dup", rc);
@@ -231,7 +234,7 @@ bool mpi_transport::progress() {
     any |= probe_headers();
     any |= test_requests();
     any |= admit_deferred();
-    if (!unlanded_.empty()) {
+    if (!unlanded_.empty() && !short_progress_only()) {
         land(g);
         any = true;
     }

@@ -39,6 +39,7 @@
 #include <span>
 #include <stdexcept>
 #include <thread>
+#include <unordered_set>
 
 namespace courier::parcelport::mpi_pp {
 
@@ -46,21 +47,25 @@ using serialization::chunk_type;
 
 constexpr int header_tag = 1;
 constexpr int first_data_tag = 2;
-/// Data tags cycle per destination through this many values (MPI guarantees tags up to 32767).
-/// Fewer messages than this are ever in flight to one destination (max_sends_in_flight), so a
-/// tag is never used by two messages in flight; a tag reused after its message completed is
-/// matched in order, because the receiver posts the receives of a message when its header
-/// arrives, and the earlier message's header was sent first.
+/// Data tags cycle per destination through this many values (MPI guarantees tags up to 32767;
+/// transport_options::mpi_data_tags may take fewer). A tag can come round again while the
+/// parcel that had it before is still being received: a sender's send completes once MPI has
+/// its bytes (small pieces go eagerly), and a receiver posts a large parcel's pieces a few at a
+/// time. MPI matches the messages of one sender and tag in the order they were sent, so the
+/// receiver posts the receives of parcels that share a sender and a tag in header order: a
+/// parcel whose tag is held (held_tags_: an earlier parcel with it has receives not yet
+/// posted) waits among the deferred headers, and so does every parcel after it.
 constexpr std::uint32_t data_tags = 32000;
 /// Sends in flight at most (each holds its MPI requests); later ones wait in the backlog.
 constexpr std::size_t max_sends_in_flight = 1024;
 /// Headers taken from MPI per progress() pass at most.
 constexpr int max_probes_per_pass = 64;
-/// Landing buffers of at least this many bytes are allocated without the transport's lock
-/// (land()). Allocating can take long: AddressSanitizer writes the shadow of a new 2 GiB block
-/// (256 MiB, page by page), about 1 s, and a pass that held the lock so long kept this
-/// locality's heartbeats from leaving (send_control queues them behind the lock) until the
-/// peer declared it failed.
+/// The landing buffers of a parcel with at least this many bytes to receive are allocated
+/// without the transport's lock (land()), by a thread not marked short_progress_only() (the
+/// liveness thread's heartbeats would wait). Allocating can take long: AddressSanitizer writes
+/// the shadow of a new 2 GiB block (256 MiB, page by page), about 1 s, and a pass that held the
+/// lock so long kept this locality's heartbeats from leaving (send_control queues them behind
+/// the lock) until the peer declared it failed.
 constexpr std::size_t land_without_lock = std::size_t{1} << 20;
 /// A coalesced message's size at most (a block of the small-object pool); a parcel joins one
 /// only if its header message is at most a quarter of it.
@@ -134,13 +139,18 @@ struct incoming {
     int mpi_source = 0;
     int tag = 0;
     bool index_inline = true;
-    /// Chunks whose landing buffers land() allocates (at least land_without_lock bytes each).
+    /// In held_tags_: receives of this parcel are still to be posted.
+    bool holds_tag = false;
+    /// Landing buffers land() allocates: these chunks' and, if `unlanded_index`, the index's
+    /// (received as data; msg is then made there).
     struct unlanded_chunk {
         std::uint32_t chunk;
         bool rma;
         std::uint64_t align_like;
     };
     std::vector<unlanded_chunk> unlanded;
+    bool unlanded_index = false;
+    std::size_t index_size = 0;
 };
 
 struct header_buffer : courier::detail::pooled {
@@ -259,8 +269,23 @@ private:
 
     /// Posts the receives of `in`, whose place in the receive budget is taken (receiving_,
     /// receiving_bytes_) and whose landing buffers are all there; gives the place back if none
-    /// could be posted.
-    void post_receives(std::unique_ptr<incoming> in);
+    /// could be posted. Throws nothing.
+    void post_receives(std::unique_ptr<incoming> in) noexcept;
+    /// Gives `in`'s place in the receive budget back, and its tag (a parcel dropped before all
+    /// of its receives were posted).
+    void release(incoming& in) noexcept;
+    static std::uint64_t tag_key(int mpi_source, int tag) noexcept {
+        return std::uint64_t{static_cast<std::uint32_t>(mpi_source)} << 32 |
+               static_cast<std::uint32_t>(tag);
+    }
+    /// Whether a parcel from `mpi_source` with `tag` must wait: an earlier one with both has
+    /// receives not yet posted.
+    bool tag_held(int mpi_source, int tag) const {
+        return !held_tags_.empty() && held_tags_.count(tag_key(mpi_source, tag)) != 0;
+    }
+    /// Puts `in` in held_tags_ while it has receives to post, and takes it out once it has
+    /// none (every receive posted, or the rest given up). Throws only std::bad_alloc.
+    void update_tag(incoming& in);
     /// Allocates the large landing buffers of the parcels in unlanded_ with the lock let go
     /// (`g`: held on entry and on return), then posts their receives: meanwhile other threads
     /// progress, and heartbeats leave.
@@ -335,6 +360,9 @@ private:
     /// many threads are allocating some now.
     std::vector<std::unique_ptr<incoming>> unlanded_;
     std::size_t landing_now_ = 0;
+    /// tag_key()s of parcels with receives not yet posted (post_pieces, land).
+    std::unordered_set<std::uint64_t> held_tags_;
+    std::uint32_t data_tags_ = data_tags;
     std::vector<std::unique_ptr<outgoing>> sent_;
     std::vector<std::pair<std::uint32_t, serialization::message>> ready_;
     std::vector<std::uint32_t> heard_;

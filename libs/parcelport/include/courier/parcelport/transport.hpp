@@ -256,7 +256,16 @@ struct transport_options {
     /// tcp (rxm): 16 KiB receive buffers rxm posts for all peers together (its shared receive
     /// context; rxm's default is 4096 of them, 64 MiB per process). 0: rxm's default.
     std::size_t tcp_receive_buffers = 256;
+    /// mpi: the data tags a sender cycles through per destination (1 - 32000; 0: 32000). Fewer
+    /// make a tag come round again while a parcel that had it is still being received (tests).
+    std::uint32_t mpi_data_tags = 0;
 };
+
+/// Marks the calling thread as one whose progress() calls must stay short: the liveness thread,
+/// whose heartbeats wait for its pass. Transports leave what may take long (allocating a large
+/// landing buffer) to other threads' passes.
+void set_short_progress_only(bool on) noexcept;
+bool short_progress_only() noexcept;
 
 /// Sets what libfabric's rxm reads from the environment only once, when libfabric loads its
 /// providers at the process's first libfabric call: its eager limit (raised to the largest
