@@ -17,6 +17,8 @@
 // every other one has the large parcel's tag while its pieces are still being posted, and MPI
 // would match a later parcel's receives with the large parcel's remaining pieces. Every parcel
 // must arrive whole.
+#include "mpi_check.hpp"
+
 #include <courier/common/log.hpp>
 #include <courier/parcelport/mpi.hpp>
 #include <courier/parcelport/transport.hpp>
@@ -36,41 +38,26 @@
 #include <vector>
 
 namespace pp = courier::parcelport;
+using pp::test::failures;
 namespace cs = courier::serialization;
 
 namespace {
+
+template <class Until>
+bool pump_for(pp::transport& tp, Until&& until) {
+    return pp::test::pump(tp, until, std::chrono::seconds(60));
+}
 
 constexpr std::size_t slow_from = std::size_t{32} << 20;
 constexpr std::size_t big_size = std::size_t{64} << 20;
 constexpr auto slow_for = std::chrono::seconds(1);
 std::atomic<int> slow_allocations{0};
 std::atomic<bool> allocating_slowly{false};
-int failures = 0;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 enum kind : int { tick = 0, big = 1, stop = 2, numbered = 3 };
 
 char pattern(std::size_t i) {
     return static_cast<char>(i * 7 % 251);
-}
-
-template <class Until>
-bool pump(pp::transport& tp, Until until) {
-    auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!until()) {
-        tp.progress();
-        if (std::chrono::steady_clock::now() > limit) {
-            return false;
-        }
-    }
-    return true;
 }
 
 } // namespace
@@ -162,7 +149,7 @@ void slow_landing(pp::transport& tp, std::shared_ptr<state> const& st, int rank)
     if (rank == 1) {
         send(tp, st, 0, big, 0, patterned(big_size, 0));
         auto next = std::chrono::steady_clock::now();
-        CHECK(pump(tp, [&] {
+        CHECK(pump_for(tp, [&] {
             if (std::chrono::steady_clock::now() >= next && st->in_flight.load() < 4) {
                 send(tp, st, 0, tick, 0, {});
                 next += std::chrono::milliseconds(5);
@@ -177,7 +164,7 @@ void slow_landing(pp::transport& tp, std::shared_ptr<state> const& st, int rank)
             tp.progress();
         }
     });
-    CHECK(pump(tp, [&] { return st->have_big.load(); }));
+    CHECK(pump_for(tp, [&] { return st->have_big.load(); }));
     done.store(true);
     second.join();
     std::size_t wrong = 0;
@@ -195,7 +182,7 @@ void slow_landing(pp::transport& tp, std::shared_ptr<state> const& st, int rank)
                     std::chrono::duration_cast<std::chrono::milliseconds>(slow_for).count()),
                 wrong);
     send(tp, st, 1, stop, 0, {});
-    CHECK(pump(tp, [&] { return st->in_flight.load() == 0; }));
+    CHECK(pump_for(tp, [&] { return st->in_flight.load() == 0; }));
 }
 
 constexpr int followers = 40;
@@ -207,11 +194,11 @@ void same_tags(pp::transport& tp, std::shared_ptr<state> const& st, int rank) {
         for (int i = 1; i <= followers; ++i) {
             send(tp, st, 0, numbered, i, patterned(follower_size, static_cast<std::size_t>(i)));
         }
-        CHECK(pump(tp, [&] { return st->stopped.load() && st->in_flight.load() == 0; }));
+        CHECK(pump_for(tp, [&] { return st->stopped.load() && st->in_flight.load() == 0; }));
         CHECK(st->send_errors.load() == 0);
         return;
     }
-    CHECK(pump(tp, [&] {
+    CHECK(pump_for(tp, [&] {
         std::lock_guard g(st->m);
         return st->numbered.size() == followers + 1;
     }));
@@ -235,7 +222,7 @@ void same_tags(pp::transport& tp, std::shared_ptr<state> const& st, int rank) {
                 whole, followers + 1, wrong,
                 static_cast<unsigned long long>(stats.deferred_rendezvous));
     send(tp, st, 1, stop, 0, {});
-    CHECK(pump(tp, [&] { return st->in_flight.load() == 0; }));
+    CHECK(pump_for(tp, [&] { return st->in_flight.load() == 0; }));
 }
 
 } // namespace

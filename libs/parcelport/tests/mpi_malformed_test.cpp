@@ -8,6 +8,8 @@
 // certain: the forged headers share the real parcel's tag and sender, so they arrive first.
 #include "../src/mpi/mpi_transport.hpp"
 
+#include "mpi_check.hpp"
+
 #include <courier/common/log.hpp>
 #include <courier/parcelport/mpi.hpp>
 #include <courier/serialization.hpp>
@@ -23,21 +25,18 @@
 #include <vector>
 
 namespace pp = courier::parcelport;
+using pp::test::failures;
 namespace wire = courier::parcelport::wire;
 namespace cs = courier::serialization;
 
 namespace {
 
-constexpr std::uint64_t token = 0x5eed;
-int failures = 0;
+template <class Until>
+bool pump_for(pp::transport& tp, Until&& until) {
+    return pp::test::pump(tp, until, std::chrono::seconds(20));
+}
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-            ++failures;                                                                            \
-        }                                                                                          \
-    } while (0)
+constexpr std::uint64_t token = 0x5eed;
 
 wire::header header(std::uint8_t kind, std::uint32_t chunks, std::uint64_t index_size,
                     std::uint8_t flags = wire::index_inline) {
@@ -165,18 +164,6 @@ std::vector<forgery> forged_messages() {
     return f;
 }
 
-template <class Until>
-bool pump(pp::transport& tp, Until until) {
-    auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!until()) {
-        tp.progress();
-        if (std::chrono::steady_clock::now() > limit) {
-            return false;
-        }
-    }
-    return true;
-}
-
 int count(std::string const& text, std::string const& what) {
     int n = 0;
     for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
@@ -219,7 +206,7 @@ int main() {
             }
             auto [done, on_sent] = sent();
             tp->send(0, cs::save(std::string("real")), on_sent);
-            CHECK(pump(*tp, [&] { return *done && got.size() == 1; }));
+            CHECK(pump_for(*tp, [&] { return *done && got.size() == 1; }));
             if (got.size() == 1) {
                 std::string s;
                 cs::load(got[0].second, s);
@@ -233,7 +220,7 @@ int main() {
             int saved = ::dup(2);
             ::dup2(fd, 2);
             bool arrived =
-                pump(*tp, [&] { return !got.empty() && tp->stats().rma_bytes_read >= 64; });
+                pump_for(*tp, [&] { return !got.empty() && tp->stats().rma_bytes_read >= 64; });
             std::fflush(stderr);
             ::dup2(saved, 2);
             ::close(saved);
@@ -275,7 +262,7 @@ int main() {
             CHECK(tp->stats().messages_received == 1);
             auto [done, on_sent] = sent();
             tp->send(1, cs::save(std::string("still answering")), on_sent);
-            CHECK(pump(*tp, [&] { return *done; }));
+            CHECK(pump_for(*tp, [&] { return *done; }));
         }
         got.clear();
         pp::mpi_allgather({}); // both sides done before either transport closes

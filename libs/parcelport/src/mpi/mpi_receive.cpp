@@ -113,9 +113,8 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
         } else if (in->error != MPI_SUCCESS) {
             in->next = in->pieces.size(); // a failed parcel posts nothing more
         }
-        if (in->holds_tag && in->next == in->pieces.size()) {
-            held_tags_.erase(tag_key(in->mpi_source, in->tag)); // the next with it may go
-            in->holds_tag = false;
+        if (in->next == in->pieces.size()) {
+            drop_tag(*in); // every receive posted: the next parcel with its tag may go
         }
         if (in->pending == 0) {
             finish(std::unique_ptr<incoming>(in));
@@ -329,9 +328,8 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
                     in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
                 }
             }
-            unlanded_.reserve(unlanded_.size() + 1);
-            held_tags_.insert(tag_key(mpi_source, tag)); // until land() posts its receives
-            in->holds_tag = true;
+            room_for_one(unlanded_);
+            hold_tag(*in); // until land() posts its receives
             ++receiving_;
             receiving_bytes_ += in->bytes;
             unlanded_.push_back(std::move(in)); // reserved: does not throw
@@ -383,10 +381,7 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in) noexcept {
     } catch (std::exception const&) {
         rc = MPI_ERR_NO_MEM;
         in->next = in->pieces.size(); // nothing more is posted
-        if (in->holds_tag) {
-            held_tags_.erase(tag_key(in->mpi_source, in->tag));
-            in->holds_tag = false;
-        }
+        drop_tag(*in);
     }
     if (rc != MPI_SUCCESS) {
         // The receives posted stay (MPI may write into their buffers): the parcel is
@@ -406,6 +401,17 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in) noexcept {
 void mpi_transport::release(incoming& in) noexcept {
     --receiving_;
     receiving_bytes_ -= in.bytes;
+    drop_tag(in);
+}
+
+void mpi_transport::hold_tag(incoming& in) {
+    if (!in.holds_tag) {
+        held_tags_.insert(tag_key(in.mpi_source, in.tag));
+        in.holds_tag = true;
+    }
+}
+
+void mpi_transport::drop_tag(incoming& in) noexcept {
     if (in.holds_tag) {
         held_tags_.erase(tag_key(in.mpi_source, in.tag));
         in.holds_tag = false;
@@ -413,13 +419,10 @@ void mpi_transport::release(incoming& in) noexcept {
 }
 
 void mpi_transport::update_tag(incoming& in) {
-    bool const more = in.next < in.pieces.size();
-    if (more && !in.holds_tag) {
-        held_tags_.insert(tag_key(in.mpi_source, in.tag));
-        in.holds_tag = true;
-    } else if (!more && in.holds_tag) {
-        held_tags_.erase(tag_key(in.mpi_source, in.tag));
-        in.holds_tag = false;
+    if (in.next < in.pieces.size()) {
+        hold_tag(in);
+    } else {
+        drop_tag(in);
     }
 }
 
@@ -430,8 +433,8 @@ int mpi_transport::post_pieces(incoming& in) {
             return MPI_SUCCESS; // the rest as these complete
         }
         // Room first: a request MPI holds is always recorded.
-        reqs_.reserve(reqs_.size() + 1);
-        owners_.reserve(owners_.size() + 1);
+        room_for_one(reqs_);
+        room_for_one(owners_);
         MPI_Request q = MPI_REQUEST_NULL;
         int rc = MPI_Irecv(pc.p, pc.count, MPI_BYTE, in.mpi_source, in.tag, comm_, &q);
         if (rc != MPI_SUCCESS) {

@@ -283,9 +283,19 @@ private:
     bool tag_held(int mpi_source, int tag) const {
         return !held_tags_.empty() && held_tags_.count(tag_key(mpi_source, tag)) != 0;
     }
-    /// Puts `in` in held_tags_ while it has receives to post, and takes it out once it has
-    /// none (every receive posted, or the rest given up). Throws only std::bad_alloc.
+    /// Puts `in`'s tag in held_tags_ (throws only std::bad_alloc) / takes it out.
+    void hold_tag(incoming& in);
+    void drop_tag(incoming& in) noexcept;
+    /// Holds `in`'s tag while it has receives to post, drops it once it has none.
     void update_tag(incoming& in);
+    /// Capacity for one more element, grown geometrically (reserve(size() + 1) would allocate
+    /// at every call once full): a push_back after it does not throw.
+    template <class V>
+    static void room_for_one(V& v) {
+        if (v.size() == v.capacity()) {
+            v.reserve(std::max<std::size_t>(16, 2 * v.size()));
+        }
+    }
     /// Allocates the large landing buffers of the parcels in unlanded_ with the lock let go
     /// (`g`: held on entry and on return), then posts their receives: meanwhile other threads
     /// progress, and heartbeats leave.
