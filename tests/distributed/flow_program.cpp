@@ -12,6 +12,9 @@
 //   sequence, and an async_ordered after them runs last (ordered_plain: the same with plain
 //   calls, which promise no order: it shows what the ordered ones prevent; ordered_local: to
 //   locality 0 itself).
+// large_to_busy_receiver: a 64 MiB parcel to locality 1 while its one worker is busy for 3 s;
+//   run with a small read_piece and --courier:peer_timeout=2: no peer is declared failed, and
+//   the parcel arrives whole.
 // soak [SECONDS [PATTERNS]]: every locality sends checked calls of 8 B .. 1 MiB, bursts of posts,
 // ordered
 //   posts and fan-outs for SECONDS (default 10); nothing lost or wrong, and (in runs of 5
@@ -426,6 +429,50 @@ void scenario_busy_receiver(bool die) {
     }
 }
 
+std::uint64_t large_sum(courier::serialize_buffer<std::uint64_t> const& b) {
+    std::uint64_t h = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        h = h * 31 + b[i];
+    }
+    return h;
+}
+
+} // namespace
+
+COURIER_PLAIN_ACTION(large_sum, large_sum_action);
+
+namespace {
+
+/// A large parcel to a receiver whose one worker is busy for 3 s (its liveness thread still
+/// receives, a little each tick, and never lands a large parcel), in pieces of read_piece
+/// (run with a small one: thousands of pieces), under --courier:peer_timeout=2: the peers'
+/// heartbeats pass meanwhile (neither is declared failed), then the parcel arrives whole.
+void scenario_large_to_busy_receiver() {
+    auto there = courier::find_all_localities()[1];
+    std::vector<std::uint64_t> v(std::size_t{8} << 20); // 64 MiB
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        v[i] = i * 2654435761u;
+    }
+    courier::serialize_buffer<std::uint64_t> b(v.data(), v.size(),
+                                               courier::serialize_buffer<std::uint64_t>::reference);
+    auto t0 = clock_type::now();
+    courier::post<occupy_action>(there, 3.0, false);
+    while (!g_occupied.load()) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    try {
+        auto remote = courier::async<large_sum_action>(there, b).get();
+        double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+        std::printf("large_to_busy_receiver: 64 MiB arrived after %.2f s, sum %s\n", s,
+                    remote == large_sum(b) ? "matches" : "DIFFERS");
+        CHECK(remote == large_sum(b));
+        CHECK(s > 2.5); // it waited for the busy worker
+    } catch (courier::network_error const& e) {
+        std::printf("large_to_busy_receiver: network_error: %s\n", e.what());
+        CHECK(false);
+    }
+}
+
 /// 20,000 ordered calls of mixed sizes (coalesced, eager, RMA read) from two Courier threads
 /// alternately taking the next number, then an ordered async: every call ran alone and in
 /// sequence, and the async came last. `plain`: the same with post/async (no promise).
@@ -476,6 +523,8 @@ int courier_main(int argc, char** argv) {
     } else if (scenario == "ordered" || scenario == "ordered_plain" ||
                scenario == "ordered_local") {
         scenario_ordered(scenario == "ordered_plain", scenario == "ordered_local");
+    } else if (scenario == "large_to_busy_receiver") {
+        scenario_large_to_busy_receiver();
     } else if (scenario == "busy_receiver" || scenario == "receiver_dies") {
         scenario_busy_receiver(scenario == "receiver_dies");
     } else {

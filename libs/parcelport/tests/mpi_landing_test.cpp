@@ -15,8 +15,10 @@
 // (transport_options::mpi_data_tags) and 4 KiB pieces, locality 1 sends a 1 MiB parcel (256
 // pieces, posted by the receiver a few at a time) and right after it 40 parcels of 16 KiB:
 // every other one has the large parcel's tag while its pieces are still being posted, and MPI
-// would match a later parcel's receives with the large parcel's remaining pieces. Every parcel
-// must arrive whole.
+// would match a later parcel's receives with the large parcel's remaining pieces. The sender,
+// too, posts a large parcel's pieces a few at a time, and a later parcel with its tag posted
+// meanwhile would put its pieces among them (0 of 41 whole when the sender did not hold the tag).
+// Every parcel must arrive whole.
 #include "mpi_check.hpp"
 
 #include <courier/common/log.hpp>

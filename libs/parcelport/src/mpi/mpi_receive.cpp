@@ -50,7 +50,28 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
         if (err != MPI_SUCCESS && out->error == MPI_SUCCESS) {
             out->error = err;
         }
-        if (--out->pending == 0) {
+        --out->pending;
+        out->posted_bytes -= static_cast<std::size_t>(o.expected);
+        if (out->error == MPI_SUCCESS && closed_ && !out->unposted().empty()) {
+            out->error = MPI_ERR_OTHER; // closing: the rest is not posted
+        }
+        if (out->error != MPI_SUCCESS) {
+            out->stop_posting();
+        } else if (o.expected != 0) {
+            // The next data messages (test_requests keeps requests appended while it
+            // dispatches).
+            thread_local std::vector<posted_send> more;
+            more.clear();
+            int rc = post_data(*out, more);
+            add_sends(*out, more);
+            if (rc != MPI_SUCCESS) {
+                out->error = rc;
+            }
+        }
+        if (out->unposted().empty()) {
+            drop_posting_tag(*out); // every data message posted: the tag may go to another
+        }
+        if (out->pending == 0 && out->unposted().empty()) {
             --sends_in_flight_;
             --in_flight_to_[out->dest];
             sent_.emplace_back(out);

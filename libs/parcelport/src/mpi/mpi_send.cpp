@@ -56,15 +56,42 @@ void mpi_transport::post_batch(std::uint32_t dest, std::unique_lock<std::mutex>&
         backlog_.push_back(std::move(out));
         return;
     }
-    post(std::move(out), g);
+    post(std::move(out), g); // a batch has no data: never held back
 }
 
-void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g) {
-    int tag = 0;
-    if (out->has_data) {
-        tag = first_data_tag + static_cast<int>(next_tag_[out->dest]++ % data_tags_);
+bool mpi_transport::pick_tag(outgoing& out) noexcept {
+    for (std::uint32_t i = 0; i < data_tags_; ++i) {
+        int const tag = first_data_tag + static_cast<int>(next_tag_[out.dest]++ % data_tags_);
+        if (std::find(posting_tags_.begin(), posting_tags_.end(), std::pair{out.dest, tag}) ==
+            posting_tags_.end()) {
+            out.tag = tag;
+            out.holds_tag = true;
+            // Room reserved for every send in flight (set_peers): no allocation.
+            posting_tags_.emplace_back(out.dest, tag);
+            return true;
+        }
     }
-    std::uint64_t id = static_cast<std::uint64_t>(tag);
+    return false;
+}
+
+void mpi_transport::drop_posting_tag(outgoing& out) noexcept {
+    if (!out.holds_tag) {
+        return;
+    }
+    out.holds_tag = false;
+    auto it = std::find(posting_tags_.begin(), posting_tags_.end(), std::pair{out.dest, out.tag});
+    if (it != posting_tags_.end()) {
+        *it = posting_tags_.back();
+        posting_tags_.pop_back();
+    }
+}
+
+bool mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g) {
+    if (out->has_data && !pick_tag(*out)) {
+        backlog_.push_front(std::move(out)); // once an earlier message frees a tag
+        return false;
+    }
+    std::uint64_t id = static_cast<std::uint64_t>(out->tag);
     std::memcpy(out->eager.get() + offsetof(wire::header, send_id), &id, sizeof id);
     ++sends_in_flight_;
     ++in_flight_to_[out->dest];
@@ -79,23 +106,22 @@ void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mu
         // registers, if it must, by itself.
         stats_.pool_chunks_sent += c.type == chunk_type::rma && c.size != 0;
     }
-    thread_local std::vector<MPI_Request> reqs;
+    thread_local std::vector<posted_send> reqs;
     reqs.clear();
     outgoing* o = out.release();
     if (multiple_) {
         g.unlock();
     }
-    int rc = isend(*o, tag, reqs);
+    int rc = isend(*o, reqs);
     if (bell_ && rc == MPI_SUCCESS && bell_->ring(o->dest)) {
         ++rings_;
     }
     if (multiple_) {
         g.lock();
     }
-    o->pending = reqs.size();
-    for (auto r : reqs) {
-        reqs_.push_back(r);
-        owners_.push_back({req_kind::send, 0, o});
+    add_sends(*o, reqs);
+    if (o->unposted().empty()) {
+        drop_posting_tag(*o);
     }
     if (rc != MPI_SUCCESS) {
         o->error = rc;
@@ -105,40 +131,97 @@ void mpi_transport::post(std::unique_ptr<outgoing> out, std::unique_lock<std::mu
             sent_.emplace_back(o);
         }
     }
+    return true;
 }
 
-int mpi_transport::isend(outgoing& out, int tag, std::vector<MPI_Request>& reqs) {
+void mpi_transport::add_sends(outgoing& out, std::vector<posted_send> const& reqs) noexcept {
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        try {
+            room_for_one(reqs_);
+            room_for_one(owners_);
+        } catch (std::exception const&) {
+            // Requests MPI holds but this transport cannot track: the message never
+            // completes, so its buffers stay for MPI, and its sender is never told.
+            out.pending += reqs.size() - i;
+            out.stop_posting();
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "MPI: out of memory recording a send to locality {}: "
+                                   "it never completes",
+                                   out.dest);
+            return;
+        }
+        reqs_.push_back(reqs[i].req);
+        owners_.push_back({req_kind::send, reqs[i].count, &out});
+        ++out.pending;
+    }
+}
+
+int mpi_transport::isend(outgoing& out, std::vector<posted_send>& reqs) noexcept {
+    if (!reserve_one(out, reqs)) {
+        return MPI_ERR_NO_MEM;
+    }
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = MPI_Isend(out.eager.get(), static_cast<int>(out.eager_size), MPI_BYTE, out.mpi_dest,
                        header_tag, comm_, &r);
     if (rc != MPI_SUCCESS) {
+        out.stop_posting();
         return rc;
     }
-    reqs.push_back(r);
-    auto send_bytes = [&](std::byte const* p, std::size_t n) {
-        for (std::size_t done = 0; done < n; done += piece_) {
-            int count = static_cast<int>(std::min(piece_, n - done));
-            MPI_Request q = MPI_REQUEST_NULL;
-            int e = MPI_Isend(p + done, count, MPI_BYTE, out.mpi_dest, tag, comm_, &q);
-            if (e != MPI_SUCCESS) {
-                return e;
+    reqs.push_back({r, 0});
+    return post_data(out, reqs);
+}
+
+std::span<std::byte const> outgoing::unposted() {
+    auto const& cs = msg.chunks();
+    for (; seg <= cs.size(); ++seg, seg_off = 0) {
+        std::span<std::byte const> s;
+        if (seg < cs.size()) {
+            if (cs[seg].type == chunk_type::index) {
+                continue;
             }
-            reqs.push_back(q);
+            s = {cs[seg].address, cs[seg].size};
+        } else if (!index_inline) {
+            s = msg.data();
         }
-        return MPI_SUCCESS;
-    };
-    for (auto const& c : out.msg.chunks()) {
-        if (c.type != chunk_type::index && c.size != 0) {
-            if ((rc = send_bytes(c.address, c.size)) != MPI_SUCCESS) {
-                return rc;
-            }
+        if (seg_off < s.size()) {
+            return s.subspan(seg_off);
         }
     }
-    if (!out.index_inline) {
-        auto data = out.msg.data();
-        rc = send_bytes(data.data(), data.size());
+    return {};
+}
+
+bool mpi_transport::reserve_one(outgoing& out, std::vector<posted_send>& reqs) noexcept {
+    try {
+        room_for_one(reqs);
+        return true;
+    } catch (std::exception const&) {
+        out.stop_posting();
+        return false;
     }
-    return rc;
+}
+
+int mpi_transport::post_data(outgoing& out, std::vector<posted_send>& reqs) noexcept {
+    for (auto rest = out.unposted(); !rest.empty(); rest = out.unposted()) {
+        std::size_t const n = std::min(piece_, rest.size());
+        if (out.posted_bytes != 0 && out.posted_bytes + n > 2 * piece_) {
+            return MPI_SUCCESS; // the rest as these complete
+        }
+        if (!reserve_one(out, reqs)) { // a request MPI holds is always recorded
+            return MPI_ERR_NO_MEM;
+        }
+        MPI_Request q = MPI_REQUEST_NULL;
+        int rc =
+            MPI_Isend(rest.data(), static_cast<int>(n), MPI_BYTE, out.mpi_dest, out.tag, comm_, &q);
+        if (rc != MPI_SUCCESS) {
+            out.stop_posting();
+            return rc;
+        }
+        reqs.push_back({q, static_cast<int>(n)});
+        out.seg_off += n;
+        out.posted_bytes += n;
+    }
+    return MPI_SUCCESS;
 }
 
 } // namespace courier::parcelport::mpi_pp

@@ -102,6 +102,7 @@ void mpi_transport::set_peers(std::vector<std::vector<std::byte>> const& address
     my_rank_ = my_rank;
     next_tag_.assign(addresses.size(), 0);
     in_flight_to_.assign(addresses.size(), 0);
+    posting_tags_.reserve(max_sends_in_flight);
     batches_ = std::vector<open_batch>(addresses.size());
 }
 
@@ -225,7 +226,9 @@ bool mpi_transport::progress() {
     while (!backlog_.empty() && sends_in_flight_ < max_sends_in_flight) {
         auto out = std::move(backlog_.front());
         backlog_.pop_front();
-        post(std::move(out), g);
+        if (!post(std::move(out), g)) {
+            break; // every data tag to its destination is held: later
+        }
         any = true;
     }
     // Headers first, then completions: MPI progresses the sends' completions during the

@@ -95,8 +95,22 @@ struct outgoing : courier::detail::pooled {
     bool has_data = false;   // data messages follow the header (it carries their tag)
     std::size_t pending = 0; // requests not yet completed
     int error = MPI_SUCCESS;
+    int tag = 0;            // the data messages' tag
+    bool holds_tag = false; // in posting_tags_: data messages still to post
+    /// The data messages not posted yet start at byte `seg_off` of segment `seg` (the chunks
+    /// other than the index, in order, then the index when it travels as data); at most a
+    /// window's bytes are posted and not completed (`posted_bytes`; mpi_transport::post_data).
+    std::size_t seg = 0;
+    std::size_t seg_off = 0;
+    std::size_t posted_bytes = 0;
     /// A coalesced message (kind batch): each of its parcels' on_sent.
     std::vector<transport::sent_handler> handlers;
+
+    /// The rest of the segment the data messages not yet posted start in; empty once every
+    /// one is posted (or posting stopped).
+    std::span<std::byte const> unposted();
+    /// Posts no more data messages (an error, or closing).
+    void stop_posting() noexcept { seg = msg.chunks().size() + 1; }
 
     /// Runs on_sent, or each batched parcel's.
     void complete(std::error_code ec) {
@@ -162,8 +176,14 @@ struct header_buffer : courier::detail::pooled {
 enum class req_kind : std::uint8_t { send, header, data };
 struct req_owner {
     req_kind kind;
-    int expected; // data: the bytes the message must carry (a shorter one completes too)
+    int expected; // data: the bytes the message must carry (a shorter one completes too);
+                  // send: the bytes of a data message, 0 for a header or batch
     void* p;
+};
+/// A request posted for an outgoing message, before it joins reqs_ (under the lock).
+struct posted_send {
+    MPI_Request req;
+    int count; // a data message's bytes, 0 for the header
 };
 
 class mpi_transport final : public transport {
@@ -222,10 +242,30 @@ private:
     void post_batch(std::uint32_t dest, std::unique_lock<std::mutex>& g);
 
     /// Posts `out`'s header and data messages. Called with the lock held; with
-    /// MPI_THREAD_MULTIPLE the MPI calls are made without it.
-    void post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g);
+    /// MPI_THREAD_MULTIPLE the MPI calls are made without it. False: every data tag to its
+    /// destination is held, and `out` waits at the front of the backlog.
+    bool post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g);
+    /// Gives `out` the next data tag of its destination's cycle that no earlier message still
+    /// posting data messages to it holds, and holds it (posting_tags_). MPI matches one
+    /// sender's messages with a tag in the order they were posted: a later message's pieces
+    /// posted between an earlier one's would take the receives the receiver posts for the
+    /// earlier one.
+    bool pick_tag(outgoing& out) noexcept;
+    void drop_posting_tag(outgoing& out) noexcept;
 
-    int isend(outgoing& out, int tag, std::vector<MPI_Request>& reqs);
+    /// Posts `out`'s header and its first data messages (post_data).
+    int isend(outgoing& out, std::vector<posted_send>& reqs) noexcept;
+    /// Posts `out`'s next data messages, each at most read_piece bytes, while those posted and
+    /// not completed stay within two pieces (one at least). The receiver posts a piece at a
+    /// time; the next one announced keeps it busy. Posting all at once (2 GiB: 257 pieces)
+    /// queued that many rendezvous headers at the receiver, ahead of every later message
+    /// (heartbeats): a receiver progressing only on its liveness thread's ticks, its workers
+    /// busy, drained them over seconds, and the sender declared it failed.
+    int post_data(outgoing& out, std::vector<posted_send>& reqs) noexcept;
+    /// Room in `reqs` for one more, or `out` posts no more (out of memory).
+    static bool reserve_one(outgoing& out, std::vector<posted_send>& reqs) noexcept;
+    /// Adds the requests posted for `out` to reqs_ (lock held).
+    void add_sends(outgoing& out, std::vector<posted_send> const& reqs) noexcept;
 
     /// Completed requests: sends finish, headers are taken apart, parcels become ready.
     bool test_requests();
@@ -373,6 +413,8 @@ private:
     /// tag_key()s of parcels with receives not yet posted (post_pieces, land).
     std::unordered_set<std::uint64_t> held_tags_;
     std::uint32_t data_tags_ = data_tags;
+    /// (destination, tag) of the messages with data messages still to post (pick_tag).
+    std::vector<std::pair<std::uint32_t, int>> posting_tags_;
     std::vector<std::unique_ptr<outgoing>> sent_;
     std::vector<std::pair<std::uint32_t, serialization::message>> ready_;
     std::vector<std::uint32_t> heard_;
