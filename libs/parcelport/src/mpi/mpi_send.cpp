@@ -64,9 +64,13 @@ bool mpi_transport::pick_tag(outgoing& out) noexcept {
         int const tag = first_data_tag + static_cast<int>(next_tag_[out.dest]++ % data_tags_);
         if (std::find(posting_tags_.begin(), posting_tags_.end(), std::pair{out.dest, tag}) ==
             posting_tags_.end()) {
+            try {
+                room_for_one(posting_tags_); // reserved for the sends in flight (set_peers)
+            } catch (std::exception const&) {
+                return false;
+            }
             out.tag = tag;
             out.holds_tag = true;
-            // Room reserved for every send in flight (set_peers): no allocation.
             posting_tags_.emplace_back(out.dest, tag);
             return true;
         }
@@ -79,6 +83,12 @@ void mpi_transport::drop_posting_tag(outgoing& out) noexcept {
         return;
     }
     out.holds_tag = false;
+    if (out.cut) {
+        // Stopped with data messages unposted: the receiver has a receive posted for the
+        // next one, which a later message's data with this tag would fill. The tag stays
+        // held: never used to this destination again.
+        return;
+    }
     auto it = std::find(posting_tags_.begin(), posting_tags_.end(), std::pair{out.dest, out.tag});
     if (it != posting_tags_.end()) {
         *it = posting_tags_.back();
@@ -204,10 +214,10 @@ bool mpi_transport::reserve_one(outgoing& out, std::vector<posted_send>& reqs) n
 int mpi_transport::post_data(outgoing& out, std::vector<posted_send>& reqs) noexcept {
     for (auto rest = out.unposted(); !rest.empty(); rest = out.unposted()) {
         std::size_t const n = std::min(piece_, rest.size());
-        if (out.posted_bytes != 0 && out.posted_bytes + n > 2 * piece_) {
+        if (out.posted_bytes != 0 && out.posted_bytes + n > send_window * piece_) {
             return MPI_SUCCESS; // the rest as these complete
         }
-        if (!reserve_one(out, reqs)) { // a request MPI holds is always recorded
+        if (!reserve_one(out, reqs)) { // room before MPI holds a request
             return MPI_ERR_NO_MEM;
         }
         MPI_Request q = MPI_REQUEST_NULL;

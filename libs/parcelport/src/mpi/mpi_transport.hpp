@@ -6,11 +6,11 @@
 // Sender: a header message (tag 1) in the eager message format (eager_writer.hpp; send_id = the
 // data tag; keys 0, addresses the chunks' offsets within a cache line), the index inline up to the
 // eager threshold; then an MPI_Isend of each pointer/rma chunk, and of a larger index, from the
-// caller's memory with the data tag, in pieces of read_piece (MPI counts are int); on_sent once
-// every MPI_Isend completed. Receiver: MPI_Improbe(any source, tag 1) + MPI_Imrecv, the checks of
-// received_parts.hpp, a landing buffer per pointer/rma chunk (rma chunks: rma pool memory), an
-// MPI_Irecv into each from the sender with the data tag, a piece at a time past read_piece
-// bytes (below); all received: deliver.
+// caller's memory with the data tag, in pieces of read_piece (MPI counts are int), up to
+// send_window pieces ahead of those completed; on_sent once every MPI_Isend completed. Receiver:
+// MPI_Improbe(any source, tag 1) + MPI_Imrecv, the checks of received_parts.hpp, a landing buffer
+// per pointer/rma chunk (rma chunks: rma pool memory), an MPI_Irecv into each from the sender with
+// the data tag, a piece at a time past read_piece bytes (below); all received: deliver.
 #pragma once
 #include "../batch_reader.hpp"
 #include "../doorbell.hpp"
@@ -60,6 +60,11 @@ constexpr std::uint32_t data_tags = 32000;
 constexpr std::size_t max_sends_in_flight = 1024;
 /// Headers taken from MPI per progress() pass at most.
 constexpr int max_probes_per_pass = 64;
+/// A sender's pieces of one parcel posted and not completed at most (post_data): few enough
+/// that their rendezvous headers do not hold up later messages (heartbeats) at a receiver that
+/// progresses rarely, enough that a sender whose workers compute without yielding still moves
+/// 64 MiB (8 MiB pieces) per liveness tick.
+constexpr std::size_t send_window = 8;
 /// The landing buffers of a parcel with at least this many bytes to receive are allocated
 /// without the transport's lock (land()), by a thread not marked short_progress_only() (the
 /// liveness thread's heartbeats would wait). Allocating can take long: AddressSanitizer writes
@@ -97,6 +102,7 @@ struct outgoing : courier::detail::pooled {
     int error = MPI_SUCCESS;
     int tag = 0;            // the data messages' tag
     bool holds_tag = false; // in posting_tags_: data messages still to post
+    bool cut = false;       // stopped with data messages unposted (drop_posting_tag)
     /// The data messages not posted yet start at byte `seg_off` of segment `seg` (the chunks
     /// other than the index, in order, then the index when it travels as data); at most a
     /// window's bytes are posted and not completed (`posted_bytes`; mpi_transport::post_data).
@@ -110,7 +116,10 @@ struct outgoing : courier::detail::pooled {
     /// one is posted (or posting stopped).
     std::span<std::byte const> unposted();
     /// Posts no more data messages (an error, or closing).
-    void stop_posting() noexcept { seg = msg.chunks().size() + 1; }
+    void stop_posting() noexcept {
+        cut = cut || !unposted().empty();
+        seg = msg.chunks().size() + 1;
+    }
 
     /// Runs on_sent, or each batched parcel's.
     void complete(std::error_code ec) {
@@ -241,9 +250,11 @@ private:
     /// Posts the open batch to `dest` (lock held).
     void post_batch(std::uint32_t dest, std::unique_lock<std::mutex>& g);
 
-    /// Posts `out`'s header and data messages. Called with the lock held; with
-    /// MPI_THREAD_MULTIPLE the MPI calls are made without it. False: every data tag to its
-    /// destination is held, and `out` waits at the front of the backlog.
+    /// Posts `out`'s header and its first data messages (post_data; the rest are posted as
+    /// those complete, under the lock). Called with the lock held; with MPI_THREAD_MULTIPLE
+    /// these first MPI calls are made without it. False: no data tag to its destination is free
+    /// (only with a few tags: transport_options::mpi_data_tags), and `out` waits at the front
+    /// of the backlog, every later message behind it.
     bool post(std::unique_ptr<outgoing> out, std::unique_lock<std::mutex>& g);
     /// Gives `out` the next data tag of its destination's cycle that no earlier message still
     /// posting data messages to it holds, and holds it (posting_tags_). MPI matches one
@@ -256,15 +267,17 @@ private:
     /// Posts `out`'s header and its first data messages (post_data).
     int isend(outgoing& out, std::vector<posted_send>& reqs) noexcept;
     /// Posts `out`'s next data messages, each at most read_piece bytes, while those posted and
-    /// not completed stay within two pieces (one at least). The receiver posts a piece at a
-    /// time; the next one announced keeps it busy. Posting all at once (2 GiB: 257 pieces)
+    /// not completed stay within send_window pieces (one at least). The receiver posts a piece
+    /// at a time; the next ones announced keep it busy. Posting all at once (2 GiB: 257 pieces)
     /// queued that many rendezvous headers at the receiver, ahead of every later message
     /// (heartbeats): a receiver progressing only on its liveness thread's ticks, its workers
     /// busy, drained them over seconds, and the sender declared it failed.
     int post_data(outgoing& out, std::vector<posted_send>& reqs) noexcept;
     /// Room in `reqs` for one more, or `out` posts no more (out of memory).
     static bool reserve_one(outgoing& out, std::vector<posted_send>& reqs) noexcept;
-    /// Adds the requests posted for `out` to reqs_ (lock held).
+    /// Adds the requests posted for `out` to reqs_ (lock held). Out of memory, the requests
+    /// not recorded keep `out` pending for good (MPI may still read its buffers): it is never
+    /// completed and stays among the sends in flight, and the rest of it is never posted.
     void add_sends(outgoing& out, std::vector<posted_send> const& reqs) noexcept;
 
     /// Completed requests: sends finish, headers are taken apart, parcels become ready.
@@ -413,7 +426,8 @@ private:
     /// tag_key()s of parcels with receives not yet posted (post_pieces, land).
     std::unordered_set<std::uint64_t> held_tags_;
     std::uint32_t data_tags_ = data_tags;
-    /// (destination, tag) of the messages with data messages still to post (pick_tag).
+    /// (destination, tag) of the messages with data messages still to post (pick_tag), and of
+    /// those cut short (outgoing::cut), for good.
     std::vector<std::pair<std::uint32_t, int>> posting_tags_;
     std::vector<std::unique_ptr<outgoing>> sent_;
     std::vector<std::pair<std::uint32_t, serialization::message>> ready_;
