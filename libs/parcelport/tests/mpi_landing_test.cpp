@@ -12,13 +12,14 @@
 // buffer is being allocated.
 //
 // "tags": parcels that share a sender and a data tag are received in order. With 2 data tags
-// (transport_options::mpi_data_tags) and 4 KiB pieces, locality 1 sends a 1 MiB parcel (256
-// pieces, posted by the receiver a few at a time) and right after it 40 parcels of 16 KiB:
-// every other one has the large parcel's tag while its pieces are still being posted, and MPI
-// would match a later parcel's receives with the large parcel's remaining pieces. The sender,
-// too, posts a large parcel's pieces a few at a time, and a later parcel with its tag posted
-// meanwhile would put its pieces among them (0 of 41 whole when the sender did not hold the tag).
-// Every parcel must arrive whole.
+// (transport_options::mpi_data_tags) and 4 KiB pieces, locality 1 sends two 1 MiB parcels (256
+// pieces each, posted by the receiver a few at a time) and right after them 39 parcels of
+// 16 KiB: a follower can have a large parcel's tag while its pieces are still being posted,
+// and MPI would match a later parcel's receives with the large parcel's remaining pieces. The
+// sender, too, posts a large parcel's pieces a few at a time, and a later parcel with its tag
+// posted meanwhile would put its pieces among them (0 of 41 whole when the sender did not hold
+// the tag); while both large parcels post theirs, both tags are held and the followers wait in
+// the sender's backlog. Every parcel must arrive whole.
 #include "mpi_check.hpp"
 
 #include <courier/common/log.hpp>
@@ -187,13 +188,17 @@ void slow_landing(pp::transport& tp, std::shared_ptr<state> const& st, int rank)
     CHECK(pump_for(tp, [&] { return st->in_flight.load() == 0; }));
 }
 
-constexpr int followers = 40;
+constexpr int larges = 2, followers = 40;
 constexpr std::size_t large_size = std::size_t{1} << 20, follower_size = 16384;
 
 void same_tags(pp::transport& tp, std::shared_ptr<state> const& st, int rank) {
     if (rank == 1) {
-        send(tp, st, 0, numbered, 0, patterned(large_size, 0));
-        for (int i = 1; i <= followers; ++i) {
+        // Two large ones: while both post their pieces, both tags are held by the sender, and
+        // the followers wait in its backlog for one of them.
+        for (int i = 0; i < larges; ++i) {
+            send(tp, st, 0, numbered, i, patterned(large_size, static_cast<std::size_t>(i)));
+        }
+        for (int i = larges; i <= followers; ++i) {
             send(tp, st, 0, numbered, i, patterned(follower_size, static_cast<std::size_t>(i)));
         }
         CHECK(pump_for(tp, [&] { return st->stopped.load() && st->in_flight.load() == 0; }));
@@ -209,7 +214,7 @@ void same_tags(pp::transport& tp, std::shared_ptr<state> const& st, int rank) {
         std::lock_guard g(st->m);
         for (int i = 0; i <= followers; ++i) {
             auto it = st->numbered.find(i);
-            std::size_t n = i == 0 ? large_size : follower_size;
+            std::size_t n = i < larges ? large_size : follower_size;
             std::size_t w = it == st->numbered.end()
                                 ? n
                                 : differing(it->second, n, static_cast<std::size_t>(i));

@@ -65,7 +65,7 @@ bool mpi_transport::pick_tag(outgoing& out) noexcept {
         if (std::find(posting_tags_.begin(), posting_tags_.end(), std::pair{out.dest, tag}) ==
             posting_tags_.end()) {
             try {
-                room_for_one(posting_tags_); // reserved for the sends in flight (set_peers)
+                room_for_one(posting_tags_);
             } catch (std::exception const&) {
                 return false;
             }

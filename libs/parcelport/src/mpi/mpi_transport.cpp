@@ -102,7 +102,6 @@ void mpi_transport::set_peers(std::vector<std::vector<std::byte>> const& address
     my_rank_ = my_rank;
     next_tag_.assign(addresses.size(), 0);
     in_flight_to_.assign(addresses.size(), 0);
-    posting_tags_.reserve(max_sends_in_flight);
     batches_ = std::vector<open_batch>(addresses.size());
 }
 
