@@ -15,6 +15,10 @@
 // large_to_busy_receiver: a 64 MiB parcel to locality 1 while its one worker is busy for 3 s;
 //   run with a small read_piece and --courier:peer_timeout=2: no peer is declared failed, and
 //   the parcel arrives whole.
+// refused: run with --courier:max_parcel_size=65536: calls, replies, posts and ordered calls
+//   over it fail with an error saying so (none hangs), and those under it arrive whole.
+// refused_no_memory: locality 1 limits its address space; a 512 MiB argument fails with "no
+//   memory" instead of hanging, and a later 16 MiB one arrives whole.
 // soak [SECONDS [PATTERNS]]: every locality sends checked calls of 8 B .. 1 MiB, bursts of posts,
 // ordered
 //   posts and fan-outs for SECONDS (default 10); nothing lost or wrong, and (in runs of 5
@@ -473,6 +477,154 @@ void scenario_large_to_busy_receiver() {
     }
 }
 
+// Refused parcels: larger than --courier:max_parcel_size, or than what the receiver can allocate.
+std::mutex g_marks_mutex;
+std::vector<long> g_marks;
+
+void ordered_mark(long i, courier::serialize_buffer<std::uint64_t> const&) {
+    std::lock_guard g(g_marks_mutex);
+    g_marks.push_back(i);
+}
+
+std::vector<long> ordered_marks() {
+    std::lock_guard g(g_marks_mutex);
+    return g_marks;
+}
+
+courier::serialize_buffer<std::uint64_t> make_large(std::size_t n) {
+    courier::serialize_buffer<std::uint64_t> b(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        b[i] = i * 40503u;
+    }
+    return b;
+}
+
+std::size_t vm_size_bytes() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    std::size_t kib = 0;
+    char line[256];
+    while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "VmSize: %zu kB", &kib) == 1) {
+            break;
+        }
+    }
+    if (f != nullptr) {
+        std::fclose(f);
+    }
+    return kib * 1024;
+}
+
+rlimit g_saved_as{};
+
+/// Limits this process's address space to what it maps now plus `headroom` bytes (0: lifts
+/// the limit again): a landing buffer larger than that cannot be allocated.
+bool limit_memory(std::size_t headroom) {
+    if (headroom == 0) {
+        return ::setrlimit(RLIMIT_AS, &g_saved_as) == 0;
+    }
+    ::getrlimit(RLIMIT_AS, &g_saved_as);
+    rlimit r = g_saved_as;
+    r.rlim_cur = vm_size_bytes() + headroom;
+    return ::setrlimit(RLIMIT_AS, &r) == 0;
+}
+
+} // namespace
+
+COURIER_PLAIN_ACTION(ordered_mark, ordered_mark_action);
+COURIER_PLAIN_ACTION(ordered_marks, ordered_marks_action);
+COURIER_PLAIN_ACTION(make_large, make_large_action);
+COURIER_PLAIN_ACTION(limit_memory, limit_memory_action);
+
+namespace {
+
+courier::serialize_buffer<std::uint64_t> filled(std::size_t n, std::uint64_t seed) {
+    courier::serialize_buffer<std::uint64_t> b(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        b[i] = (i + seed) * 2654435761u;
+    }
+    return b;
+}
+
+/// A call that must fail because its parcel is refused: true if it threw an error containing
+/// `why`. Every way: the call's future, within a bounded time (the test's timeout).
+template <class F>
+bool fails_with(F&& call, char const* why) {
+    try {
+        call();
+        std::printf("refused: a call that should fail succeeded\n");
+    } catch (std::exception const& e) {
+        if (std::string(e.what()).find(why) != std::string::npos) {
+            return true;
+        }
+        std::printf("refused: failed with another error: %s\n", e.what());
+    }
+    return false;
+}
+
+/// Run with --courier:max_parcel_size=65536: calls, replies, posts and ordered calls of 128 KiB
+/// fail with an error saying why, and the 32 KiB ones between them arrive whole (1100 rounds:
+/// more than the MPI parcelport's 1024 data tags, so every tag is reused after a refusal).
+void scenario_refused() {
+    auto there = courier::find_all_localities()[1];
+    constexpr std::size_t big = 16384, small = 4096; // elements: 128 KiB and 32 KiB
+    constexpr int rounds = 1100;
+    int refused = 0, whole = 0;
+    auto t0 = clock_type::now();
+    for (int i = 0; i < rounds; ++i) {
+        auto b = filled(big, static_cast<std::uint64_t>(i));
+        refused += fails_with([&] { courier::async<large_sum_action>(there, b).get(); },
+                              "over the receiver's limit of 65536 bytes");
+        auto s = filled(small, static_cast<std::uint64_t>(i));
+        whole += courier::async<large_sum_action>(there, s).get() == large_sum(s);
+    }
+    std::printf("refused: %d of %d calls of 128 KiB refused, %d of %d of 32 KiB whole, in %.2f s\n",
+                refused, rounds, whole, rounds,
+                std::chrono::duration<double>(clock_type::now() - t0).count());
+    CHECK(refused == rounds);
+    CHECK(whole == rounds);
+    // A reply over the caller's limit fails the caller's future; one under it arrives.
+    CHECK(fails_with([&] { courier::async<make_large_action>(there, big).get(); },
+                     "was not received: its 131072 bytes of chunks are over the receiver's "
+                     "limit"));
+    auto r = courier::async<make_large_action>(there, small).get();
+    CHECK(r.size() == small && r[small - 1] == (small - 1) * 40503u);
+    // A refused post is reported where it was refused; later calls are not held up.
+    courier::post<large_sum_action>(there, filled(big, 7));
+    auto s = filled(small, 8);
+    CHECK(courier::async<large_sum_action>(there, s).get() == large_sum(s));
+    // An ordered stream goes on past a refused call.
+    courier::post_ordered<ordered_mark_action>(there, 0L, filled(small, 0));
+    auto bad = courier::async_ordered<ordered_mark_action>(there, 1L, filled(big, 1));
+    courier::post_ordered<ordered_mark_action>(there, 2L, filled(small, 2));
+    auto marks = courier::async_ordered<ordered_marks_action>(there).get();
+    CHECK(fails_with([&] { bad.get(); }, "over the receiver's limit"));
+    CHECK((marks == std::vector<long>{0, 2}));
+    std::printf("refused: ordered calls that ran: %zu\n", marks.size());
+}
+
+/// Without a limit: locality 1 can map only 256 MiB more, and a 512 MiB argument fails with
+/// "no memory" instead of hanging its caller; a 16 MiB one after it arrives whole.
+void scenario_refused_no_memory() {
+    if (rss_unchecked != nullptr) {
+        std::printf("refused_no_memory: skipped: %s takes the address space a limit would "
+                    "bound\n",
+                    rss_unchecked);
+        return;
+    }
+    auto there = courier::find_all_localities()[1];
+    CHECK(courier::async<limit_memory_action>(there, std::size_t{256} << 20).get());
+    auto b = filled(std::size_t{64} << 20, 1); // 512 MiB
+    auto t0 = clock_type::now();
+    bool failed = fails_with([&] { courier::async<large_sum_action>(there, b).get(); },
+                             "the receiver had no memory for its 536870912 bytes");
+    std::printf("refused_no_memory: 512 MiB %s after %.2f s\n", failed ? "refused" : "NOT refused",
+                std::chrono::duration<double>(clock_type::now() - t0).count());
+    CHECK(failed);
+    auto s = filled(std::size_t{2} << 20, 2); // 16 MiB
+    CHECK(courier::async<large_sum_action>(there, s).get() == large_sum(s));
+    CHECK(courier::async<limit_memory_action>(there, std::size_t{0}).get());
+}
+
 /// 20,000 ordered calls of mixed sizes (coalesced, eager, RMA read) from two Courier threads
 /// alternately taking the next number, then an ordered async: every call ran alone and in
 /// sequence, and the async came last. `plain`: the same with post/async (no promise).
@@ -523,6 +675,10 @@ int courier_main(int argc, char** argv) {
     } else if (scenario == "ordered" || scenario == "ordered_plain" ||
                scenario == "ordered_local") {
         scenario_ordered(scenario == "ordered_plain", scenario == "ordered_local");
+    } else if (scenario == "refused") {
+        scenario_refused();
+    } else if (scenario == "refused_no_memory") {
+        scenario_refused_no_memory();
     } else if (scenario == "large_to_busy_receiver") {
         scenario_large_to_busy_receiver();
     } else if (scenario == "busy_receiver" || scenario == "receiver_dies") {

@@ -128,11 +128,29 @@ std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::s
     return pool.get(n, reused, align_like);
 }
 
+std::string over_receive_limit(std::uint64_t to_receive, std::size_t limit) {
+    if (limit == 0 || to_receive <= limit) {
+        return {};
+    }
+    return "its " + std::to_string(to_receive) +
+           " bytes of chunks are over the receiver's limit of " + std::to_string(limit) +
+           " bytes (--courier:max_parcel_size)";
+}
+
+std::string no_memory_to_receive(std::uint64_t bytes) {
+    return "the receiver had no memory for its " + std::to_string(bytes) +
+           " bytes of chunks (std::bad_alloc)";
+}
+
 std::optional<serialization::message>
 assemble_received(serialization::message&& m,
                   std::vector<serialization::serialization_chunk>&& chunks,
-                  std::vector<std::shared_ptr<std::byte[]>>& owners, std::uint32_t source) {
+                  std::vector<std::shared_ptr<std::byte[]>>& owners, std::uint32_t source,
+                  std::string const& refused) {
     try {
+        if (!refused.empty()) {
+            m.set_refusal(std::make_shared<std::string const>(refused));
+        }
         m.complete_parts(std::move(chunks));
     } catch (std::exception const& e) {
         static logging::rate_limit limit;

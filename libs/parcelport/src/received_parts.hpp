@@ -14,8 +14,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace courier::parcelport {
@@ -111,12 +113,56 @@ void received_chunks(wire::header const& h, std::span<wire::descriptor const> ds
     }
 }
 
+/// Why a parcel with `to_receive` bytes of chunks (and a non-inline index) is refused before
+/// anything lands: over `limit` (transport_options::max_parcel_bytes; 0: no limit). Empty when
+/// it is not.
+std::string over_receive_limit(std::uint64_t to_receive, std::size_t limit);
+
+/// The reason for a parcel refused because landing buffers for its `bytes` of chunks could not
+/// be allocated.
+std::string no_memory_to_receive(std::uint64_t bytes);
+
+/// received_chunks(), unless the parcel is refused: when `why` is not empty on entry (over the
+/// limit) or a landing buffer cannot be had (std::bad_alloc), no chunk lands (buffers taken
+/// already are given back) and every pointer and rma chunk is listed without an address; `why`
+/// then says why (for assemble_received, which marks the message: message::set_refusal). The
+/// transport still takes the parcel's bytes off the wire (into nothing, or a scratch buffer)
+/// and answers its sender as for any parcel, so that the call fails with an error on the
+/// receiving side instead of hanging on the sending one.
+template <class Land>
+void received_chunks_or_refused(wire::header const& h, std::span<wire::descriptor const> ds,
+                                Land&& land,
+                                std::vector<serialization::serialization_chunk>& chunks,
+                                std::vector<std::shared_ptr<std::byte[]>>& owners,
+                                std::string& why) {
+    auto nothing = [](std::size_t, bool, std::uint64_t) { return std::shared_ptr<std::byte[]>(); };
+    if (why.empty()) {
+        try {
+            received_chunks(h, ds, land, chunks, owners);
+            return;
+        } catch (std::bad_alloc const&) {
+            chunks.clear();
+            owners.clear(); // gives back what landed
+            std::uint64_t bytes = 0;
+            for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+                if (ds[i].type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
+                    bytes += ds[i].size;
+                }
+            }
+            why = no_memory_to_receive(bytes);
+        }
+    }
+    received_chunks(h, ds, nothing, chunks, owners);
+}
+
 /// A received message whose chunks have landed: the chunk list validated and each landing
-/// buffer made the owner of its chunk. nullopt (with one rate-limited log line naming
-/// `source`) when the parts do not make a valid message.
+/// buffer made the owner of its chunk; `refused` not empty: its chunks without an address were
+/// not received, for that reason (message::set_refusal). nullopt (with one rate-limited log
+/// line naming `source`) when the parts do not make a valid message.
 std::optional<serialization::message>
 assemble_received(serialization::message&& m,
                   std::vector<serialization::serialization_chunk>&& chunks,
-                  std::vector<std::shared_ptr<std::byte[]>>& owners, std::uint32_t source);
+                  std::vector<std::shared_ptr<std::byte[]>>& owners, std::uint32_t source,
+                  std::string const& refused = {});
 
 } // namespace courier::parcelport

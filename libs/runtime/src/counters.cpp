@@ -168,6 +168,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/bytes/copied-on-send", p.bytes_copied_on_send);
     put("/parcelport/count/receive-buffers-reused", p.receive_buffers_reused);
     put("/parcelport/count/deferred-rendezvous", p.deferred_rendezvous);
+    put("/parcelport/count/refused-parcels", p.refused_parcels);
     put("/parcelport/count/pool-chunks-sent", p.pool_chunks_sent);
     put("/parcelport/count/registration-cache-hits", p.registration_cache_hits);
     put("/parcelport/count/registration-cache-misses", p.registration_cache_misses);

@@ -115,6 +115,7 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     }
     o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
     o.read_piece = static_cast<std::size_t>(cfg.get_int("read_piece", 0, 1LL << 40));
+    o.max_parcel_bytes = static_cast<std::size_t>(cfg.get_int("max_parcel_size", 0, 1LL << 47));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
     o.split_messages = cfg.get_int("shm_split", 0, 1) != 0;
     o.shm_outbox = static_cast<std::size_t>(cfg.get_int("shm_outbox", 0, 1LL << 36));

@@ -63,6 +63,10 @@ std::vector<option_spec> const& option_table() {
          "largest single RMA read in bytes (>= 4096); larger chunks are read in pieces posted "
          "together (mpi: one MPI message each, posted as the one before completes); 0 = the "
          "provider's default (shm 1 GiB, tcp 1 MiB, mpi 8 MiB, else 1 MiB)"},
+        {"max_parcel_size", "0",
+         "bytes of zero-copy data one parcel from a peer may bring; a larger one is not received "
+         "(as one this locality has no memory for): the call fails with an error saying so, "
+         "and its sender is not held up; 0 = no limit but this machine's memory"},
         {"coalesce", "1",
          "1 = parcels a worker sends to a locality while two messages to it are in flight are "
          "coalesced into one message, sent at the next progress pass (a lone parcel or a "

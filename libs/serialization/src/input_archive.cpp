@@ -199,6 +199,11 @@ std::size_t input_archive::next_external_chunk(std::size_t n) {
         fail("expected a " + std::to_string(n) + "-byte chunk, found chunk " +
              std::to_string(next_chunk_) + " of " + std::to_string(c.size) + " bytes");
     }
+    if (c.address == nullptr && n != 0) { // validate() let it pass: a refused chunk
+        std::string const* why = msg_.refusal();
+        fail("chunk " + std::to_string(next_chunk_) + " (" + std::to_string(n) +
+             " bytes) was not received: " + (why != nullptr ? *why : "it has no address"));
+    }
     external_remaining_ -= n;
     return next_chunk_++;
 }

@@ -282,7 +282,8 @@ message::message(message&& o) noexcept
       owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
       keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
-      types_(std::move(o.types_)), index_owner_(std::move(o.index_owner_)) {}
+      types_(std::move(o.types_)), index_owner_(std::move(o.index_owner_)),
+      refusal_(std::move(o.refusal_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -307,6 +308,7 @@ message& message::operator=(message&& o) noexcept {
         keep_alive_ = std::move(o.keep_alive_);
         types_ = std::move(o.types_);
         index_owner_ = std::move(o.index_owner_);
+        refusal_ = std::move(o.refusal_);
     }
     return *this;
 }
@@ -350,6 +352,7 @@ void message::clear() noexcept {
     keep_second_.reset();
     keep_alive_.clear();
     types_.reset();
+    refusal_.reset();
 }
 
 void message::reserve(std::size_t bytes) {
@@ -691,7 +694,7 @@ message::check_result message::check() const {
             break;
         case chunk_type::pointer:
         case chunk_type::rma:
-            if (c.size != 0 && c.address == nullptr) {
+            if (c.size != 0 && c.address == nullptr && !refusal_) {
                 throw serialization_error("chunk " + std::to_string(i) + ": " +
                                           std::to_string(c.size) + "-byte chunk has no address");
             }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 namespace cs = courier::serialization;
@@ -221,6 +222,49 @@ TEST(bad_input, inconsistent_chunk_lists_are_rejected) {
     c = chunks;
     c.push_back(c[1]); // an extra chunk nobody reads
     EXPECT_NE(try_chunks(c).find("trailing chunks"), std::string::npos);
+}
+
+// A received message whose chunks were refused (the receiver had no memory for them, or they
+// were over its limit): it validates, and reading a refused chunk throws with the reason, also
+// after the message was moved; a serialize_buffer (which adopts chunks) is refused the same way.
+TEST(bad_input, refused_chunks_fail_their_load_with_the_reason) {
+    std::vector<double> big(1000, 1.0);
+    auto m = cs::save(big);
+    std::vector<cs::serialization_chunk> chunks(m.chunks().begin(), m.chunks().end());
+    ASSERT_EQ(chunks.size(), 2u);
+    chunks[1].address = nullptr;
+    auto r = cs::message::with_index_buffer(m.index_size());
+    std::memcpy(r.index_buffer(), m.data().data(), m.index_size());
+    r.set_refusal(std::make_shared<std::string const>("over the limit"));
+    r.complete_parts(chunks); // validates: no throw
+    ASSERT_NE(r.refusal(), nullptr);
+    cs::message moved = std::move(r);
+    EXPECT_EQ(moved.total_size(), m.total_size()); // flow control counts what was sent
+    std::vector<double> out;
+    try {
+        cs::load(moved, out);
+        ADD_FAILURE() << "a refused chunk loaded";
+    } catch (cs::serialization_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("chunk 1 (8000 bytes) was not received: over the "
+                                             "limit"),
+                  std::string::npos)
+            << e.what();
+    }
+    auto b = cs::save(courier::serialize_buffer<double>(big.data(), big.size()));
+    std::vector<cs::serialization_chunk> bc(b.chunks().begin(), b.chunks().end());
+    for (auto& c : bc) {
+        if (c.type != cs::chunk_type::index) {
+            c.address = nullptr;
+        }
+    }
+    auto rb = cs::message::with_index_buffer(b.index_size());
+    std::memcpy(rb.index_buffer(), b.data().data(), b.index_size());
+    rb.set_refusal(std::make_shared<std::string const>("no memory"));
+    rb.complete_parts(bc);
+    courier::serialize_buffer<double> got;
+    EXPECT_THROW(cs::load(rb, got), cs::serialization_error);
+    rb.clear(); // a cleared message is no longer refused
+    EXPECT_EQ(rb.refusal(), nullptr);
 }
 
 // A message remembers that check() passed (its input archive does not check a received parcel

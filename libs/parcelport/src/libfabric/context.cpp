@@ -24,6 +24,7 @@ statistics counters::snapshot() const {
     s.bytes_copied_on_send = bytes_copied_on_send;
     s.receive_buffers_reused = receive_buffers_reused;
     s.deferred_rendezvous = deferred_rendezvous;
+    s.refused_parcels = refused_parcels;
     s.pool_chunks_sent = pool_chunks_sent;
     s.registration_cache_hits = registration_cache_hits;
     s.registration_cache_misses = registration_cache_misses;

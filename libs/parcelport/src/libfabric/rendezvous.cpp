@@ -40,6 +40,7 @@ void incoming::reset() noexcept {
     direct_piece = 0;
     direct_offset = 0;
     failed = false;
+    refused.clear();
     table_phase = false;
     h = {};
     table.clear();
@@ -143,17 +144,18 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
 void rendezvous::begin_reads(held& e, wire::header const& h, bool index_inline,
                              std::byte const* inline_index, std::size_t rma_bytes) {
     incoming* in = e.get();
-    check_descriptors(h, in->ds, index_inline);
+    std::uint64_t const to_receive = check_descriptors(h, in->ds, index_inline);
     in->source = h.source;
     in->send_id = h.send_id;
     in->rma_bytes = rma_bytes;
     in->chunks = serialization::message::chunk_list(); // one a message freed, if any
-    received_chunks(
+    in->refused = over_receive_limit(to_receive, opts_.max_parcel_bytes);
+    received_chunks_or_refused(
         h, in->ds,
         [&](std::size_t n, bool rma, std::uint64_t at) {
             return memory_.receive_buffer(n, rma, at);
         },
-        in->chunks, in->owners);
+        in->chunks, in->owners, in->refused);
     in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
     if (index_inline && h.index_size != 0) {
         std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
@@ -176,8 +178,8 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     };
     for (std::size_t i = 0; i < in->chunks.size(); ++i) {
         auto& c = in->chunks[i];
-        if (c.type != serialization::chunk_type::index && c.size != 0) {
-            add(const_cast<std::byte*>(c.address), ds[i]);
+        if (c.type != serialization::chunk_type::index && c.size != 0 && c.address != nullptr) {
+            add(const_cast<std::byte*>(c.address), ds[i]); // (a refused chunk is not read)
         }
     }
     if (!index_inline) {
@@ -456,15 +458,22 @@ void rendezvous::finish_entry(held& e) {
     sender_.send_done(in->source, in->send_id);
     // On shm every read is a copy this side makes within the pass that started it; on a
     // network the bytes arrive over time, and the reads in flight bound them already.
-    release_budget(in->rma_bytes, /*landed=*/!in->failed && parts_.ep.shm());
+    release_budget(in->rma_bytes,
+                   /*landed=*/!in->failed && in->refused.empty() && parts_.ep.shm());
     if (in->failed) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "an RMA read from locality {} failed; parcel dropped",
                                in->source);
         return;
     }
-    auto received =
-        assemble_received(std::move(in->msg), std::move(in->chunks), in->owners, in->source);
+    if (!in->refused.empty()) {
+        ++parts_.stats.refused_parcels;
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "refused a parcel from locality {}: {}", in->source,
+                               in->refused);
+    }
+    auto received = assemble_received(std::move(in->msg), std::move(in->chunks), in->owners,
+                                      in->source, in->refused);
     if (!received) {
         return;
     }

@@ -59,6 +59,10 @@ struct incoming {
     std::chrono::steady_clock::time_point started; // when the current phase's reads began
     std::chrono::steady_clock::time_point moved;   // when a read last completed (or started)
     bool failed = false;
+    // Not empty: the parcel's chunks are refused (over the size limit, or no memory to land
+    // them; received_chunks_or_refused): only its index is read, and it is delivered with them
+    // marked not received.
+    std::string refused;
     // Phase one of a parcel whose descriptors are remote: reading the table.
     bool table_phase = false;
     wire::header h{};

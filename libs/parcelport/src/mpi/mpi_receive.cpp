@@ -325,8 +325,10 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         in->index_inline = index_inline;
         in->bytes = to_receive;
         // A large parcel's landing buffers are left to land(), without the lock: its chunks'
-        // and an index received as data (an inline one is no larger than the eager threshold).
-        bool const later = to_receive >= land_without_lock;
+        // and an index received as data (an inline one is no larger than the eager threshold);
+        // so is a refused parcel's scratch buffer.
+        in->refused = over_receive_limit(to_receive, opts_.max_parcel_bytes);
+        bool const later = to_receive >= land_without_lock || !in->refused.empty();
         if (later && !index_inline) {
             in->unlanded_index = true;
             in->index_size = h.index_size;
@@ -336,14 +338,14 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
                 std::memcpy(in->msg.index_buffer(), inline_index, h.index_size);
             }
         }
-        received_chunks(
+        received_chunks_or_refused(
             h, ds,
             [&](std::size_t n, bool rma, std::uint64_t at) {
                 return later ? std::shared_ptr<std::byte[]>() : receive_buffer(n, rma, at);
             },
-            in->chunks, in->owners);
-        if (later) {
-            for (std::uint32_t i = 0; i < in->chunks.size(); ++i) {
+            in->chunks, in->owners, in->refused);
+        if (later || !in->refused.empty()) {
+            for (std::uint32_t i = 0; i < in->chunks.size() && in->refused.empty(); ++i) {
                 auto const& c = in->chunks[i];
                 if (c.type != chunk_type::index && c.size != 0) {
                     in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
@@ -384,9 +386,12 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in) noexcept {
     int rc = MPI_SUCCESS;
     try {
         in->pieces.clear();
+        // A refused chunk (no address) and a lost index are received into the scratch buffer,
+        // one receive at a time (post_pieces); pieces are never longer than it.
         auto pieces_of = [&](std::byte* p, std::size_t n) {
             for (std::size_t done = 0; done < n; done += piece_) {
-                in->pieces.push_back({p + done, static_cast<int>(std::min(piece_, n - done))});
+                in->pieces.push_back({p != nullptr ? p + done : in->scratch.get(),
+                                      static_cast<int>(std::min(piece_, n - done))});
             }
         };
         for (auto& c : in->chunks) {
@@ -395,7 +400,8 @@ void mpi_transport::post_receives(std::unique_ptr<incoming> in) noexcept {
             }
         }
         if (!in->index_inline) {
-            pieces_of(in->msg.index_buffer(), in->msg.index_size());
+            pieces_of(in->index_lost ? nullptr : in->msg.index_buffer(),
+                      in->index_lost ? in->index_size : in->msg.index_size());
         }
         rc = post_pieces(*in);
         update_tag(*in);
@@ -450,8 +456,10 @@ void mpi_transport::update_tag(incoming& in) {
 int mpi_transport::post_pieces(incoming& in) {
     while (in.next < in.pieces.size()) {
         auto const pc = in.pieces[in.next];
-        if (in.posted_bytes != 0 && in.posted_bytes + static_cast<std::size_t>(pc.count) > piece_) {
-            return MPI_SUCCESS; // the rest as these complete
+        if (in.posted_bytes != 0 &&
+            (in.posted_bytes + static_cast<std::size_t>(pc.count) > piece_ ||
+             !in.refused.empty())) {
+            return MPI_SUCCESS; // the rest as these complete (a refused parcel's one by one)
         }
         // Room first: a request MPI holds is always recorded.
         room_for_one(reqs_);
@@ -479,26 +487,57 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     g.unlock();
     std::uint64_t in_pool = 0, reused = 0;
     for (auto& in : landing) {
-        try {
-            if (in->unlanded_index) {
+        if (in->unlanded_index && in->msg.index_size() == 0 && !in->index_lost) {
+            try {
                 in->msg = serialization::message::with_index_buffer(in->index_size);
+            } catch (std::bad_alloc const&) {
+                in->index_lost = true; // received into scratch, and the parcel dropped
             }
-            for (auto const& u : in->unlanded) {
-                auto& c = in->chunks[u.chunk];
-                bool pool = false, again = false;
-                auto b = chunk_destination(*buffers_, c.size, u.rma, pool, again, u.align_like);
-                in_pool += pool;
-                reused += again;
-                c.address = b.get();
-                in->owners[u.chunk] = std::move(b);
+        }
+        if (in->refused.empty()) {
+            try {
+                if (in->index_lost) {
+                    throw std::bad_alloc();
+                }
+                for (auto const& u : in->unlanded) {
+                    auto& c = in->chunks[u.chunk];
+                    bool pool = false, again = false;
+                    auto b = chunk_destination(*buffers_, c.size, u.rma, pool, again, u.align_like);
+                    in_pool += pool;
+                    reused += again;
+                    c.address = b.get();
+                    in->owners[u.chunk] = std::move(b);
+                }
+            } catch (std::bad_alloc const&) {
+                // Refused: what landed goes back, and the data is received into scratch.
+                std::uint64_t bytes = 0;
+                for (auto const& u : in->unlanded) {
+                    auto& c = in->chunks[u.chunk];
+                    bytes += c.size;
+                    c.address = nullptr;
+                    in->owners[u.chunk].reset();
+                }
+                in->refused = in->index_lost ? "the receiver had no memory for its index of " +
+                                                   std::to_string(in->index_size) + " bytes"
+                                             : no_memory_to_receive(bytes);
             }
-        } catch (std::exception const& e) {
-            in->error = MPI_ERR_NO_MEM;
-            static logging::rate_limit limit;
-            logging::error_limited(limit,
-                                   "dropped a parcel of {} bytes from locality {}: no memory to "
-                                   "receive it into ({})",
-                                   in->bytes, in->source, e.what());
+        }
+        if (!in->refused.empty() && in->scratch == nullptr) {
+            std::size_t n = 0; // the longest piece of what is refused
+            for (auto const& c : in->chunks) {
+                if (c.type != chunk_type::index && c.address == nullptr) {
+                    n = std::max(n, std::min(c.size, piece_));
+                }
+            }
+            if (in->index_lost) {
+                n = std::max(n, std::min(in->index_size, piece_));
+            }
+            try {
+                in->scratch =
+                    std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(n, 1));
+            } catch (std::bad_alloc const&) {
+                // Not even this: tried again next pass (the tag stays held meanwhile).
+            }
         }
     }
     g.lock();
@@ -506,8 +545,20 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     stats_.pool_receive_buffers += in_pool;
     stats_.receive_buffers_reused += reused;
     for (auto& in : landing) {
-        if (closed_ || in->error != MPI_SUCCESS) {
-            release(*in); // closing, or no memory: dropped (as an allocation under the lock was)
+        if (closed_) {
+            release(*in); // closing: dropped
+        } else if (!in->refused.empty() && in->scratch == nullptr) {
+            try {
+                room_for_one(unlanded_);
+                unlanded_.push_back(std::move(in)); // its scratch buffer next pass
+            } catch (std::bad_alloc const&) {
+                release(*in);
+                static logging::rate_limit limit;
+                logging::error_limited(limit,
+                                       "dropped a parcel from locality {}: no memory to receive "
+                                       "it into, not even a scratch buffer",
+                                       in->source);
+            }
         } else {
             post_receives(std::move(in));
         }
@@ -526,8 +577,17 @@ void mpi_transport::finish(std::unique_ptr<incoming> in) {
         }
         return;
     }
-    auto received =
-        assemble_received(std::move(in->msg), std::move(in->chunks), in->owners, in->source);
+    if (!in->refused.empty()) {
+        ++stats_.refused_parcels;
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "{} a parcel from locality {}: {}",
+                               in->index_lost ? "dropped" : "refused", in->source, in->refused);
+        if (in->index_lost) {
+            return; // nothing to deliver the refusal with
+        }
+    }
+    auto received = assemble_received(std::move(in->msg), std::move(in->chunks), in->owners,
+                                      in->source, in->refused);
     if (!received) {
         return;
     }

@@ -174,6 +174,14 @@ struct incoming {
     std::vector<unlanded_chunk> unlanded;
     bool unlanded_index = false;
     std::size_t index_size = 0;
+    /// Not empty: the parcel's chunks are refused (over max_parcel_bytes, or no memory to land
+    /// them; received_chunks_or_refused). Their data messages must still be received, or the
+    /// next parcel with this sender and tag would match them: they go into `scratch` (one
+    /// piece's size, taken by land(), which retries each pass while it cannot be had), one
+    /// receive at a time, and the parcel is delivered with its chunks marked not received.
+    std::string refused;
+    bool index_lost = false; ///< no memory for a non-inline index either: dropped at the end
+    std::unique_ptr<std::byte[]> scratch;
 };
 
 struct header_buffer : courier::detail::pooled {

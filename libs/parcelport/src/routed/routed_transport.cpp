@@ -277,6 +277,7 @@ statistics routed_transport::stats() const {
         sum.bytes_copied_on_send += s.bytes_copied_on_send;
         sum.receive_buffers_reused += s.receive_buffers_reused;
         sum.deferred_rendezvous += s.deferred_rendezvous;
+        sum.refused_parcels += s.refused_parcels;
         sum.pool_chunks_sent += s.pool_chunks_sent;
         sum.registration_cache_hits += s.registration_cache_hits;
         sum.registration_cache_misses += s.registration_cache_misses;

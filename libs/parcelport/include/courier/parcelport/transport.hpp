@@ -75,6 +75,9 @@ struct statistics {
     std::uint64_t bytes_copied_on_send = 0;
     std::uint64_t receive_buffers_reused = 0; ///< RMA destinations taken from the buffer pool
     std::uint64_t deferred_rendezvous = 0;    ///< parcels that waited for the read budget
+    /// Parcels delivered with their chunks refused (transport_options::max_parcel_bytes, or no
+    /// memory to land them).
+    std::uint64_t refused_parcels = 0;
     /// External chunks sent with the rma pool's registration (nothing registered on send).
     std::uint64_t pool_chunks_sent = 0;
     /// External chunks whose registration came from the registration cache / needed one.
@@ -179,6 +182,13 @@ struct transport_options {
     /// shm the bytes a progress pass delivered count too until the pass ends (their tasks have not
     /// run yet). 0: the provider's default_read_budget().
     std::size_t read_budget = 0;
+    /// The most bytes of chunks (and a non-inline index) a parcel from a peer may bring; a
+    /// larger one is refused before anything is allocated for it, as one whose landing buffers
+    /// cannot be allocated is: its bytes are taken off the wire into nothing, its sender is
+    /// answered as usual, and it is delivered with its chunks marked not received
+    /// (serialization::message::set_refusal), so that the call fails with an error naming the
+    /// reason. 0: no limit but this machine's memory.
+    std::size_t max_parcel_bytes = 0;
     /// Largest single RMA read, in bytes (at least 4096; the provider's max_msg_size caps it).
     /// 0: the provider's default_read_piece().
     std::size_t read_piece = 0;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,17 @@ public:
         return buffer_;
     }
     void complete_parts(std::vector<serialization_chunk> chunks);
+    /// Receiver side, before complete_parts(): the pointer and rma chunks that have no address
+    /// were not received (the receiver had no memory for them, or they were over its limit), and
+    /// `why` says so. Such a message passes validate(); reading one of those chunks throws
+    /// serialization_error with `why`, so that a call whose arguments could not be received
+    /// fails with it (an error reply) and a reply whose result could not fails its future.
+    void set_refusal(std::shared_ptr<std::string const> why) noexcept {
+        checked_ = false;
+        refusal_ = std::move(why);
+    }
+    /// Why chunks without an address were not received, or null (set_refusal()).
+    std::string const* refusal() const noexcept { return refusal_.get(); }
     /// Checkpoints: the class information of the file this message was read from (the written
     /// version of each type; detail/type_table.hpp). Null for messages, which carry versions
     /// inline, and for files written without one.
@@ -177,6 +189,7 @@ private:
     std::shared_ptr<detail::type_table const> types_;
     // The shared block buffer_ lies in (from_bytes of a large index; borrowed_ is set).
     std::shared_ptr<void const> index_owner_;
+    std::shared_ptr<std::string const> refusal_; // set_refusal()
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_
