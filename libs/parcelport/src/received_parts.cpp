@@ -149,7 +149,7 @@ assemble_received(serialization::message&& m,
                   std::string const& refused) {
     try {
         if (!refused.empty()) {
-            m.set_refusal(std::make_shared<std::string const>(refused));
+            m.set_refused();
         }
         m.complete_parts(std::move(chunks));
     } catch (std::exception const& e) {
@@ -161,6 +161,21 @@ assemble_received(serialization::message&& m,
     for (std::size_t i = 0; i < owners.size(); ++i) {
         if (owners[i]) {
             m.set_chunk_owner(i, std::move(owners[i]));
+        }
+    }
+    if (!refused.empty()) {
+        try {
+            // The reason, as the owner of each chunk not received (message::set_refused).
+            auto why = std::make_shared<std::string const>(refused);
+            auto const list = m.chunks();
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                if (list[i].type != serialization::chunk_type::index &&
+                    list[i].address == nullptr && list[i].size != 0) {
+                    m.set_chunk_owner(i, why);
+                }
+            }
+        } catch (std::bad_alloc const&) {
+            // Delivered without its reason: loading still fails ("it has no address").
         }
     }
     return std::move(m);

@@ -113,8 +113,8 @@ void received_chunks(wire::header const& h, std::span<wire::descriptor const> ds
     }
 }
 
-/// Why a parcel with `to_receive` bytes of chunks (and a non-inline index) is refused before
-/// anything lands: over `limit` (transport_options::max_parcel_bytes; 0: no limit). Empty when
+/// Why a parcel with `to_receive` bytes of pointer and rma chunks is refused before anything
+/// lands: over `limit` (transport_options::max_parcel_bytes; 0: no limit). Empty when
 /// it is not.
 std::string over_receive_limit(std::uint64_t to_receive, std::size_t limit);
 
@@ -125,7 +125,7 @@ std::string no_memory_to_receive(std::uint64_t bytes);
 /// received_chunks(), unless the parcel is refused: when `why` is not empty on entry (over the
 /// limit) or a landing buffer cannot be had (std::bad_alloc), no chunk lands (buffers taken
 /// already are given back) and every pointer and rma chunk is listed without an address; `why`
-/// then says why (for assemble_received, which marks the message: message::set_refusal). The
+/// then says why (for assemble_received, which marks the message: message::set_refused). The
 /// transport still takes the parcel's bytes off the wire (into nothing, or a scratch buffer)
 /// and answers its sender as for any parcel, so that the call fails with an error on the
 /// receiving side instead of hanging on the sending one.
@@ -149,7 +149,11 @@ void received_chunks_or_refused(wire::header const& h, std::span<wire::descripto
                     bytes += ds[i].size;
                 }
             }
-            why = no_memory_to_receive(bytes);
+            try {
+                why = no_memory_to_receive(bytes);
+            } catch (std::bad_alloc const&) {
+                why = "no memory"; // within the string's own storage: cannot throw
+            }
         }
     }
     received_chunks(h, ds, nothing, chunks, owners);
@@ -157,7 +161,7 @@ void received_chunks_or_refused(wire::header const& h, std::span<wire::descripto
 
 /// A received message whose chunks have landed: the chunk list validated and each landing
 /// buffer made the owner of its chunk; `refused` not empty: its chunks without an address were
-/// not received, for that reason (message::set_refusal). nullopt (with one rate-limited log
+/// not received, for that reason (message::set_refused). nullopt (with one rate-limited log
 /// line naming `source`) when the parts do not make a valid message.
 std::optional<serialization::message>
 assemble_received(serialization::message&& m,

@@ -200,7 +200,9 @@ std::size_t input_archive::next_external_chunk(std::size_t n) {
              std::to_string(next_chunk_) + " of " + std::to_string(c.size) + " bytes");
     }
     if (c.address == nullptr && n != 0) { // validate() let it pass: a refused chunk
-        std::string const* why = msg_.refusal();
+        auto const* why = msg_.refused()
+                              ? static_cast<std::string const*>(msg_.chunk_owner(next_chunk_).get())
+                              : nullptr;
         fail("chunk " + std::to_string(next_chunk_) + " (" + std::to_string(n) +
              " bytes) was not received: " + (why != nullptr ? *why : "it has no address"));
     }

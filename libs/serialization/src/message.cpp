@@ -277,13 +277,12 @@ message::message(message&& o) noexcept
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
       small_buffer_(std::exchange(o.small_buffer_, false)),
       borrowed_(std::exchange(o.borrowed_, false)), one_chunk_(std::exchange(o.one_chunk_, false)),
-      checked_(std::exchange(o.checked_, false)), checked_result_(o.checked_result_),
-      single_(o.single_), chunks_(std::move(o.chunks_)),
+      refused_(std::exchange(o.refused_, false)), checked_(std::exchange(o.checked_, false)),
+      checked_result_(o.checked_result_), single_(o.single_), chunks_(std::move(o.chunks_)),
       owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
       keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
-      types_(std::move(o.types_)), index_owner_(std::move(o.index_owner_)),
-      refusal_(std::move(o.refusal_)) {}
+      types_(std::move(o.types_)), index_owner_(std::move(o.index_owner_)) {}
 
 message& message::operator=(message&& o) noexcept {
     if (this != &o) {
@@ -298,6 +297,7 @@ message& message::operator=(message&& o) noexcept {
         checked_ = std::exchange(o.checked_, false);
         checked_result_ = o.checked_result_;
         one_chunk_ = std::exchange(o.one_chunk_, false);
+        refused_ = std::exchange(o.refused_, false);
         single_ = o.single_;
         chunks_ = std::move(o.chunks_);
         owner_one_at_ = std::exchange(o.owner_one_at_, no_owner);
@@ -308,7 +308,6 @@ message& message::operator=(message&& o) noexcept {
         keep_alive_ = std::move(o.keep_alive_);
         types_ = std::move(o.types_);
         index_owner_ = std::move(o.index_owner_);
-        refusal_ = std::move(o.refusal_);
     }
     return *this;
 }
@@ -352,7 +351,7 @@ void message::clear() noexcept {
     keep_second_.reset();
     keep_alive_.clear();
     types_.reset();
-    refusal_.reset();
+    refused_ = false;
 }
 
 void message::reserve(std::size_t bytes) {
@@ -694,7 +693,7 @@ message::check_result message::check() const {
             break;
         case chunk_type::pointer:
         case chunk_type::rma:
-            if (c.size != 0 && c.address == nullptr && !refusal_) {
+            if (c.size != 0 && c.address == nullptr && !refused_) {
                 throw serialization_error("chunk " + std::to_string(i) + ": " +
                                           std::to_string(c.size) + "-byte chunk has no address");
             }

@@ -149,17 +149,31 @@ void rendezvous::begin_reads(held& e, wire::header const& h, bool index_inline,
     in->send_id = h.send_id;
     in->rma_bytes = rma_bytes;
     in->chunks = serialization::message::chunk_list(); // one a message freed, if any
-    in->refused = over_receive_limit(to_receive, opts_.max_parcel_bytes);
+    std::uint64_t const index_bytes = index_inline ? 0 : h.index_size;
+    // Without its index a parcel cannot be delivered even as refused: one whose index cannot be
+    // allocated is dropped; its sender is answered (DONE), its caller is not.
+    auto drop_answered = [&](std::string const& why) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a parcel from locality {}: {}", h.source, why);
+        sender_.send_done(h.source, h.send_id);
+        release_budget(rma_bytes);
+    };
+    try {
+        in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
+    } catch (std::bad_alloc const&) {
+        return drop_answered("no memory for its index of " + std::to_string(h.index_size) +
+                             " bytes");
+    }
+    if (index_inline && h.index_size != 0) {
+        std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
+    }
+    in->refused = over_receive_limit(to_receive - index_bytes, opts_.max_parcel_bytes);
     received_chunks_or_refused(
         h, in->ds,
         [&](std::size_t n, bool rma, std::uint64_t at) {
             return memory_.receive_buffer(n, rma, at);
         },
         in->chunks, in->owners, in->refused);
-    in->msg = serialization::message::with_index_buffer(static_cast<std::size_t>(h.index_size));
-    if (index_inline && h.index_size != 0) {
-        std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
-    }
     start_reads(e, index_inline);
 }
 

@@ -327,7 +327,11 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         // A large parcel's landing buffers are left to land(), without the lock: its chunks'
         // and an index received as data (an inline one is no larger than the eager threshold);
         // so is a refused parcel's scratch buffer.
-        in->refused = over_receive_limit(to_receive, opts_.max_parcel_bytes);
+        std::uint64_t const index_bytes = index_inline ? 0 : h.index_size;
+        in->refused = over_receive_limit(to_receive - index_bytes, opts_.max_parcel_bytes);
+        if (!in->refused.empty()) {
+            in->bytes = std::min<std::size_t>(in->bytes, piece_); // one piece of scratch
+        }
         bool const later = to_receive >= land_without_lock || !in->refused.empty();
         if (later && !index_inline) {
             in->unlanded_index = true;
@@ -480,6 +484,66 @@ int mpi_transport::post_pieces(incoming& in) {
     return MPI_SUCCESS;
 }
 
+void mpi_transport::land_one(incoming& in, std::uint64_t& in_pool, std::uint64_t& reused) noexcept {
+    if (in.unlanded_index && in.msg.index_size() == 0 && !in.index_lost) {
+        try {
+            in.msg = serialization::message::with_index_buffer(in.index_size);
+        } catch (std::exception const&) {
+            in.index_lost = true; // received into scratch, and the parcel dropped
+        }
+    }
+    if (in.refused.empty()) {
+        bool failed = in.index_lost;
+        for (std::size_t k = 0; k < in.unlanded.size() && !failed; ++k) {
+            auto const& u = in.unlanded[k];
+            auto& c = in.chunks[u.chunk];
+            try {
+                bool pool = false, again = false;
+                auto b = chunk_destination(*buffers_, c.size, u.rma, pool, again, u.align_like);
+                in_pool += pool;
+                reused += again;
+                c.address = b.get();
+                in.owners[u.chunk] = std::move(b);
+            } catch (std::exception const&) {
+                failed = true;
+            }
+        }
+        if (failed) {
+            // Refused: what landed goes back, and the data is received into scratch.
+            std::uint64_t bytes = 0;
+            for (auto const& u : in.unlanded) {
+                auto& c = in.chunks[u.chunk];
+                bytes += c.size;
+                c.address = nullptr;
+                in.owners[u.chunk].reset();
+            }
+            try {
+                in.refused = in.index_lost ? "the receiver had no memory for its index of " +
+                                                 std::to_string(in.index_size) + " bytes"
+                                           : no_memory_to_receive(bytes);
+            } catch (std::exception const&) {
+                in.refused = "no memory"; // within the string's own storage: cannot throw
+            }
+        }
+    }
+    if (!in.refused.empty() && in.scratch == nullptr) {
+        std::size_t n = 0; // the longest piece of what is refused
+        for (auto const& c : in.chunks) {
+            if (c.type != chunk_type::index && c.address == nullptr) {
+                n = std::max(n, std::min(c.size, piece_));
+            }
+        }
+        if (in.index_lost) {
+            n = std::max(n, std::min(in.index_size, piece_));
+        }
+        try {
+            in.scratch = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(n, 1));
+        } catch (std::exception const&) {
+            // Not even this: tried again next pass (the tag stays held meanwhile).
+        }
+    }
+}
+
 void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     thread_local std::vector<std::unique_ptr<incoming>> landing;
     landing.swap(unlanded_);
@@ -487,64 +551,19 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     g.unlock();
     std::uint64_t in_pool = 0, reused = 0;
     for (auto& in : landing) {
-        if (in->unlanded_index && in->msg.index_size() == 0 && !in->index_lost) {
-            try {
-                in->msg = serialization::message::with_index_buffer(in->index_size);
-            } catch (std::bad_alloc const&) {
-                in->index_lost = true; // received into scratch, and the parcel dropped
-            }
-        }
-        if (in->refused.empty()) {
-            try {
-                if (in->index_lost) {
-                    throw std::bad_alloc();
-                }
-                for (auto const& u : in->unlanded) {
-                    auto& c = in->chunks[u.chunk];
-                    bool pool = false, again = false;
-                    auto b = chunk_destination(*buffers_, c.size, u.rma, pool, again, u.align_like);
-                    in_pool += pool;
-                    reused += again;
-                    c.address = b.get();
-                    in->owners[u.chunk] = std::move(b);
-                }
-            } catch (std::bad_alloc const&) {
-                // Refused: what landed goes back, and the data is received into scratch.
-                std::uint64_t bytes = 0;
-                for (auto const& u : in->unlanded) {
-                    auto& c = in->chunks[u.chunk];
-                    bytes += c.size;
-                    c.address = nullptr;
-                    in->owners[u.chunk].reset();
-                }
-                in->refused = in->index_lost ? "the receiver had no memory for its index of " +
-                                                   std::to_string(in->index_size) + " bytes"
-                                             : no_memory_to_receive(bytes);
-            }
-        }
-        if (!in->refused.empty() && in->scratch == nullptr) {
-            std::size_t n = 0; // the longest piece of what is refused
-            for (auto const& c : in->chunks) {
-                if (c.type != chunk_type::index && c.address == nullptr) {
-                    n = std::max(n, std::min(c.size, piece_));
-                }
-            }
-            if (in->index_lost) {
-                n = std::max(n, std::min(in->index_size, piece_));
-            }
-            try {
-                in->scratch =
-                    std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(n, 1));
-            } catch (std::bad_alloc const&) {
-                // Not even this: tried again next pass (the tag stays held meanwhile).
-            }
-        }
+        land_one(*in, in_pool, reused);
     }
     g.lock();
     --landing_now_;
     stats_.pool_receive_buffers += in_pool;
     stats_.receive_buffers_reused += reused;
     for (auto& in : landing) {
+        if (!in->refused.empty()) {
+            // It holds one piece of scratch, not its bytes: the budget keeps only that.
+            std::size_t const keep = std::min(in->bytes, piece_);
+            receiving_bytes_ -= in->bytes - keep;
+            in->bytes = keep;
+        }
         if (closed_) {
             release(*in); // closing: dropped
         } else if (!in->refused.empty() && in->scratch == nullptr) {
@@ -568,7 +587,7 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
 
 void mpi_transport::finish(std::unique_ptr<incoming> in) {
     release(*in);
-    stats_.rma_bytes_read += in->bytes;
+    stats_.rma_bytes_read += in->refused.empty() ? in->bytes : 0;
     if (in->error != MPI_SUCCESS) {
         if (!in->reported) {
             static logging::rate_limit limit;
@@ -578,7 +597,7 @@ void mpi_transport::finish(std::unique_ptr<incoming> in) {
         return;
     }
     if (!in->refused.empty()) {
-        ++stats_.refused_parcels;
+        stats_.refused_parcels += !in->index_lost;
         static logging::rate_limit limit;
         logging::error_limited(limit, "{} a parcel from locality {}: {}",
                                in->index_lost ? "dropped" : "refused", in->source, in->refused);

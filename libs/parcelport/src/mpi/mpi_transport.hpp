@@ -361,6 +361,9 @@ private:
     /// (`g`: held on entry and on return), then posts their receives: meanwhile other threads
     /// progress, and heartbeats leave.
     void land(std::unique_lock<std::mutex>& g);
+    /// land()'s work for one parcel, without the lock: its landing buffers, or (refused) its
+    /// scratch buffer; `in_pool` and `reused` count where landing buffers came from.
+    void land_one(incoming& in, std::uint64_t& in_pool, std::uint64_t& reused) noexcept;
     /// Posts `in`'s next pieces while what is posted stays within read_piece bytes (one piece
     /// at least). MPI copies a matched message within one call (vader's single copy of the
     /// whole message, in opal_progress), and one call matches every posted piece whose sender

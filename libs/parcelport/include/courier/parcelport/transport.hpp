@@ -182,11 +182,12 @@ struct transport_options {
     /// shm the bytes a progress pass delivered count too until the pass ends (their tasks have not
     /// run yet). 0: the provider's default_read_budget().
     std::size_t read_budget = 0;
-    /// The most bytes of chunks (and a non-inline index) a parcel from a peer may bring; a
-    /// larger one is refused before anything is allocated for it, as one whose landing buffers
-    /// cannot be allocated is: its bytes are taken off the wire into nothing, its sender is
-    /// answered as usual, and it is delivered with its chunks marked not received
-    /// (serialization::message::set_refusal), so that the call fails with an error naming the
+    /// The most bytes of pointer and rma chunks a parcel from a peer may bring (its index, the
+    /// data that is not zero copy, is bounded by memory only: the parcel cannot be answered
+    /// without it); a larger one is refused before anything is allocated for it, as one whose
+    /// landing buffers cannot be allocated is: its bytes are taken off the wire into nothing, its
+    /// sender is answered as usual, and it is delivered with its chunks marked not received
+    /// (serialization::message::set_refused), so that the call fails with an error naming the
     /// reason. 0: no limit but this machine's memory.
     std::size_t max_parcel_bytes = 0;
     /// Largest single RMA read, in bytes (at least 4096; the provider's max_msg_size caps it).

@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,16 +95,18 @@ public:
     }
     void complete_parts(std::vector<serialization_chunk> chunks);
     /// Receiver side, before complete_parts(): the pointer and rma chunks that have no address
-    /// were not received (the receiver had no memory for them, or they were over its limit), and
-    /// `why` says so. Such a message passes validate(); reading one of those chunks throws
-    /// serialization_error with `why`, so that a call whose arguments could not be received
-    /// fails with it (an error reply) and a reply whose result could not fails its future.
-    void set_refusal(std::shared_ptr<std::string const> why) noexcept {
+    /// were not received (the receiver had no memory for them, or they were over its limit),
+    /// and the owner of each (set_chunk_owner(), after complete_parts()) is a std::string const
+    /// saying why. Such a message passes validate(); reading one of those chunks throws
+    /// serialization_error with the reason, so that a call whose arguments could not be
+    /// received fails with it (an error reply) and a reply whose result could not fails its
+    /// future. (A flag, not a member holding the reason: every message moved on the parcel
+    /// path would carry it.)
+    void set_refused() noexcept {
         checked_ = false;
-        refusal_ = std::move(why);
+        refused_ = true;
     }
-    /// Why chunks without an address were not received, or null (set_refusal()).
-    std::string const* refusal() const noexcept { return refusal_.get(); }
+    bool refused() const noexcept { return refused_; }
     /// Checkpoints: the class information of the file this message was read from (the written
     /// version of each type; detail/type_table.hpp). Null for messages, which carry versions
     /// inline, and for files written without one.
@@ -167,6 +168,7 @@ private:
     bool small_buffer_ = false; // buffer_ is a small-object pool block of capacity_ bytes
     bool borrowed_ = false;     // buffer_ is someone else's bytes (view(), index_owner_)
     bool one_chunk_ = false;    // the chunk list is single_ (below)
+    bool refused_ = false;      // set_refused()
     // check() passed and nothing has changed since (every writer clears it), so that a received
     // parcel, checked where it arrives (from_parts, from_bytes), is not checked again by its
     // input archive.
@@ -189,7 +191,6 @@ private:
     std::shared_ptr<detail::type_table const> types_;
     // The shared block buffer_ lies in (from_bytes of a large index; borrowed_ is set).
     std::shared_ptr<void const> index_owner_;
-    std::shared_ptr<std::string const> refusal_; // set_refusal()
 
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_
