@@ -128,18 +128,31 @@ std::shared_ptr<std::byte[]> chunk_destination(receive_buffer_pool& pool, std::s
     return pool.get(n, reused, align_like);
 }
 
-std::string over_receive_limit(std::uint64_t to_receive, std::size_t limit) {
-    if (limit == 0 || to_receive <= limit) {
-        return {};
+std::uint64_t chunk_bytes(std::span<serialization::serialization_chunk const> chunks) noexcept {
+    std::uint64_t n = 0;
+    for (auto const& c : chunks) {
+        n += c.type != serialization::chunk_type::index ? c.size : 0;
     }
-    return "its " + std::to_string(to_receive) +
-           " bytes of chunks are over the receiver's limit of " + std::to_string(limit) +
-           " bytes (--courier:max_parcel_size)";
+    return n;
 }
 
-std::string no_memory_to_receive(std::uint64_t bytes) {
-    return "the receiver had no memory for its " + std::to_string(bytes) +
-           " bytes of chunks (std::bad_alloc)";
+std::string over_receive_limit(std::uint64_t bytes, std::size_t limit) noexcept {
+    try {
+        return "its " + std::to_string(bytes) +
+               " bytes of chunks are over the receiver's limit of " + std::to_string(limit) +
+               " bytes (--courier:max_parcel_size)";
+    } catch (...) {
+        return "over the limit"; // within the string's own storage: cannot throw
+    }
+}
+
+std::string no_memory_to_receive(std::uint64_t bytes, char const* what) noexcept {
+    try {
+        return "the receiver had no memory for its " + std::to_string(bytes) + " bytes of " + what +
+               " (std::bad_alloc)";
+    } catch (...) {
+        return "no memory"; // within the string's own storage: cannot throw
+    }
 }
 
 std::optional<serialization::message>
@@ -164,6 +177,8 @@ assemble_received(serialization::message&& m,
         }
     }
     if (!refused.empty()) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "refused a parcel from locality {}: {}", source, refused);
         try {
             // The reason, as the owner of each chunk not received (message::set_refused).
             auto why = std::make_shared<std::string const>(refused);

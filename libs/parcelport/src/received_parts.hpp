@@ -113,50 +113,54 @@ void received_chunks(wire::header const& h, std::span<wire::descriptor const> ds
     }
 }
 
-/// Why a parcel with `to_receive` bytes of pointer and rma chunks is refused before anything
-/// lands: over `limit` (transport_options::max_parcel_bytes; 0: no limit). Empty when
-/// it is not.
-std::string over_receive_limit(std::uint64_t to_receive, std::size_t limit);
+/// Bytes of the pointer and rma chunks in `chunks`.
+std::uint64_t chunk_bytes(std::span<serialization::serialization_chunk const> chunks) noexcept;
 
-/// The reason for a parcel refused because landing buffers for its `bytes` of chunks could not
-/// be allocated.
-std::string no_memory_to_receive(std::uint64_t bytes);
+/// The reason for a parcel refused because its `bytes` of chunks are over `limit`; "over the
+/// limit" if not even the reason can be allocated.
+std::string over_receive_limit(std::uint64_t bytes, std::size_t limit) noexcept;
 
-/// received_chunks(), unless the parcel is refused: when `why` is not empty on entry (over the
-/// limit) or a landing buffer cannot be had (std::bad_alloc), no chunk lands (buffers taken
-/// already are given back) and every pointer and rma chunk is listed without an address; `why`
-/// then says why (for assemble_received, which marks the message: message::set_refused). The
-/// transport still takes the parcel's bytes off the wire (into nothing, or a scratch buffer)
-/// and answers its sender as for any parcel, so that the call fails with an error on the
-/// receiving side instead of hanging on the sending one.
+/// The reason for a parcel refused because `bytes` of its `what` ("chunks", "index") could not
+/// be allocated; "no memory" if not even the reason can.
+std::string no_memory_to_receive(std::uint64_t bytes, char const* what = "chunks") noexcept;
+
+/// received_chunks(), unless the parcel is refused: when its pointer and rma chunks are over
+/// `limit` (transport_options::max_parcel_bytes; 0: none) or a landing buffer cannot be had
+/// (std::bad_alloc), no chunk lands (buffers taken already are given back), every pointer and
+/// rma chunk is listed without an address, and `why` says why (for assemble_received, which
+/// marks the message: message::set_refused); else `why` is left empty. The transport still
+/// takes the parcel's bytes off the wire (into nothing, or a scratch buffer) and answers its
+/// sender as for any parcel, so that the call fails with an error on the receiving side
+/// instead of hanging on the sending one.
 template <class Land>
 void received_chunks_or_refused(wire::header const& h, std::span<wire::descriptor const> ds,
-                                Land&& land,
+                                Land&& land, std::size_t limit,
                                 std::vector<serialization::serialization_chunk>& chunks,
                                 std::vector<std::shared_ptr<std::byte[]>>& owners,
                                 std::string& why) {
     auto nothing = [](std::size_t, bool, std::uint64_t) { return std::shared_ptr<std::byte[]>(); };
-    if (why.empty()) {
-        try {
-            received_chunks(h, ds, land, chunks, owners);
+    why.clear();
+    if (limit != 0) {
+        std::uint64_t bytes = 0; // from the descriptors: nothing is built twice
+        for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
+            bytes += ds[i].type != static_cast<std::uint8_t>(serialization::chunk_type::index)
+                         ? ds[i].size
+                         : 0;
+        }
+        if (bytes > limit) {
+            why = over_receive_limit(bytes, limit);
+            received_chunks(h, ds, nothing, chunks, owners);
             return;
-        } catch (std::bad_alloc const&) {
-            chunks.clear();
-            owners.clear(); // gives back what landed
-            std::uint64_t bytes = 0;
-            for (std::uint32_t i = 0; i < h.chunk_count; ++i) {
-                if (ds[i].type != static_cast<std::uint8_t>(serialization::chunk_type::index)) {
-                    bytes += ds[i].size;
-                }
-            }
-            try {
-                why = no_memory_to_receive(bytes);
-            } catch (std::bad_alloc const&) {
-                why = "no memory"; // within the string's own storage: cannot throw
-            }
         }
     }
-    received_chunks(h, ds, nothing, chunks, owners);
+    try {
+        received_chunks(h, ds, land, chunks, owners);
+    } catch (std::bad_alloc const&) {
+        chunks.clear();
+        owners.clear(); // gives back what landed; both keep their capacity
+        received_chunks(h, ds, nothing, chunks, owners);
+        why = no_memory_to_receive(chunk_bytes(chunks));
+    }
 }
 
 /// A received message whose chunks have landed: the chunk list validated and each landing

@@ -144,12 +144,11 @@ void rendezvous::start(wire::header const& h, std::byte const* p, std::size_t le
 void rendezvous::begin_reads(held& e, wire::header const& h, bool index_inline,
                              std::byte const* inline_index, std::size_t rma_bytes) {
     incoming* in = e.get();
-    std::uint64_t const to_receive = check_descriptors(h, in->ds, index_inline);
+    check_descriptors(h, in->ds, index_inline);
     in->source = h.source;
     in->send_id = h.send_id;
     in->rma_bytes = rma_bytes;
     in->chunks = serialization::message::chunk_list(); // one a message freed, if any
-    std::uint64_t const index_bytes = index_inline ? 0 : h.index_size;
     // Without its index a parcel cannot be delivered even as refused: one whose index cannot be
     // allocated is dropped; its sender is answered (DONE), its caller is not.
     auto drop_answered = [&](std::string const& why) {
@@ -167,13 +166,12 @@ void rendezvous::begin_reads(held& e, wire::header const& h, bool index_inline,
     if (index_inline && h.index_size != 0) {
         std::memcpy(in->msg.index_buffer(), inline_index, static_cast<std::size_t>(h.index_size));
     }
-    in->refused = over_receive_limit(to_receive - index_bytes, opts_.max_parcel_bytes);
     received_chunks_or_refused(
         h, in->ds,
         [&](std::size_t n, bool rma, std::uint64_t at) {
             return memory_.receive_buffer(n, rma, at);
         },
-        in->chunks, in->owners, in->refused);
+        opts_.max_parcel_bytes, in->chunks, in->owners, in->refused);
     start_reads(e, index_inline);
 }
 
@@ -480,12 +478,7 @@ void rendezvous::finish_entry(held& e) {
                                in->source);
         return;
     }
-    if (!in->refused.empty()) {
-        ++parts_.stats.refused_parcels;
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "refused a parcel from locality {}: {}", in->source,
-                               in->refused);
-    }
+    parts_.stats.refused_parcels += !in->refused.empty();
     auto received = assemble_received(std::move(in->msg), std::move(in->chunks), in->owners,
                                       in->source, in->refused);
     if (!received) {

@@ -327,12 +327,7 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
         // A large parcel's landing buffers are left to land(), without the lock: its chunks'
         // and an index received as data (an inline one is no larger than the eager threshold);
         // so is a refused parcel's scratch buffer.
-        std::uint64_t const index_bytes = index_inline ? 0 : h.index_size;
-        in->refused = over_receive_limit(to_receive - index_bytes, opts_.max_parcel_bytes);
-        if (!in->refused.empty()) {
-            in->bytes = std::min<std::size_t>(in->bytes, piece_); // one piece of scratch
-        }
-        bool const later = to_receive >= land_without_lock || !in->refused.empty();
+        bool const later = to_receive >= land_without_lock;
         if (later && !index_inline) {
             in->unlanded_index = true;
             in->index_size = h.index_size;
@@ -347,12 +342,14 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
             [&](std::size_t n, bool rma, std::uint64_t at) {
                 return later ? std::shared_ptr<std::byte[]>() : receive_buffer(n, rma, at);
             },
-            in->chunks, in->owners, in->refused);
+            opts_.max_parcel_bytes, in->chunks, in->owners, in->refused);
         if (later || !in->refused.empty()) {
-            for (std::uint32_t i = 0; i < in->chunks.size() && in->refused.empty(); ++i) {
-                auto const& c = in->chunks[i];
-                if (c.type != chunk_type::index && c.size != 0) {
-                    in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
+            if (in->refused.empty()) {
+                for (std::uint32_t i = 0; i < in->chunks.size(); ++i) {
+                    auto const& c = in->chunks[i];
+                    if (c.type != chunk_type::index && c.size != 0) {
+                        in->unlanded.push_back({i, c.type == chunk_type::rma, ds[i].address});
+                    }
                 }
             }
             room_for_one(unlanded_);
@@ -510,20 +507,13 @@ void mpi_transport::land_one(incoming& in, std::uint64_t& in_pool, std::uint64_t
         }
         if (failed) {
             // Refused: what landed goes back, and the data is received into scratch.
-            std::uint64_t bytes = 0;
             for (auto const& u : in.unlanded) {
-                auto& c = in.chunks[u.chunk];
-                bytes += c.size;
-                c.address = nullptr;
+                in.chunks[u.chunk].address = nullptr;
                 in.owners[u.chunk].reset();
             }
-            try {
-                in.refused = in.index_lost ? "the receiver had no memory for its index of " +
-                                                 std::to_string(in.index_size) + " bytes"
-                                           : no_memory_to_receive(bytes);
-            } catch (std::exception const&) {
-                in.refused = "no memory"; // within the string's own storage: cannot throw
-            }
+            in.refused =
+                no_memory_to_receive(in.index_lost ? in.index_size : chunk_bytes(in.chunks),
+                                     in.index_lost ? "index" : "chunks");
         }
     }
     if (!in.refused.empty() && in.scratch == nullptr) {
@@ -596,15 +586,13 @@ void mpi_transport::finish(std::unique_ptr<incoming> in) {
         }
         return;
     }
-    if (!in->refused.empty()) {
-        stats_.refused_parcels += !in->index_lost;
+    if (in->index_lost) {
         static logging::rate_limit limit;
-        logging::error_limited(limit, "{} a parcel from locality {}: {}",
-                               in->index_lost ? "dropped" : "refused", in->source, in->refused);
-        if (in->index_lost) {
-            return; // nothing to deliver the refusal with
-        }
+        logging::error_limited(limit, "dropped a parcel from locality {}: {}", in->source,
+                               in->refused);
+        return; // nothing to deliver the refusal with
     }
+    stats_.refused_parcels += !in->refused.empty();
     auto received = assemble_received(std::move(in->msg), std::move(in->chunks), in->owners,
                                       in->source, in->refused);
     if (!received) {
