@@ -10,8 +10,11 @@
 // quarter of the window (parcels or bytes) has started since the last one. A parcel that does
 // not fit waits, suspending its Courier thread (an OS thread blocks), until credits come back.
 // A parcel larger than the byte window's room is admitted while less than half of the byte
-// window is in use, so any size gets through, and a waiting sender always gets its credits
-// back: while it waits, at least a quarter of its window is in use and will start.
+// window is in use, or while fewer other parcels are in flight than the transport's
+// large_parcels_in_flight() (two; one over MPI), so any size gets through and parcels of half
+// the window or more still travel two at a time where that pays (what is in flight stays
+// within the window or that many parcels); and a waiting sender always gets its credits back:
+// while it waits, at least a quarter of its window is in use and will start.
 //
 // Where waiting is impossible (inside the transport's progress, or on a worker's own stack
 // between tasks) a parcel is sent over the window; such sends are counted.
@@ -37,6 +40,9 @@ struct locality_state;
 struct flow_state {
     std::int64_t window_parcels = 0; // 0: no flow control
     std::int64_t window_bytes = 0;
+    /// Parcels of half the byte window or more that may be in flight to a destination at once
+    /// (the transport's large_parcels_in_flight(); at least 1).
+    std::int64_t large_in_flight = 2;
     struct counts {
         std::atomic<std::int64_t> parcels{0};
         std::atomic<std::int64_t> bytes{0};

@@ -76,6 +76,30 @@ TEST(flow_control, a_parcel_larger_than_the_window_goes_while_less_than_half_is_
     EXPECT_EQ(f.bytes(1), 5400);
 }
 
+TEST(flow_control, parcels_of_half_the_window_or_more_travel_two_at_a_time) {
+    flow_fixture f(2, {"--courier:parcels_in_flight=100", "--courier:bytes_in_flight=1000"});
+    // A failed destination ends a wait at once: false here means "would have waited".
+    f.st.dead[1].store(true);
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 600));
+    EXPECT_TRUE(cd::flow_acquire(f.st, 1, 600)); // 600 >= 500 in use, but only one in flight
+    EXPECT_EQ(f.parcels(1), 2);
+    EXPECT_EQ(f.bytes(1), 1200);
+    EXPECT_FALSE(cd::flow_acquire(f.st, 1, 600)); // a third waits
+    EXPECT_FALSE(cd::flow_acquire(f.st, 1, 1));   // and so does anything beyond the window
+    EXPECT_EQ(f.parcels(1), 2);
+    cd::flow_credit(f.st, 1, 1, 600); // until a credit comes back
+    EXPECT_TRUE(cd::flow_acquire(f.st, 1, 600));
+    EXPECT_EQ(f.bytes(1), 1200);
+
+    // A transport that asks for one at a time (MPI) gets one.
+    flow_fixture one(2, {"--courier:parcels_in_flight=100", "--courier:bytes_in_flight=1000"});
+    one.st.flow.large_in_flight = 1;
+    one.st.dead[1].store(true);
+    ASSERT_TRUE(cd::flow_acquire(one.st, 1, 600));
+    EXPECT_FALSE(cd::flow_acquire(one.st, 1, 600));
+    EXPECT_TRUE(cd::flow_acquire(one.st, 1, 400)); // what fits still goes
+}
+
 TEST(flow_control, excess_or_negative_credits_never_open_the_window_wider) {
     flow_fixture f(2, {"--courier:parcels_in_flight=2", "--courier:bytes_in_flight=1000"});
     ASSERT_TRUE(cd::flow_acquire(f.st, 1, 10));
