@@ -42,8 +42,8 @@ bool try_take(flow_state& f, flow_state::counts& c, std::int64_t bytes) noexcept
     std::int64_t b = c.bytes.load(std::memory_order_relaxed);
     do {
         // Fits; or less than half the window is in use (so a parcel of any size gets through);
-        // or fewer parcels are in flight than large_in_flight, so that parcels of half the
-        // window or more travel two at a time: one at a time, the receiver waited for each
+        // or fewer parcels are in flight than large_in_flight, so that parcels of more than
+        // half the window travel two at a time: one at a time, the receiver waited for each
         // next one (its credit back, then its header) after landing the last.
         if (b + bytes > f.window_bytes && b >= f.window_bytes / 2 && p >= f.large_in_flight) {
             c.parcels.fetch_sub(1, std::memory_order_acq_rel);

@@ -10,11 +10,14 @@
 // quarter of the window (parcels or bytes) has started since the last one. A parcel that does
 // not fit waits, suspending its Courier thread (an OS thread blocks), until credits come back.
 // A parcel larger than the byte window's room is admitted while less than half of the byte
-// window is in use, or while fewer other parcels are in flight than the transport's
-// large_parcels_in_flight() (two; one over MPI), so any size gets through and parcels of half
-// the window or more still travel two at a time where that pays (what is in flight stays
-// within the window or that many parcels); and a waiting sender always gets its credits back:
-// while it waits, at least a quarter of its window is in use and will start.
+// window is in use, or while fewer parcels (of any size) are in flight than the transport's
+// large_parcels_in_flight() (two; one over MPI), so any size gets through and parcels of more
+// than half the window still travel two at a time where that pays; and a waiting sender always
+// gets its credits back: while it waits, at least a quarter of its window is in use and will
+// start. What is in flight goes over the window only by one parcel admitted while less than
+// half was in use, or by parcels admitted while fewer than large_parcels_in_flight() were in
+// flight (the count is taken when a parcel takes its slot: senders racing for one destination
+// can each add one more).
 //
 // Where waiting is impossible (inside the transport's progress, or on a worker's own stack
 // between tasks) a parcel is sent over the window; such sends are counted.

@@ -148,8 +148,8 @@ std::vector<option_spec> const& option_table() {
          "destination starts some; 0 = no flow control (unbounded queues on both sides)"},
         {"bytes_in_flight", "8388608",
          "flow control: bytes of requests in flight to one locality (a larger request goes "
-         "while less than half of this is in use or only one other is in flight); 0 = no "
-         "flow control"},
+         "while less than half of this is in use, or while no other is in flight, or one on "
+         "libfabric); 0 = no flow control"},
         {"total_parcels_in_flight", "65536",
          "flow control: requests in flight from (and admitted to) one locality in all; each "
          "pair's window is at most this divided among the other localities (at least 16); "
