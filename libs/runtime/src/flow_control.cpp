@@ -89,8 +89,10 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
     return {parcels, bytes};
 }
 
-void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities) {
+void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
+                    std::uint32_t large_in_flight) {
     std::tie(f.window_parcels, f.window_bytes) = flow_window_from(cfg, localities);
+    f.large_in_flight = std::max<std::int64_t>(1, large_in_flight);
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
 }

@@ -43,9 +43,9 @@ struct locality_state;
 struct flow_state {
     std::int64_t window_parcels = 0; // 0: no flow control
     std::int64_t window_bytes = 0;
-    /// Parcels of half the byte window or more that may be in flight to a destination at once
-    /// (the transport's large_parcels_in_flight(); at least 1).
-    std::int64_t large_in_flight = 2;
+    /// Parcels of more than half the byte window that may be in flight to a destination at
+    /// once (set by flow_configure from the transport; at least 1).
+    std::int64_t large_in_flight = 1;
     struct counts {
         std::atomic<std::int64_t> parcels{0};
         std::atomic<std::int64_t> bytes{0};
@@ -65,7 +65,9 @@ struct flow_state {
 /// job of `localities`; throws config_error for bad values (init checks them in every run).
 std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg, std::uint32_t localities);
 /// Sizes `f` for `localities` with flow_window_from().
-void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities);
+/// `large_in_flight`: the transport's large_parcels_in_flight() (taken as at least 1).
+void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
+                    std::uint32_t large_in_flight);
 
 /// Takes a parcel of `bytes` from `dest`'s window, waiting while it does not fit. False (nothing
 /// taken) if `dest` failed meanwhile.

@@ -11,7 +11,6 @@
 
 #include <courier/runtime/init.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -206,8 +205,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.size = boot->size();
     // Before anything can deliver a parcel:
     st.dead = std::vector<std::atomic<bool>>(st.size);
-    flow_configure(st.flow, cfg, st.size);
-    st.flow.large_in_flight = std::max<std::int64_t>(1, st.tp->large_parcels_in_flight());
+    flow_configure(st.flow, cfg, st.size, st.tp->large_parcels_in_flight());
     ordered_streams(st); // sized before anything can deliver a parcel
     st.live.heard = std::vector<std::atomic<std::uint32_t>>(st.size);
     st.live.departed = std::vector<std::atomic<bool>>(st.size);

@@ -28,10 +28,12 @@ cd::config options(std::vector<std::string> args) {
 /// A state for `localities` with the flow options `args`.
 struct flow_fixture {
     cd::locality_state st;
-    flow_fixture(std::uint32_t localities, std::vector<std::string> args) {
+    /// `large_in_flight`: as a transport's large_parcels_in_flight() (libfabric's 2).
+    flow_fixture(std::uint32_t localities, std::vector<std::string> args,
+                 std::uint32_t large_in_flight = 2) {
         st.size = localities;
         st.dead = std::vector<std::atomic<bool>>(localities);
-        cd::flow_configure(st.flow, options(std::move(args)), localities);
+        cd::flow_configure(st.flow, options(std::move(args)), localities, large_in_flight);
     }
     std::int64_t parcels(std::uint32_t dest) { return st.flow.out[dest].parcels.load(); }
     std::int64_t bytes(std::uint32_t dest) { return st.flow.out[dest].bytes.load(); }
@@ -76,7 +78,7 @@ TEST(flow_control, a_parcel_larger_than_the_window_goes_while_less_than_half_is_
     EXPECT_EQ(f.bytes(1), 5400);
 }
 
-TEST(flow_control, parcels_of_half_the_window_or_more_travel_two_at_a_time) {
+TEST(flow_control, parcels_over_half_the_window_travel_two_at_a_time) {
     flow_fixture f(2, {"--courier:parcels_in_flight=100", "--courier:bytes_in_flight=1000"});
     // A failed destination ends a wait at once: false here means "would have waited".
     f.st.dead[1].store(true);
@@ -92,12 +94,13 @@ TEST(flow_control, parcels_of_half_the_window_or_more_travel_two_at_a_time) {
     EXPECT_EQ(f.bytes(1), 1200);
 
     // A transport that asks for one at a time (MPI) gets one.
-    flow_fixture one(2, {"--courier:parcels_in_flight=100", "--courier:bytes_in_flight=1000"});
-    one.st.flow.large_in_flight = 1;
+    flow_fixture one(2, {"--courier:parcels_in_flight=100", "--courier:bytes_in_flight=1000"}, 1);
     one.st.dead[1].store(true);
     ASSERT_TRUE(cd::flow_acquire(one.st, 1, 600));
     EXPECT_FALSE(cd::flow_acquire(one.st, 1, 600));
     EXPECT_TRUE(cd::flow_acquire(one.st, 1, 400)); // what fits still goes
+    // A transport asking for none still gets one: any parcel must be able to go.
+    EXPECT_EQ(flow_fixture(2, {}, 0).st.flow.large_in_flight, 1);
 }
 
 TEST(flow_control, excess_or_negative_credits_never_open_the_window_wider) {
