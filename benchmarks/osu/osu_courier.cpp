@@ -8,7 +8,7 @@
 //   courier-run -n 2 osu_courier [--courier:provider=shm] [--courier:threads=N]
 //       [--buffer=serialize_buffer|rma_vector|std_vector] [--tests=latency,bw,bibw,mr,wake]
 //       [--latency=echo] [--max-size=BYTES] [--peer=K] [--label=PROVIDER_COLUMN]
-//       [--quick]
+//       [--percentiles] [--quick]
 // Under mpirun with --courier:parcelport=mpi (the MPI parcelport) the names are "courier-mpi",
 // "courier-mpi-rma" and so on, with --label=tcp|shm naming the BTL mpirun was given.
 // Reported as "courier" (serialize_buffer), "courier-rma" (rma_vector), "courier-vector"
@@ -16,6 +16,9 @@
 // one registration per send), with "-echo" appended under --latency=echo.
 // latency: each side sends `size` bytes from memory it never writes, as osu_latency (pong
 // below); --latency=echo sends the received buffer back instead, as HPX's osu_latency does.
+// --percentiles: with each latency line, "PERCENTILES impl provider threads size p10 p50 p90
+// p99 max" (one-way µs: each timed round trip over 2), whether a mean comes from the whole
+// distribution or from a tail.
 // mr (osu_mbw_mr) runs on an even number of localities: the first half send to the second,
 // one-way posts (no reply each) in windows of 64, each window closed by one reply.
 // Methodology and output format: osu_common.hpp.
@@ -218,6 +221,27 @@ void windows_towards(std::uint32_t dest, std::size_t size, int loops, kind k) {
 }
 COURIER_PLAIN_ACTION(windows_towards, windows_towards_action);
 
+/// One-way latencies (µs) of the calls between consecutive `stamps`, as percentiles.
+void print_percentiles(std::string const& impl, std::string const& provider, int threads,
+                       std::size_t size, std::vector<clock_type::time_point> const& stamps) {
+    std::vector<double> one_way;
+    for (std::size_t i = 1; i < stamps.size(); ++i) {
+        one_way.push_back(
+            std::chrono::duration<double, std::micro>(stamps[i] - stamps[i - 1]).count() / 2);
+    }
+    if (one_way.empty()) {
+        return;
+    }
+    std::sort(one_way.begin(), one_way.end());
+    auto at = [&](double q) {
+        return one_way[static_cast<std::size_t>(q * static_cast<double>(one_way.size() - 1))];
+    };
+    std::printf("PERCENTILES %s %s %d %zu %.3f %.3f %.3f %.3f %.3f\n", impl.c_str(),
+                provider.c_str(), threads, size, at(0.1), at(0.5), at(0.9), at(0.99),
+                one_way.back());
+    std::fflush(stdout);
+}
+
 int courier_main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
@@ -225,6 +249,7 @@ int courier_main(int argc, char** argv) {
     std::uint32_t peer_id = 1;
     std::string label;
     bool echo = false;
+    bool percentiles = false;
     for (auto const& a : rest) {
         if (a.rfind("--peer=", 0) == 0) {
             peer_id = static_cast<std::uint32_t>(std::stoul(a.substr(7)));
@@ -232,6 +257,8 @@ int courier_main(int argc, char** argv) {
             label = a.substr(8);
         } else if (a == "--latency=echo") {
             echo = true;
+        } else if (a == "--percentiles") {
+            percentiles = true;
         } else if (a == "--buffer=rma_vector") {
             k = kind::rma_vector;
         } else if (a == "--buffer=std_vector") {
@@ -299,10 +326,17 @@ int courier_main(int argc, char** argv) {
                 auto const* vb =
                     k == kind::std_vector ? &payload_of_size<std::vector<char>>(size) : nullptr;
                 int skip = plan.latency_skip(size), iters = plan.latency_iterations(size);
+                std::vector<clock_type::time_point> stamps; // --percentiles: each call's start
+                if (percentiles) {
+                    stamps.reserve(static_cast<std::size_t>(iters) + 1);
+                }
                 clock_type::time_point t0;
                 for (int i = 0; i < skip + iters; ++i) {
                     if (i == skip) {
                         t0 = clock_type::now();
+                    }
+                    if (percentiles && i >= skip) {
+                        stamps.push_back(clock_type::now());
                     }
                     std::size_t got = 0;
                     if (vb != nullptr) {
@@ -323,8 +357,12 @@ int courier_main(int argc, char** argv) {
                         return courier::finalize(), 1;
                     }
                 }
-                value = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() /
-                        iters / 2;
+                auto const t1 = clock_type::now();
+                value = std::chrono::duration<double, std::micro>(t1 - t0).count() / iters / 2;
+                if (percentiles) {
+                    stamps.push_back(t1);
+                    print_percentiles(impl, provider, threads, size, stamps);
+                }
             } else if (test == "bw" || test == "bibw") {
                 bool bi = test == "bibw";
                 int skip = plan.bw_skip(size), loops = plan.bw_loops(size);

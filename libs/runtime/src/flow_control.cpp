@@ -73,9 +73,9 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
                                                        std::uint32_t localities) {
     constexpr long long max = 1LL << 40;
     auto parcels = cfg.get_int("parcels_in_flight", 0, max);
-    auto bytes = cfg.get_int("bytes_in_flight", 0, max);
+    auto bytes = cfg.get_bytes("bytes_in_flight", 0, max);
     auto total_parcels = cfg.get_int("total_parcels_in_flight", 0, max);
-    auto total_bytes = cfg.get_int("total_bytes_in_flight", 0, max);
+    auto total_bytes = cfg.get_bytes("total_bytes_in_flight", 0, max);
     if (parcels == 0 || bytes == 0) {
         return {0, 0};
     }

@@ -231,7 +231,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         }
         so.first_core = local_rank * so.threads % cores;
         so.oversubscribed = so.threads * local_size > cores;
-        so.stack_size = static_cast<std::size_t>(cfg.get_int("stack_size", 16384, 1ll << 30));
+        so.stack_size = static_cast<std::size_t>(cfg.get_bytes("stack_size", 16384, 1ll << 30));
         std::string const& bind = cfg.get_choice("bind", {"auto", "cores", "none"});
         // Oversubscribed, a pinned worker that polls keeps the worker of another locality
         // pinned to the same core from running, and the OS cannot move either (round trips
@@ -258,13 +258,13 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         }
         auto zc =
             cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
-        auto deep = cfg.get_int("deep_array_threshold", 0, 1ll << 40);
+        auto deep = cfg.get_bytes("deep_array_threshold", 0, 1ll << 40);
         set_parcel_options({zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0,
                             serialization::pointer_tracking::pointer_map,
                             static_cast<std::size_t>(deep)});
         rma::pool_options po;
-        po.block_size = static_cast<std::size_t>(cfg.get_int("rma_pool_block", 1, 1ll << 30));
-        po.limit = static_cast<std::size_t>(cfg.get_int("rma_pool_limit", 0, 1ll << 50));
+        po.block_size = static_cast<std::size_t>(cfg.get_bytes("rma_pool_block", 1, 1ll << 30));
+        po.limit = static_cast<std::size_t>(cfg.get_bytes("rma_pool_limit", 0, 1ll << 50));
         std::string const& numa = cfg.get_choice("rma_numa", {"local", "none"});
         po.numa_local = numa == "local";
         try {

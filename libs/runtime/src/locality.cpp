@@ -113,16 +113,16 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     } else {
         o.interface = "lo";
     }
-    o.read_budget = static_cast<std::size_t>(cfg.get_int("read_budget", 0, 1LL << 40));
-    o.read_piece = static_cast<std::size_t>(cfg.get_int("read_piece", 0, 1LL << 40));
-    o.max_parcel_bytes = static_cast<std::size_t>(cfg.get_int("max_parcel_size", 0, 1LL << 47));
+    o.read_budget = static_cast<std::size_t>(cfg.get_bytes("read_budget", 0, 1LL << 40));
+    o.read_piece = static_cast<std::size_t>(cfg.get_bytes("read_piece", 0, 1LL << 40));
+    o.max_parcel_bytes = static_cast<std::size_t>(cfg.get_bytes("max_parcel_size", 0, 1LL << 47));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;
     o.split_messages = cfg.get_int("shm_split", 0, 1) != 0;
-    o.shm_outbox = static_cast<std::size_t>(cfg.get_int("shm_outbox", 0, 1LL << 36));
+    o.shm_outbox = static_cast<std::size_t>(cfg.get_bytes("shm_outbox", 0, 1LL << 36));
     if (cfg.get("shm_outbox_chunk") != "auto") {
         // 0 stages nothing: no outbox (for the transport, a chunk limit of 0 means its default).
         o.shm_outbox_chunk =
-            static_cast<std::size_t>(cfg.get_int("shm_outbox_chunk", 0, 1LL << 36));
+            static_cast<std::size_t>(cfg.get_bytes("shm_outbox_chunk", 0, 1LL << 36));
         if (o.shm_outbox_chunk == 0) {
             o.shm_outbox = 0;
         }

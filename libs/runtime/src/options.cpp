@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <iterator>
+#include <limits>
 
 namespace courier::detail {
 
@@ -217,10 +218,43 @@ long long config::get_int(std::string_view name, long long min, long long max) c
     return v;
 }
 
+long long config::get_bytes(std::string_view name, long long min, long long max) const {
+    std::string const& s = get(name);
+    long long v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
+    int shift = -1;
+    if (ec == std::errc() && p != s.data()) {
+        std::string u;
+        for (char c : unit) {
+            u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        }
+        shift = u.empty()                ? 0
+                : u == "K" || u == "KIB" ? 10
+                : u == "M" || u == "MIB" ? 20
+                : u == "G" || u == "GIB" ? 30
+                                         : -1;
+    }
+    if (shift < 0) {
+        throw config_error(fmt::format("--courier:{}={}: not a size (bytes: an integer, "
+                                       "optionally followed by K, M or G)",
+                                       name, s));
+    }
+    long long const unit_bytes = 1LL << shift;
+    // A multiple that does not fit in a long long is out of range as well.
+    bool const fits = v <= std::numeric_limits<long long>::max() / unit_bytes &&
+                      v >= std::numeric_limits<long long>::min() / unit_bytes;
+    if (!fits || v * unit_bytes < min || v * unit_bytes > max) {
+        throw config_error(
+            fmt::format("--courier:{}={}: out of range [{}, {}]", name, s, min, max));
+    }
+    return v * unit_bytes;
+}
+
 long long config::get_threshold(std::string_view name, long long min, long long max,
                                 std::string_view provider) const {
     if (get(name) != "auto") {
-        return get_int(name, min, max);
+        return get_bytes(name, min, max);
     }
     return static_cast<long long>(parcelport::default_eager_threshold(provider));
 }
@@ -295,7 +329,7 @@ config parse_config(int argc, char** argv) {
 
 std::string help_text() {
     std::string out = "Courier runtime options (--courier:NAME=VALUE, or environment "
-                      "COURIER_NAME=VALUE):\n";
+                      "COURIER_NAME=VALUE; sizes in bytes take K, M or G: 64K, 1M):\n";
     for (auto const& s : option_table()) {
         out +=
             fmt::format("  --courier:{:<22} default {:<8} {}\n", s.name, s.default_value, s.help);

@@ -33,7 +33,10 @@ struct config {
 
     std::string const& get(std::string_view name) const;
     long long get_int(std::string_view name, long long min, long long max) const;
-    /// zero_copy_threshold and eager_threshold: an integer, or "auto" (the default): the
+    /// A size in bytes: an integer, optionally followed by K, M or G (KiB, MiB or GiB; also
+    /// written KiB, MiB, GiB, in either case), within [min, max].
+    long long get_bytes(std::string_view name, long long min, long long max) const;
+    /// zero_copy_threshold and eager_threshold: a size (get_bytes), or "auto" (the default): the
     /// parcelport::default_eager_threshold() of `provider` (threshold_provider()).
     long long get_threshold(std::string_view name, long long min, long long max,
                             std::string_view provider) const;

@@ -279,3 +279,67 @@ TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
     auto const none = options_of({"--courier:provider=shm", "--courier:shm_outbox_chunk=0"});
     EXPECT_EQ(none.shm_outbox, 0u);
 }
+
+TEST(options, sizes_take_binary_multiples) {
+    // --courier:stack_size=1M was "not an integer": sizes in bytes take K, M or G (and KiB,
+    // MiB, GiB, in either case); anything else, and a multiple past the range or past what a
+    // long long holds, is an error that names the option.
+    auto bytes = [](std::string value) {
+        std::string arg = "--courier:stack_size=" + value;
+        std::vector<char*> argv{const_cast<char*>("prog"), arg.data()};
+        auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
+        return cfg.get_bytes("stack_size", 16384, 1LL << 40);
+    };
+    EXPECT_EQ(bytes("65536"), 65536);
+    EXPECT_EQ(bytes("64K"), 65536);
+    EXPECT_EQ(bytes("64k"), 65536);
+    EXPECT_EQ(bytes("1M"), 1 << 20);
+    EXPECT_EQ(bytes("1MiB"), 1 << 20);
+    EXPECT_EQ(bytes("2gib"), 2LL << 30);
+    for (std::string bad : {"1.5M", "1Q", "M", "", "1 M", "1MB", "-1K", "2048G", "99999999999G"}) {
+        try {
+            bytes(bad);
+            ADD_FAILURE() << "accepted " << bad;
+        } catch (courier::detail::config_error const& e) {
+            EXPECT_NE(std::string(e.what()).find("--courier:stack_size=" + bad + ":"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    // The thresholds take them too ("auto" still means the provider's default).
+    std::vector<char*> argv{const_cast<char*>("prog"),
+                            const_cast<char*>("--courier:zero_copy_threshold=16K")};
+    auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
+    EXPECT_EQ(cfg.get_threshold("zero_copy_threshold", 0, 1LL << 40, "tcp"), 16384);
+}
+
+namespace {
+// Stack the recursion uses: ~1 KiB per level, as a deep chain of calls or awaits would.
+int deep(int n) {
+    volatile char pad[1024];
+    pad[0] = static_cast<char>(n);
+    return n == 0 ? pad[0] : deep(n - 1) + 1 + pad[0] * 0;
+}
+} // namespace
+
+TEST(options, a_stack_size_in_mib_runs_what_the_default_cannot) {
+    // 256 levels of 1 KiB need more than the default 64 KiB stack of a Courier thread, and fit
+    // in 1M (the value the held-out program passed, refused before as "not an integer").
+    bool ran = false;
+    int depth = -1;
+    std::vector<std::string> args{"prog", "--courier:stack_size=1M", "--courier:threads=1"};
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    EXPECT_EQ(courier::init(
+                  [&](int, char**) {
+                      ran = true;
+                      depth = courier::async([] { return deep(256); }).get();
+                      return courier::finalize();
+                  },
+                  static_cast<int>(argv.size()), argv.data()),
+              0);
+    EXPECT_TRUE(ran);
+    EXPECT_EQ(depth, 256);
+}
