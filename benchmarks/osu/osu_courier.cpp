@@ -16,9 +16,9 @@
 // one registration per send), with "-echo" appended under --latency=echo.
 // latency: each side sends `size` bytes from memory it never writes, as osu_latency (pong
 // below); --latency=echo sends the received buffer back instead, as HPX's osu_latency does.
-// --percentiles: with each latency line, "PERCENTILES impl provider threads size p10 p50 p90
-// p99 max" (one-way µs: each timed round trip over 2), whether a mean comes from the whole
-// distribution or from a tail.
+// --percentiles: with each latency line, "PERCENTILES impl provider threads latency size p10
+// p50 p90 p99 max" (one-way µs: each timed round trip over 2), whether a mean comes from the
+// whole distribution or from a tail; the stamps add a clock read to each timed call.
 // mr (osu_mbw_mr) runs on an even number of localities: the first half send to the second,
 // one-way posts (no reply each) in windows of 64, each window closed by one reply.
 // Methodology and output format: osu_common.hpp.
@@ -236,7 +236,7 @@ void print_percentiles(std::string const& impl, std::string const& provider, int
     auto at = [&](double q) {
         return one_way[static_cast<std::size_t>(q * static_cast<double>(one_way.size() - 1))];
     };
-    std::printf("PERCENTILES %s %s %d %zu %.3f %.3f %.3f %.3f %.3f\n", impl.c_str(),
+    std::printf("PERCENTILES %s %s %d latency %zu %.3f %.3f %.3f %.3f %.3f\n", impl.c_str(),
                 provider.c_str(), threads, size, at(0.1), at(0.5), at(0.9), at(0.99),
                 one_way.back());
     std::fflush(stdout);

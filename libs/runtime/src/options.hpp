@@ -33,8 +33,8 @@ struct config {
 
     std::string const& get(std::string_view name) const;
     long long get_int(std::string_view name, long long min, long long max) const;
-    /// A size in bytes: an integer, optionally followed by K, M or G (KiB, MiB or GiB; also
-    /// written KiB, MiB, GiB, in either case), within [min, max].
+    /// A size in bytes within [min, max]: an integer, optionally followed by K, M or G (binary
+    /// multiples; also written KiB, MiB, GiB), in either case.
     long long get_bytes(std::string_view name, long long min, long long max) const;
     /// zero_copy_threshold and eager_threshold: a size (get_bytes), or "auto" (the default): the
     /// parcelport::default_eager_threshold() of `provider` (threshold_provider()).

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 
 #include <cstdlib>
+#include <limits>
 #include <memory>
 
 namespace {
@@ -281,14 +282,13 @@ TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
 }
 
 TEST(options, sizes_take_binary_multiples) {
-    // --courier:stack_size=1M was "not an integer": sizes in bytes take K, M or G (and KiB,
-    // MiB, GiB, in either case); anything else, and a multiple past the range or past what a
-    // long long holds, is an error that names the option.
-    auto bytes = [](std::string value) {
+    // Sizes in bytes take K, M or G (and KiB, MiB, GiB, in either case); anything else, and a
+    // multiple past the range or past what a long long holds, is an error naming the option.
+    auto bytes = [](std::string value, long long max = 1LL << 40) {
         std::string arg = "--courier:stack_size=" + value;
         std::vector<char*> argv{const_cast<char*>("prog"), arg.data()};
         auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
-        return cfg.get_bytes("stack_size", 16384, 1LL << 40);
+        return cfg.get_bytes("stack_size", 16384, max);
     };
     EXPECT_EQ(bytes("65536"), 65536);
     EXPECT_EQ(bytes("64K"), 65536);
@@ -296,16 +296,22 @@ TEST(options, sizes_take_binary_multiples) {
     EXPECT_EQ(bytes("1M"), 1 << 20);
     EXPECT_EQ(bytes("1MiB"), 1 << 20);
     EXPECT_EQ(bytes("2gib"), 2LL << 30);
-    for (std::string bad : {"1.5M", "1Q", "M", "", "1 M", "1MB", "-1K", "2048G", "99999999999G"}) {
+    auto refused = [&](std::string bad, long long max = 1LL << 40) {
         try {
-            bytes(bad);
+            bytes(bad, max);
             ADD_FAILURE() << "accepted " << bad;
         } catch (courier::detail::config_error const& e) {
             EXPECT_NE(std::string(e.what()).find("--courier:stack_size=" + bad + ":"),
                       std::string::npos)
                 << e.what();
         }
+    };
+    for (std::string bad : {"1.5M", "1Q", "M", "", "1 M", "1MB", "-1K", "2048G"}) {
+        refused(bad);
     }
+    // (2^34 + 1) GiB is 2^64 + 2^30 bytes: a product that wrapped would read as 1 GiB, inside
+    // the range; it must be refused as out of range.
+    refused("17179869185G", std::numeric_limits<long long>::max());
     // The thresholds take them too ("auto" still means the provider's default).
     std::vector<char*> argv{const_cast<char*>("prog"),
                             const_cast<char*>("--courier:zero_copy_threshold=16K")};
@@ -314,17 +320,25 @@ TEST(options, sizes_take_binary_multiples) {
 }
 
 namespace {
-// Stack the recursion uses: ~1 KiB per level, as a deep chain of calls or awaits would.
+// Takes `n` levels of 1 KiB frames: every 64th byte of each frame's array is written before
+// the call below it and read after, so the frames stay whole and the call is no tail call.
 int deep(int n) {
     volatile char pad[1024];
-    pad[0] = static_cast<char>(n);
-    return n == 0 ? pad[0] : deep(n - 1) + 1 + pad[0] * 0;
+    for (int i = 0; i < 1024; i += 64) {
+        pad[i] = static_cast<char>(n + i);
+    }
+    int below = n == 0 ? 0 : deep(n - 1) + 1;
+    int sum = 0;
+    for (int i = 0; i < 1024; i += 64) {
+        sum += pad[i] == static_cast<char>(n + i) ? 0 : 1;
+    }
+    return below + sum * 1000;
 }
 } // namespace
 
-TEST(options, a_stack_size_in_mib_runs_what_the_default_cannot) {
-    // 256 levels of 1 KiB need more than the default 64 KiB stack of a Courier thread, and fit
-    // in 1M (the value the held-out program passed, refused before as "not an integer").
+TEST(options, a_stack_size_in_mib_gives_courier_threads_that_much_stack) {
+    // 256 levels of 1 KiB frames: four times the default 64 KiB stack of a Courier thread
+    // (where they end in the stack-overflow report), within --courier:stack_size=1M.
     bool ran = false;
     int depth = -1;
     std::vector<std::string> args{"prog", "--courier:stack_size=1M", "--courier:threads=1"};
