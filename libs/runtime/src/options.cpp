@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <limits>
+#include <utility>
 
 namespace courier::detail {
 
@@ -204,51 +205,56 @@ std::string const& config::get(std::string_view name) const {
     return it->second;
 }
 
-long long config::get_int(std::string_view name, long long min, long long max) const {
-    std::string const& s = get(name);
+namespace {
+/// The bytes a size's suffix stands for (none: 1; K, M, G, or KiB, MiB, GiB in either case);
+/// 0 for any other suffix.
+long long unit_of(std::string_view suffix) noexcept {
+    auto is = [&](std::string_view want) {
+        return suffix.size() == want.size() &&
+               std::equal(suffix.begin(), suffix.end(), want.begin(), [](char c, char w) {
+                   return std::toupper(static_cast<unsigned char>(c)) == w;
+               });
+    };
+    for (auto [letter, bytes] : {std::pair{'K', 1LL << 10}, {'M', 1LL << 20}, {'G', 1LL << 30}}) {
+        char const full[] = {letter, 'I', 'B'};
+        if (is(std::string_view(&letter, 1)) || is(std::string_view(full, 3))) {
+            return bytes;
+        }
+    }
+    return suffix.empty() ? 1 : 0;
+}
+
+/// Option `name`'s value `s`: an integer, times the unit of its suffix if `sizes` (else no
+/// suffix is allowed), within [min, max]; throws config_error naming the option otherwise.
+long long integer_option(std::string_view name, std::string const& s, long long min, long long max,
+                         bool sizes) {
     long long v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size()) {
-        throw config_error(fmt::format("--courier:{}={}: not an integer", name, s));
+    std::string_view suffix(p, static_cast<std::size_t>(s.data() + s.size() - p));
+    long long const unit = ec == std::errc() && (sizes || suffix.empty()) ? unit_of(suffix) : 0;
+    if (unit == 0) {
+        throw config_error(fmt::format("--courier:{}={}: {}", name, s,
+                                       sizes ? "not a size (bytes: an integer, optionally "
+                                               "followed by K, M or G)"
+                                             : "not an integer"));
     }
-    if (v < min || v > max) {
+    // A multiple that does not fit in a long long is out of range as well.
+    bool const fits = v <= std::numeric_limits<long long>::max() / unit &&
+                      v >= std::numeric_limits<long long>::min() / unit;
+    if (!fits || v * unit < min || v * unit > max) {
         throw config_error(
             fmt::format("--courier:{}={}: out of range [{}, {}]", name, s, min, max));
     }
-    return v;
+    return v * unit;
+}
+} // namespace
+
+long long config::get_int(std::string_view name, long long min, long long max) const {
+    return integer_option(name, get(name), min, max, false);
 }
 
 long long config::get_bytes(std::string_view name, long long min, long long max) const {
-    std::string const& s = get(name);
-    long long v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    std::string_view unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
-    int shift = -1;
-    if (ec == std::errc() && p != s.data()) {
-        std::string u;
-        for (char c : unit) {
-            u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        }
-        shift = u.empty()                ? 0
-                : u == "K" || u == "KIB" ? 10
-                : u == "M" || u == "MIB" ? 20
-                : u == "G" || u == "GIB" ? 30
-                                         : -1;
-    }
-    if (shift < 0) {
-        throw config_error(fmt::format("--courier:{}={}: not a size (bytes: an integer, "
-                                       "optionally followed by K, M or G)",
-                                       name, s));
-    }
-    long long const unit_bytes = 1LL << shift;
-    // A multiple that does not fit in a long long is out of range as well.
-    bool const fits = v <= std::numeric_limits<long long>::max() / unit_bytes &&
-                      v >= std::numeric_limits<long long>::min() / unit_bytes;
-    if (!fits || v * unit_bytes < min || v * unit_bytes > max) {
-        throw config_error(
-            fmt::format("--courier:{}={}: out of range [{}, {}]", name, s, min, max));
-    }
-    return v * unit_bytes;
+    return integer_option(name, get(name), min, max, true);
 }
 
 long long config::get_threshold(std::string_view name, long long min, long long max,

@@ -13,24 +13,43 @@
 #include <sys/resource.h>
 
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace {
-int init_with(std::vector<std::string> args, bool* ran = nullptr) {
+/// courier::init's status for a program "prog" with `args` whose main runs `body`, then ends.
+int run_with(std::vector<std::string> args, std::function<void()> const& body) {
     args.insert(args.begin(), "prog");
     std::vector<char*> argv;
     for (auto& a : args) {
         argv.push_back(a.data());
     }
     return courier::init(
-        [ran](int, char**) {
-            if (ran != nullptr) {
-                *ran = true;
-            }
+        [&body](int, char**) {
+            body();
             return courier::finalize();
         },
         static_cast<int>(argv.size()), argv.data());
+}
+int init_with(std::vector<std::string> args, bool* ran = nullptr) {
+    return run_with(std::move(args), [ran] {
+        if (ran != nullptr) {
+            *ran = true;
+        }
+    });
+}
+/// The options of a program "prog" started with `args`.
+courier::detail::config config_of(std::vector<std::string> args) {
+    args.insert(args.begin(), "prog");
+    std::vector<char*> argv;
+    for (auto& a : args) {
+        argv.push_back(a.data());
+    }
+    return courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
 }
 } // namespace
 
@@ -140,24 +159,16 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
              {{"--courier:provider=tcp", "--courier:zero_copy_threshold=2048"}, 2048}}) {
         std::size_t seen = 0, process_default = 0, pointer_chunks = 0;
         bool ran = false;
-        auto args = r.args;
-        args.insert(args.begin(), "prog");
-        std::vector<char*> argv;
-        for (auto& a : args) {
-            argv.push_back(a.data());
-        }
-        EXPECT_EQ(courier::init(
-                      [&](int, char**) {
-                          ran = true;
-                          seen = courier::detail::parcel_options().zero_copy_threshold;
-                          process_default =
-                              courier::serialization::default_options().zero_copy_threshold;
-                          std::vector<char> const block(4096, 'b');
-                          auto m = courier::serialization::save(block);
-                          pointer_chunks = m.external_chunk_count();
-                          return courier::finalize();
-                      },
-                      static_cast<int>(argv.size()), argv.data()),
+        EXPECT_EQ(run_with(r.args,
+                           [&] {
+                               ran = true;
+                               seen = courier::detail::parcel_options().zero_copy_threshold;
+                               process_default =
+                                   courier::serialization::default_options().zero_copy_threshold;
+                               std::vector<char> const block(4096, 'b');
+                               auto m = courier::serialization::save(block);
+                               pointer_chunks = m.external_chunk_count();
+                           }),
                   0);
         EXPECT_TRUE(ran);
         EXPECT_EQ(seen, r.expect) << r.args.back();
@@ -183,18 +194,9 @@ int allowed_cpus() {
 
 // How many CPUs a task of a runtime started with `args` may run on.
 int cpus_of_a_task(std::vector<std::string> args) {
-    args.insert(args.begin(), "prog");
-    std::vector<char*> argv;
-    for (auto& a : args) {
-        argv.push_back(a.data());
-    }
     int seen = -2;
-    EXPECT_EQ(courier::init(
-                  [&](int, char**) {
-                      seen = courier::async([] { return allowed_cpus(); }).get();
-                      return courier::finalize();
-                  },
-                  static_cast<int>(argv.size()), argv.data()),
+    EXPECT_EQ(run_with(std::move(args),
+                       [&] { seen = courier::async([] { return allowed_cpus(); }).get(); }),
               0);
     return seen;
 }
@@ -263,13 +265,7 @@ TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
     // auto leaves the transport's default (default_shm_outbox_chunk: by processor); a size is
     // the limit; 0 stages nothing, which is no outbox at all.
     auto options_of = [](std::vector<std::string> args) {
-        args.insert(args.begin(), "prog");
-        std::vector<char*> argv;
-        for (auto& a : args) {
-            argv.push_back(a.data());
-        }
-        auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
-        return courier::detail::transport_options_from(cfg, 1, nullptr);
+        return courier::detail::transport_options_from(config_of(std::move(args)), 1, nullptr);
     };
     auto const defaults = options_of({"--courier:provider=shm"});
     EXPECT_EQ(defaults.shm_outbox_chunk, 0u);
@@ -285,10 +281,7 @@ TEST(options, sizes_take_binary_multiples) {
     // Sizes in bytes take K, M or G (and KiB, MiB, GiB, in either case); anything else, and a
     // multiple past the range or past what a long long holds, is an error naming the option.
     auto bytes = [](std::string value, long long max = 1LL << 40) {
-        std::string arg = "--courier:stack_size=" + value;
-        std::vector<char*> argv{const_cast<char*>("prog"), arg.data()};
-        auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
-        return cfg.get_bytes("stack_size", 16384, max);
+        return config_of({"--courier:stack_size=" + value}).get_bytes("stack_size", 16384, max);
     };
     EXPECT_EQ(bytes("65536"), 65536);
     EXPECT_EQ(bytes("64K"), 65536);
@@ -306,17 +299,26 @@ TEST(options, sizes_take_binary_multiples) {
                 << e.what();
         }
     };
-    for (std::string bad : {"1.5M", "1Q", "M", "", "1 M", "1MB", "-1K", "2048G"}) {
+    for (std::string bad :
+         {"1.5M", "1Q", "M", "", "1 M", " 1K", "+1K", "1MB", "1KiBB", "-1K", "2048G"}) {
         refused(bad);
     }
     // (2^34 + 1) GiB is 2^64 + 2^30 bytes: a product that wrapped would read as 1 GiB, inside
     // the range; it must be refused as out of range.
     refused("17179869185G", std::numeric_limits<long long>::max());
     // The thresholds take them too ("auto" still means the provider's default).
-    std::vector<char*> argv{const_cast<char*>("prog"),
-                            const_cast<char*>("--courier:zero_copy_threshold=16K")};
-    auto cfg = courier::detail::parse_config(static_cast<int>(argv.size()), argv.data());
-    EXPECT_EQ(cfg.get_threshold("zero_copy_threshold", 0, 1LL << 40, "tcp"), 16384);
+    EXPECT_EQ(config_of({"--courier:zero_copy_threshold=16K"})
+                  .get_threshold("zero_copy_threshold", 0, 1LL << 40, "tcp"),
+              16384);
+    // Counts stay plain integers: a suffix is not an integer.
+    try {
+        config_of({"--courier:threads=2K"}).get_int("threads", 1, 1024);
+        ADD_FAILURE() << "accepted threads=2K";
+    } catch (courier::detail::config_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("--courier:threads=2K: not an integer"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 namespace {
@@ -339,21 +341,9 @@ int deep(int n) {
 TEST(options, a_stack_size_in_mib_gives_courier_threads_that_much_stack) {
     // 256 levels of 1 KiB frames: four times the default 64 KiB stack of a Courier thread
     // (where they end in the stack-overflow report), within --courier:stack_size=1M.
-    bool ran = false;
     int depth = -1;
-    std::vector<std::string> args{"prog", "--courier:stack_size=1M", "--courier:threads=1"};
-    std::vector<char*> argv;
-    for (auto& a : args) {
-        argv.push_back(a.data());
-    }
-    EXPECT_EQ(courier::init(
-                  [&](int, char**) {
-                      ran = true;
-                      depth = courier::async([] { return deep(256); }).get();
-                      return courier::finalize();
-                  },
-                  static_cast<int>(argv.size()), argv.data()),
+    EXPECT_EQ(run_with({"--courier:stack_size=1M", "--courier:threads=1"},
+                       [&] { depth = courier::async([] { return deep(256); }).get(); }),
               0);
-    EXPECT_TRUE(ran);
     EXPECT_EQ(depth, 256);
 }
