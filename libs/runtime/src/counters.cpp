@@ -66,6 +66,65 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
     }
 }
 
+void count_user_sent(locality_state& st, std::int64_t sent) noexcept {
+    if (traffic_counters* c = own_counters(st); c != nullptr && sent > 0) {
+        add_single_writer(c->user_sent, static_cast<std::uint64_t>(sent));
+    } else {
+        // Modulo 2^64: a refusal's -1 here cancels its +1 in a worker's count.
+        st.traffic.user_sent.fetch_add(static_cast<std::uint64_t>(sent), std::memory_order_acq_rel);
+    }
+}
+
+void count_user_received(locality_state& st) noexcept {
+    if (traffic_counters* c = own_counters(st)) {
+        add_single_writer(c->user_received);
+    } else {
+        st.traffic.user_received.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+void count_send_started(locality_state& st) noexcept {
+    if (traffic_counters* c = own_counters(st)) {
+        add_single_writer(c->sends_started);
+    } else {
+        st.traffic.sends_started.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+void count_send_ended(locality_state& st) noexcept {
+    if (traffic_counters* c = own_counters(st)) {
+        add_single_writer(c->sends_ended);
+    } else {
+        st.traffic.sends_ended.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+termination_counts termination_counts_of(locality_state& st, scheduler const* s) noexcept {
+    // The ends first, then the starts: a send's start happens before its end, so any end these
+    // reads see has its start seen too, and the difference never falls below the sends truly
+    // in flight at some moment of the reads (never a false 0 while one is).
+    std::uint64_t ended = st.traffic.sends_ended.load(std::memory_order_acquire);
+    if (s != nullptr) {
+        for (auto const& w : s->workers()) {
+            ended += w->traffic.sends_ended.load(std::memory_order_acquire);
+        }
+    }
+    termination_counts t;
+    std::uint64_t started = st.traffic.sends_started.load(std::memory_order_acquire);
+    t.user_sent = st.traffic.user_sent.load(std::memory_order_acquire);
+    t.user_received = st.traffic.user_received.load(std::memory_order_acquire);
+    if (s != nullptr) {
+        for (auto const& w : s->workers()) {
+            auto const& wt = w->traffic;
+            started += wt.sends_started.load(std::memory_order_acquire);
+            t.user_sent += wt.user_sent.load(std::memory_order_acquire);
+            t.user_received += wt.user_received.load(std::memory_order_acquire);
+        }
+    }
+    t.sends_in_flight = started - ended;
+    return t;
+}
+
 void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t count,
                       std::uint64_t bytes) noexcept {
     if (source == st.rank) {

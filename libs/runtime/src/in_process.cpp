@@ -135,7 +135,8 @@ bool in_process_job::drain(std::chrono::milliseconds limit, std::chrono::microse
     while (quiet_rounds < 2) {
         bool quiet = true;
         for (auto& l : localities_) {
-            quiet = quiet && l->sched->live_tasks() == 0 && l->state.in_flight.load() == 0 &&
+            quiet = quiet && l->sched->live_tasks() == 0 &&
+                    termination_counts_of(l->state, l->sched.get()).sends_in_flight == 0 &&
                     pending_requests(l->state) == 0 && l->state.tp->can_sleep();
         }
         quiet_rounds = quiet ? quiet_rounds + 1 : 0;

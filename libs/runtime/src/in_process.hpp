@@ -70,6 +70,11 @@ public:
                std::chrono::microseconds poll = std::chrono::milliseconds(1));
     /// Locality `rank`'s state (statistics, counts), for the tests' assertions.
     locality_state& state(std::uint32_t rank) { return localities_.at(rank)->state; }
+    /// Locality `rank`'s termination counts (summed over its workers).
+    termination_counts counts(std::uint32_t rank) {
+        auto& l = *localities_.at(rank);
+        return termination_counts_of(l.state, l.sched.get());
+    }
 
 private:
     struct locality {

@@ -158,8 +158,6 @@ struct locality_state {
     std::string job_id;
     std::unique_ptr<bootstrap> boot;
     std::thread monitor;
-    std::atomic<std::uint64_t> sent{0}, received{0}; // user parcels, for termination
-    std::atomic<std::uint64_t> in_flight{0};         // every send not yet completed
     std::mutex exit_mutex;
     std::condition_variable exit_cv;
     bool exit_requested = false;
@@ -170,7 +168,8 @@ struct locality_state {
     naming_table names;
     flow_state flow;
     ordered_state ordered;
-    traffic_counters traffic; // parcels of threads that are not its workers (traffic.hpp)
+    // Parcels of threads that are not its workers, and termination's counts (traffic.hpp).
+    traffic_counters traffic;
 };
 
 namespace state_detail {

@@ -48,7 +48,7 @@ void sent(std::uint64_t rid, std::error_code const& ec) {
             done(nullptr, std::move(error));
         }
     }
-    st.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+    count_send_ended(st);
 }
 
 void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
@@ -64,7 +64,7 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         return;
     }
     parcel_sent(st, dest, m);
-    st.in_flight.fetch_add(1, std::memory_order_acq_rel);
+    count_send_started(st);
     // One handler per parcel, built here: without a caller's callback it captures only the
     // request id (0 for a reply), which std::function stores inline; only a caller's own
     // callback costs an allocation.
@@ -94,8 +94,8 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         st.tp->send(dest, std::move(m), std::move(handler));
     } catch (...) {
         // Refused outright: the handler never runs, so the send is not in flight (shutdown
-        // waits for in_flight to reach 0).
-        st.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        // waits for the sends in flight to end).
+        count_send_ended(st);
         throw;
     }
 }
@@ -112,7 +112,7 @@ void write_reply_head(serialization::output_archive& ar, request_context const& 
 /// Sends a written reply; termination counts it unless it answers a control request.
 void send_reply(request_context const& r, serialization::message&& m) {
     if (!r.control) {
-        here().sent.fetch_add(1, std::memory_order_acq_rel);
+        count_user_sent(here(), 1);
     }
     send_parcel(r.source, std::move(m), 0, nullptr);
 }
@@ -168,7 +168,7 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
     auto rid = in.load_value<std::uint64_t>();
     bool control = is_control(action_id);
     if (!control) {
-        st.received.fetch_add(1, std::memory_order_acq_rel);
+        count_user_received(st);
         flow_started(st, source, static_cast<std::int64_t>(bytes));
     }
     auto const found = find_action(action_id);
@@ -368,7 +368,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         }
     }
     if (!control) {
-        st.sent.fetch_add(1, std::memory_order_acq_rel);
+        count_user_sent(st, 1);
     }
     // A send the transport refuses (say, a message it cannot describe) must not leave a
     // request pending or a parcel counted: shutdown would wait for them forever.
@@ -377,7 +377,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
             take_pending(rid);
         }
         if (!control) {
-            st.sent.fetch_sub(1, std::memory_order_acq_rel);
+            count_user_sent(st, -1);
         }
         if (counted) {
             flow_release(st, dest, bytes);

@@ -610,6 +610,9 @@ void suspend(void (*after)(void*), void* arg) {
     if (self == nullptr || w == nullptr) {
         throw std::logic_error("courier: suspend outside a Courier thread");
     }
+    if (self->on_suspend != nullptr) [[unlikely]] {
+        std::exchange(self->on_suspend, nullptr)(self->on_suspend_arg);
+    }
     if (trace::recorder* tracer = trace::active()) [[unlikely]] {
         // This slice ends; a direct hand-off below starts the next one on this worker at the
         // same stamp, else the next resumed thread takes a stamp of its own.

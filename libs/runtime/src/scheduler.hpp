@@ -50,6 +50,11 @@ struct fiber_ctx {
     void const* stack_bottom = nullptr;
     std::size_t stack_size = 0;
     std::uint64_t trace_begin = 0; // tracing: the stamp at which its current slice began
+    /// Called (and cleared) when this thread next suspends, before the worker moves on: the
+    /// running task publishes work it kept to itself while it did not (request_batch).
+    /// Must not throw.
+    void (*on_suspend)(void*) noexcept = nullptr;
+    void* on_suspend_arg = nullptr;
 };
 
 struct scheduler_options {

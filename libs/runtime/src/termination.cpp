@@ -32,8 +32,10 @@ bool is_control(std::uint64_t action_id) {
 
 std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe() {
     locality_state& st = here();
-    bool idle = current_scheduler()->live_tasks() <= 1 && pending_requests() == 0;
-    return {idle, st.sent.load(), st.received.load()};
+    scheduler* s = current_scheduler();
+    bool idle = s->live_tasks() <= 1 && pending_requests() == 0;
+    termination_counts const t = termination_counts_of(st, s);
+    return {idle, t.user_sent, t.user_received};
 }
 
 void exit_locality() {
@@ -50,8 +52,10 @@ void distributed_shutdown_all() {
     }
     std::tuple<std::uint64_t, std::uint64_t> previous{~0ull, ~0ull};
     for (;;) {
-        bool idle = current_scheduler()->live_tasks() == 0 && pending_requests() == 0;
-        std::uint64_t sent = st.sent.load(), received = st.received.load();
+        scheduler* sched = current_scheduler();
+        bool idle = sched->live_tasks() == 0 && pending_requests() == 0;
+        termination_counts const t = termination_counts_of(st, sched);
+        std::uint64_t sent = t.user_sent, received = t.user_received;
         for (std::uint32_t k = 1; k < st.size; ++k) {
             auto [i, s, r] = async<courier_quiescence_probe_action>(locality_id(k)).get();
             idle = idle && i;
@@ -90,7 +94,7 @@ void distributed_stop() {
     // Let the last replies leave before the endpoint closes; a send to a failed locality may
     // never complete, so with a dead peer the wait is bounded.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (st.tp && st.in_flight.load() != 0) {
+    while (st.tp && termination_counts_of(st, current_scheduler()).sends_in_flight != 0) {
         if (any_peer_failed(st) && std::chrono::steady_clock::now() > until) {
             break;
         }

@@ -204,7 +204,7 @@ TEST(in_process, a_send_the_transport_refuses_fails_the_call_and_leaves_nothing_
         EXPECT_EQ(courier::async<where_am_i_action>(locality(1)).get(), 1u); // the next one goes
     });
     EXPECT_EQ(job.hub().fault_counts().refuse, 1u);
-    EXPECT_EQ(job.state(0).in_flight.load(), 0u); // else shutdown would wait for it forever
+    EXPECT_EQ(job.counts(0).sends_in_flight, 0u); // else shutdown would wait for it forever
     EXPECT_EQ(courier::detail::pending_requests(job.state(0)), 0u);
     EXPECT_TRUE(job.drain(std::chrono::seconds(2)));
 }

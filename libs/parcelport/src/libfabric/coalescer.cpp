@@ -70,6 +70,7 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->dest = dest;
     b->buf.reset(batch_limit_, sizeof(wire::header));
     b->handlers.clear();
+    b->counts = {};
     return b;
 }
 
@@ -111,6 +112,11 @@ void coalescer::post_batch(batch_op* b) {
     std::memcpy(b->buf.data(), &h, sizeof h);
     ++parts_.stats.batches_sent;
     parts_.stats.parcels_in_batches += b->handlers.size();
+    if (b->counts.messages != 0) {
+        parts_.stats.messages_sent += b->counts.messages;
+        parts_.stats.eager_bytes_sent += b->counts.eager_bytes;
+        parts_.stats.bytes_copied_on_send += b->counts.copied_bytes;
+    }
     b->split.failed.store(false, std::memory_order_relaxed);
     b->split.left.store(1, std::memory_order_release);
     std::uint32_t dest = b->dest;

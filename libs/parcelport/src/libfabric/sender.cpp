@@ -299,13 +299,9 @@ bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
             },
             at, nullptr);
     };
-    if (!coalescer_->try_coalesce(dest, l.eager_size, write, on_sent)) {
-        return false;
-    }
-    ++parts_.stats.messages_sent;
-    parts_.stats.eager_bytes_sent += l.eager_size;
-    parts_.stats.bytes_copied_on_send += m.data().size();
-    return true;
+    // Counted when the batch is posted, with the batch's other parcels.
+    return coalescer_->try_coalesce(dest, l.eager_size, write, on_sent,
+                                    batch_counts{1, l.eager_size, m.data().size()});
 }
 
 void sender::post_split(send_state* s) {
