@@ -77,36 +77,29 @@ bool write_eager_into(serialization::message const& m, wire::header h, eager_lay
                       Expose&& expose, std::byte* eager, std::byte* table, bool copy_index = true) {
     auto data = m.data();
     std::byte* desc_out = l.remote_table ? table : eager + sizeof(wire::header);
-    auto put = [&](wire::descriptor const& d) {
-        std::memcpy(desc_out, &d, sizeof d);
-        desc_out += sizeof d;
+    auto put = [&](std::uint8_t type, std::uint64_t size,
+                   std::pair<std::uint64_t, std::uint64_t> where) {
+        wire::write_descriptor(desc_out, type, size, where.first, where.second);
+        desc_out += sizeof(wire::descriptor);
     };
     bool reads = false;
     for (auto const& c : m.chunks()) {
-        wire::descriptor d{};
-        d.type = static_cast<std::uint8_t>(c.type);
-        d.size = c.size;
+        std::pair<std::uint64_t, std::uint64_t> where{0, 0};
         if (c.type != serialization::chunk_type::index && c.size != 0) {
             // The receiver reads the chunk in place: nothing is copied.
-            std::tie(d.address, d.key) = expose(c.address, c.size);
+            where = expose(c.address, c.size);
             reads = true;
         }
-        put(d);
+        put(static_cast<std::uint8_t>(c.type), c.size, where);
     }
     if (!l.inline_index) {
-        wire::descriptor d{};
-        d.type = wire::index_buffer_type;
-        d.size = data.size();
-        std::tie(d.address, d.key) = expose(data.data(), data.size());
-        put(d);
+        put(wire::index_buffer_type, data.size(), expose(data.data(), data.size()));
         reads = true;
     }
     if (l.remote_table) {
-        wire::descriptor d{};
-        d.type = wire::descriptor_table_type;
-        d.size = l.table_size;
-        std::tie(d.address, d.key) = expose(table, l.table_size);
-        std::memcpy(eager + sizeof(wire::header), &d, sizeof d);
+        auto const where = expose(table, l.table_size);
+        wire::write_descriptor(eager + sizeof(wire::header), wire::descriptor_table_type,
+                               l.table_size, where.first, where.second);
         reads = true;
     }
     h.kind = wire::parcel;
@@ -114,7 +107,7 @@ bool write_eager_into(serialization::message const& m, wire::header h, eager_lay
                                         (l.remote_table ? wire::descriptors_remote : 0));
     h.chunk_count = static_cast<std::uint32_t>(m.chunks().size());
     h.index_size = data.size();
-    std::memcpy(eager, &h, sizeof h);
+    wire::write_header(eager, h);
     if (copy_index && l.inline_index && !data.empty()) {
         std::memcpy(eager + l.fixed, data.data(), data.size());
     }
