@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <new>
+#include <span>
 
 namespace courier::detail {
 
@@ -186,6 +187,14 @@ struct request_batch final : task {
     request_batch(std::uint32_t src, std::uint32_t bytes) noexcept
         : task{&run_it, &drop_it}, source(src), size(bytes) {}
     std::byte* records() noexcept { return reinterpret_cast<std::byte*>(this + 1); }
+    /// The next request's bytes (one record's), `next` moved past it.
+    std::span<std::byte const> take_record() noexcept {
+        std::byte* r = records() + next;
+        std::uint32_t n = 0;
+        std::memcpy(&n, r, sizeof n);
+        next += static_cast<std::uint32_t>(record_bytes(n));
+        return {r + prefix, n};
+    }
 
     /// A batch with room for `bytes` of records (record_bytes() each): a small-object block,
     /// as deliver_batch keeps batches within one. Throws std::bad_alloc.
@@ -229,10 +238,7 @@ struct request_batch final : task {
         }
         serialization::message view;
         for (;;) {
-            std::byte* r = b->records() + b->next;
-            std::uint32_t n = 0;
-            std::memcpy(&n, r, sizeof n);
-            b->next += static_cast<std::uint32_t>(record_bytes(n));
+            std::span<std::byte const> const rec = b->take_record();
             bool const last = b->next >= b->size;
             bool queued = false;
             if (!last) {
@@ -244,7 +250,7 @@ struct request_batch final : task {
                     b->refs.fetch_sub(1, std::memory_order_relaxed);
                 }
             }
-            view.view({r + prefix, n});
+            view.view(rec);
             handle_parcel(b->source, view);
             if (last || (queued && !retract(b))) {
                 break; // done, or the rest runs elsewhere (it may have already)
@@ -262,17 +268,14 @@ struct request_batch final : task {
     static void run_deferring(request_batch* b, fiber_ctx& self) noexcept {
         serialization::message view;
         for (;;) {
-            std::byte* r = b->records() + b->next;
-            std::uint32_t n = 0;
-            std::memcpy(&n, r, sizeof n);
-            b->next += static_cast<std::uint32_t>(record_bytes(n));
+            std::span<std::byte const> const rec = b->take_record();
             bool const last = b->next >= b->size;
             deferred_rest rest{b};
             if (!last) {
                 self.on_suspend = &deferred_rest::queue;
                 self.on_suspend_arg = &rest;
             }
-            view.view({r + prefix, n});
+            view.view(rec);
             handle_parcel(b->source, view);
             // The same fiber_ctx after a suspension, whichever worker resumed it.
             self.on_suspend = nullptr;
