@@ -26,12 +26,18 @@ void log_diagnosis() {
         exiting = st.exit_requested;
     }
     auto* s = current_scheduler();
-    termination_counts const t = termination_counts_of(st, s);
+    // The counts live partly in the workers: without the scheduler (stopped) they are unknown.
+    std::string counts = "unknown (no scheduler)";
+    if (s != nullptr) {
+        termination_counts const t = termination_counts_of(st, s);
+        counts = fmt::format("sent {} received {}, sends in flight {}", t.user_sent,
+                             t.user_received, t.sends_in_flight);
+    }
     log(log_level::error,
         "diagnosis of locality {}: live tasks {}, requests awaiting replies {} (+{} control){}, "
-        "user parcels sent {} received {}, sends in flight {}, exit requested {}; transport: {}",
-        st.rank, s != nullptr ? s->live_tasks() : 0, pending, control, dests, t.user_sent,
-        t.user_received, t.sends_in_flight, exiting, st.tp->debug_state());
+        "user parcels {}, exit requested {}; transport: {}",
+        st.rank, s != nullptr ? s->live_tasks() : 0, pending, control, dests, counts, exiting,
+        st.tp->debug_state());
 }
 
 // A locality is gone: every request waiting on it fails with network_error, and so will every

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSL-1.0
 // Chase-Lev work-stealing deque (Chase & Lev 2005; the C11 formulation of Le et al. 2013, with
 // sequentially consistent operations on top/bottom instead of standalone fences, which
-// ThreadSanitizer understands; push publishes with a release store, as that formulation's
-// release fence and relaxed store do: a thief that reads the new bottom sees the item, one that
-// reads the old finds the deque shorter, and on x86 a sequentially consistent store is a locked
-// instruction, ~10 ns on every spawn). The owner pushes and pops at the bottom (LIFO); thieves
-// steal at the top (FIFO). Items are non-zero words; 0 means "nothing". Grown arrays are retired,
+// ThreadSanitizer understands). push's store of bottom is sequentially consistent although the
+// deque alone needs only a release store: the scheduler's wake-up handshake relies on it (a
+// spawner pushes, then reads the sleeper count; a worker going to sleep raises the count, then
+// looks at the deque; with a release store both may read the old values and the task waits for
+// the sleeper's timeout). The owner pushes and pops at the bottom (LIFO); thieves steal at the
+// top (FIFO). Items are non-zero words; 0 means "nothing". Grown arrays are retired,
 // not freed, until the deque dies: a thief may still read the old one.
 #pragma once
 
@@ -33,7 +34,7 @@ public:
             a = grow(a, b, t);
         }
         a->put(b, v);
-        bottom_.store(b + 1, std::memory_order_release);
+        bottom_.store(b + 1, std::memory_order_seq_cst);
     }
 
     /// Owner only. Returns 0 when empty.
@@ -96,9 +97,12 @@ private:
         for (std::int64_t i = t; i < b; ++i) {
             a->put(i, old->get(i));
         }
-        array_.store(a.get(), std::memory_order_release);
+        // Kept first: if that throws (out of memory), nothing was published and the old array
+        // stays in use.
         arrays_.push_back(std::move(a));
-        return arrays_.back().get();
+        array* grown = arrays_.back().get();
+        array_.store(grown, std::memory_order_release);
+        return grown;
     }
 
     alignas(64) std::atomic<std::int64_t> top_{0};

@@ -203,10 +203,12 @@ public:
         return true;
     }
     /// Parcels in closed batches not completed yet, plus one for each open batch (whose
-    /// parcels count once it closes): nonzero exactly while a batch holds parcels.
+    /// parcels count once it closes): nonzero while a batch holds parcels. The open count is
+    /// read first: close_open() adds to the parcels before it takes the batch off the open
+    /// count, so a read that sees it taken off sees the parcels too.
     std::size_t in_flight() const noexcept {
-        return parcels_in_flight_.load(std::memory_order_acquire) +
-               open_batches_.load(std::memory_order_acquire);
+        std::size_t const open = open_batches_.load(std::memory_order_acquire);
+        return open + parcels_in_flight_.load(std::memory_order_acquire);
     }
     /// Posts the open batches (the poller, at the end of each pass); true if any.
     bool flush();
