@@ -66,37 +66,38 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
     }
 }
 
-void count_user_sent(locality_state& st, std::int64_t sent) noexcept {
-    if (traffic_counters* c = own_counters(st); c != nullptr && sent > 0) {
-        add_single_writer(c->user_sent, static_cast<std::uint64_t>(sent));
+namespace {
+/// Adds `by` to the `field` of the calling worker's counters (one writer: a load and a store),
+/// or of st's shared ones (atomically) on any other thread.
+void count(locality_state& st, std::atomic<std::uint64_t> traffic_counters::*field,
+           std::uint64_t by) noexcept {
+    if (traffic_counters* c = own_counters(st)) {
+        add_single_writer(c->*field, by);
     } else {
-        // Modulo 2^64: a refusal's -1 here cancels its +1 in a worker's count.
-        st.traffic.user_sent.fetch_add(static_cast<std::uint64_t>(sent), std::memory_order_acq_rel);
+        (st.traffic.*field).fetch_add(by, std::memory_order_acq_rel);
     }
+}
+} // namespace
+
+void count_user_sent(locality_state& st, std::int64_t sent) noexcept {
+    if (sent < 0) {
+        // Modulo 2^64 on the shared count: a refusal's -1 cancels its +1 in a worker's count.
+        st.traffic.user_sent.fetch_add(static_cast<std::uint64_t>(sent), std::memory_order_acq_rel);
+        return;
+    }
+    count(st, &traffic_counters::user_sent, static_cast<std::uint64_t>(sent));
 }
 
 void count_user_received(locality_state& st) noexcept {
-    if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->user_received);
-    } else {
-        st.traffic.user_received.fetch_add(1, std::memory_order_acq_rel);
-    }
+    count(st, &traffic_counters::user_received, 1);
 }
 
 void count_send_started(locality_state& st) noexcept {
-    if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->sends_started);
-    } else {
-        st.traffic.sends_started.fetch_add(1, std::memory_order_acq_rel);
-    }
+    count(st, &traffic_counters::sends_started, 1);
 }
 
 void count_send_ended(locality_state& st) noexcept {
-    if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->sends_ended);
-    } else {
-        st.traffic.sends_ended.fetch_add(1, std::memory_order_acq_rel);
-    }
+    count(st, &traffic_counters::sends_ended, 1);
 }
 
 termination_counts termination_counts_of(locality_state& st, scheduler const* s) noexcept {
