@@ -11,12 +11,15 @@
 
 namespace courier::parcelport {
 
-/// Calls record(bytes, size, number) for each record of the coalesced message [p, p + len)
-/// whose header `h` (from locality h.source) was checked by the caller; the record's own header
-/// is the callee's to check. One rate-limited line for each problem: a message whose size is not
-/// its header's is dropped whole; a record that runs past the end, is shorter than a header or
-/// has a nonzero second prefix word ends it (the records before it are delivered); a record count
-/// other than the header's chunk_count, or bytes after the last record, are reported.
+/// Calls record(bytes, size, number, compact) for each record of the coalesced message
+/// [p, p + len) whose header `h` (from locality h.source) was checked by the caller: `compact`,
+/// the record is a parcel's stream alone (wire::record_compact; its first bytes are the
+/// stream's, which the callee checks as any received stream), else an eager message whose own
+/// header is the callee's to check. One rate-limited line for each problem: a message whose
+/// size is not its header's is dropped whole; a record that runs past the end, is empty, is
+/// shorter than a header (an eager message) or has unknown record flags ends it (the records
+/// before it are delivered); a record count other than the header's chunk_count, or bytes after
+/// the last record, are reported.
 template <class Record>
 void for_each_record(wire::header const& h, std::byte const* p, std::size_t len, Record&& record) {
     if (h.index_size != len - sizeof h) {
@@ -30,12 +33,13 @@ void for_each_record(wire::header const& h, std::byte const* p, std::size_t len,
     std::size_t at = sizeof h;
     std::uint32_t n = 0;
     while (len - at >= wire::record_prefix) {
-        std::uint32_t rl = 0, zero = 0;
+        std::uint32_t rl = 0, flags = 0;
         std::memcpy(&rl, p + at, sizeof rl);
-        std::memcpy(&zero, p + at + sizeof rl, sizeof zero);
+        std::memcpy(&flags, p + at + sizeof rl, sizeof flags);
         at += wire::record_prefix;
+        bool const compact = flags == wire::record_compact;
         // The record with its padding: an unpadded last record would take `at` past `len`.
-        if (zero != 0 || rl < sizeof(wire::header) ||
+        if ((flags != 0 && !compact) || rl == 0 || (!compact && rl < sizeof(wire::header)) ||
             wire::record_size(rl) - wire::record_prefix > len - at) {
             static logging::rate_limit limit;
             logging::error_limited(limit,
@@ -44,7 +48,7 @@ void for_each_record(wire::header const& h, std::byte const* p, std::size_t len,
                                    h.source, rl, len - at);
             return;
         }
-        record(p + at, std::size_t{rl}, n);
+        record(p + at, std::size_t{rl}, n, compact);
         at += wire::record_size(rl) - wire::record_prefix;
         ++n;
     }

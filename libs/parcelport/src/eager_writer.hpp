@@ -9,6 +9,7 @@
 
 #include <courier/serialization/message.hpp>
 
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -153,12 +154,13 @@ bool write_eager(serialization::message const& m, wire::header h, std::size_t re
     return write_eager_into(m, h, l, std::forward<Expose>(expose), eager.data(), table.data());
 }
 
-/// Writes the record prefix of a parcel of `eager_bytes` at `at` (its length, 4 zero bytes);
-/// the parcel's eager message follows it, then zero padding to wire::record_size.
-inline void write_record_prefix(std::byte* at, std::size_t eager_bytes) {
-    auto len = static_cast<std::uint32_t>(eager_bytes);
-    std::memcpy(at, &len, sizeof len);
-    std::memset(at + sizeof len, 0, wire::record_prefix - sizeof len);
+/// Writes the record prefix of a record of `bytes` bytes at `at`: its length and its record
+/// flags (0: an eager message; wire::record_compact: a parcel's stream alone). The record's bytes
+/// follow it, then zero padding to wire::record_size.
+inline void write_record_prefix(std::byte* at, std::size_t bytes, std::uint32_t flags = 0) {
+    static_assert(std::endian::native == std::endian::little);
+    wire::store_word(at,
+                     std::uint64_t{static_cast<std::uint32_t>(bytes)} | std::uint64_t{flags} << 32);
 }
 
 /// Appends a parcel's eager message to a coalesced message as one record (its length, 4 zero

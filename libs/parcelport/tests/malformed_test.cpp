@@ -10,6 +10,7 @@
 #include "pump.hpp"
 #include "raw_endpoint.hpp"
 
+#include <algorithm>
 #include <courier/common/log.hpp>
 #include <courier/serialization.hpp>
 
@@ -334,15 +335,18 @@ TEST_P(malformed, inconsistent_sizes_and_descriptors_are_dropped) {
     expect_dropped(fs, "inconsistent sizes");
 }
 
-/// A coalesced message (wire::batch) of `records`, each given its length prefix and padding;
-/// `extra` bytes are appended after the records (and counted in the header).
-forged batch(std::vector<forged> const& records, std::vector<std::byte> const& extra = {}) {
+/// A coalesced message (wire::batch) of `records`, each given its length prefix (with record
+/// flags `flags`) and padding; `extra` bytes are appended after the records (and counted in the
+/// header).
+forged batch(std::vector<forged> const& records, std::vector<std::byte> const& extra = {},
+             std::uint32_t flags = 0) {
     std::vector<std::byte> body;
     for (auto const& r : records) {
         auto len = static_cast<std::uint32_t>(r.bytes.size());
         std::size_t at = body.size();
         body.resize(at + wire::record_size(len));
         std::memcpy(body.data() + at, &len, sizeof len);
+        std::memcpy(body.data() + at + sizeof len, &flags, sizeof flags);
         std::memcpy(body.data() + at + wire::record_prefix, r.bytes.data(), len);
     }
     body.insert(body.end(), extra.begin(), extra.end());
@@ -375,7 +379,7 @@ TEST(batch_records, a_last_record_without_its_padding_is_refused_and_nothing_pas
     courier::logging::enable_rate_limits(false);
     testing::internal::CaptureStderr();
     pp::for_each_record(h, exact.get(), whole.bytes.size(),
-                        [&](std::byte const*, std::size_t, std::uint32_t) { ++records; });
+                        [&](std::byte const*, std::size_t, std::uint32_t, bool) { ++records; });
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_EQ(records, 0);
     EXPECT_NE(err.find("dropped the rest of a coalesced message"), std::string::npos) << err;
@@ -392,6 +396,45 @@ TEST_P(malformed, a_well_formed_forged_batch_delivers_each_parcel) {
         EXPECT_EQ(s, "payload");
         EXPECT_EQ(i, 12345);
     }
+}
+
+/// A parcel's stream alone: a compact record's bytes (wire::record_compact).
+forged compact_parcel(int i) {
+    cs::message m = cs::save(std::string("compact"), i, std::vector<int>{4, 5});
+    forged f;
+    f.add(m.data().data(), m.data().size());
+    return f;
+}
+
+TEST_P(malformed, compact_records_deliver_each_parcel_and_bad_ones_are_dropped_alone) {
+    // Three compact records, as the sender writes small parcels into a batch; the second's
+    // stream is damaged (its archive header overwritten): it is dropped with a line, the
+    // others arrive. A record with unknown record flags ends the batch.
+    auto bad = compact_parcel(2);
+    bad.bytes[0] = std::byte{'X'};
+    courier::logging::enable_rate_limits(false);
+    testing::internal::CaptureStderr();
+    e_->raw(batch({compact_parcel(1), bad, compact_parcel(3)}, {}, wire::record_compact).bytes);
+    e_->raw(batch({compact_parcel(4)}, {}, 2).bytes);
+    e_->raw(batch({compact_parcel(5)}, {}, wire::record_compact).bytes);
+    ASSERT_TRUE(e_->pump([&] { return e_->got_b.size() == 3; }));
+    e_->pump([] { return false; }, std::chrono::seconds(1)); // nothing more comes
+    std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_EQ(e_->got_b.size(), 3u);
+    std::vector<int> numbers;
+    for (auto& m : e_->got_b) {
+        std::string s;
+        int i = 0;
+        std::vector<int> v;
+        cs::load(m, s, i, v);
+        EXPECT_EQ(s, "compact");
+        EXPECT_EQ(v, (std::vector<int>{4, 5}));
+        numbers.push_back(i);
+    }
+    std::sort(numbers.begin(), numbers.end());
+    EXPECT_EQ(numbers, (std::vector<int>{1, 3, 5}));
+    EXPECT_NE(err.find("malformed parcel"), std::string::npos) << err;
+    EXPECT_NE(err.find("dropped the rest of a coalesced message"), std::string::npos) << err;
 }
 
 TEST_P(malformed, malformed_batches_and_unknown_kinds_are_dropped) {

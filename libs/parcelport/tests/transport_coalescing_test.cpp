@@ -108,6 +108,32 @@ TEST_P(transport, parcels_sent_while_others_are_in_flight_are_coalesced_and_arri
     EXPECT_LE(st.parcels_in_batches, 298u);
 }
 
+TEST_P(transport, counted_sends_end_through_the_counted_handler_once_per_batch) {
+    // send_counted: no handler per parcel; the counted handler hears of every send's end, a
+    // batch's parcels in one call.
+    std::size_t ended = 0, calls = 0, failed = 0;
+    eps_->a->set_counted_handler([&](std::size_t sends, std::error_code ec) {
+        ended += sends;
+        ++calls;
+        failed += ec ? sends : 0;
+    });
+    auto payload = [](int i) { return std::vector<char>(40, static_cast<char>(i)); };
+    constexpr int n = 300;
+    std::size_t held = 0;
+    for (int i = 0; i < n; ++i) {
+        held += eps_->a->send_counted(1, cs::save(i, payload(i)));
+    }
+    ASSERT_TRUE(eps_->pump([&] { return ended == n && eps_->got_b.size() == n; }));
+    EXPECT_EQ(failed, 0u);
+    expect_each_once_from_a(*eps_, n, payload);
+    auto const st = eps_->a->stats();
+    EXPECT_EQ(held, st.parcels_in_batches);
+    EXPECT_GE(held, n - 10u) << "a burst without progress coalesces";
+    // One call per batch and one per parcel that went alone.
+    EXPECT_EQ(calls, st.batches_sent + (n - held));
+    EXPECT_EQ(eps_->b->stats().messages_received, static_cast<std::uint64_t>(n));
+}
+
 TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_progress) {
     // A sender's long loop reaches no progress pass until it ends; a batch of
     // coalesce_records parcels is posted from within the loop, so that the receiver can run

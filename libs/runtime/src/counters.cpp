@@ -96,8 +96,8 @@ void count_send_started(locality_state& st) noexcept {
     count(st, &traffic_counters::sends_started, 1);
 }
 
-void count_send_ended(locality_state& st) noexcept {
-    count(st, &traffic_counters::sends_ended, 1);
+void count_send_ended(locality_state& st, std::uint64_t sends) noexcept {
+    count(st, &traffic_counters::sends_ended, sends);
 }
 
 termination_counts termination_counts_of(locality_state& st, scheduler const* s) noexcept {

@@ -29,6 +29,9 @@ in_process_job::in_process_job(in_process_options const& o)
         l->state.dead = std::vector<std::atomic<bool>>(o.localities);
         l->state.tp = parcelport::make_loopback_transport(hub_, r);
         l->state.tp->set_job_token(1);
+        // A send with no handler of its own (send_parcel) only ends: counted, per batch.
+        l->state.tp->set_counted_handler(
+            [](std::size_t sends, std::error_code) { count_send_ended(here(), sends); });
         if (o.observer) {
             l->state.tp->set_receive_handler(
                 [r, seen = o.observer](std::uint32_t src, serialization::message&& m) {

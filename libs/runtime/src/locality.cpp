@@ -254,6 +254,9 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     }
     st.tp->set_receive_handler(
         [](std::uint32_t src, serialization::message&& m) { deliver(src, std::move(m)); });
+    // A send with no handler of its own (send_parcel) only ends: counted, per batch.
+    st.tp->set_counted_handler(
+        [](std::size_t sends, std::error_code) { count_send_ended(here(), sends); });
     // Traced, every parcel is a task of its own (the trace shows each).
     if (cfg.get_int("batch_tasks", 0, 1) != 0 && trace::active() == nullptr) {
         st.tp->set_batch_handler(

@@ -65,6 +65,22 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     }
     parcel_sent(st, dest, m);
     count_send_started(st);
+    bool const worker = current_scheduler() != nullptr && detail::current_worker() != nullptr;
+    if (rid == 0 && !on_sent && worker) {
+        // A post, a reply or a control parcel: its end is only counted (sent() has nothing
+        // else to do for rid 0), by the transport's counted handler, per batch where it
+        // coalesces.
+        try {
+            transport_watch::call in_transport;
+            if (st.tp->send_counted(dest, std::move(m))) {
+                current_scheduler()->notify_one();
+            }
+        } catch (...) {
+            count_send_ended(st);
+            throw;
+        }
+        return;
+    }
     // One handler per parcel, built here: without a caller's callback it captures only the
     // request id (0 for a reply), which std::function stores inline; only a caller's own
     // callback costs an allocation.
@@ -84,10 +100,9 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     // test). With a single worker per locality a batch waits until the task yields or ends.
     try {
         transport_watch::call in_transport;
-        if (scheduler* s = current_scheduler();
-            s != nullptr && detail::current_worker() != nullptr) {
+        if (worker) {
             if (st.tp->send_coalesced(dest, std::move(m), std::move(handler))) {
-                s->notify_one();
+                current_scheduler()->notify_one();
             }
             return;
         }

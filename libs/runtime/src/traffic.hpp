@@ -50,7 +50,7 @@ void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t co
 void count_user_sent(locality_state& st, std::int64_t sent) noexcept;
 void count_user_received(locality_state& st) noexcept;
 void count_send_started(locality_state& st) noexcept;
-void count_send_ended(locality_state& st) noexcept;
+void count_send_ended(locality_state& st, std::uint64_t sends = 1) noexcept;
 /// Their sums over st's shared counts and the workers of `s` (st's scheduler; nullptr: the
 /// shared counts only).
 struct termination_counts {

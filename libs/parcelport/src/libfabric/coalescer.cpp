@@ -36,8 +36,7 @@ batch_op* coalescer::batch_with_room(peer_out& po, std::uint32_t dest, std::size
     // the inject size it would cost two sends for at most twice the records (512-byte
     // parcels: 0.92-0.94x the rate of closing at the inject size).
     bool const stays_whole = split_part_ != 0 && b != nullptr && b->buf.size() <= split_part_ &&
-                             b->buf.size() + rec > split_part_ &&
-                             b->handlers.size() >= split_records;
+                             b->buf.size() + rec > split_part_ && b->records >= split_records;
     if (b != nullptr && (stays_whole || b->buf.size() + rec > batch_limit_)) {
         full = close_open(po); // no room: a new batch takes its place below
         b = nullptr;
@@ -70,6 +69,8 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->dest = dest;
     b->buf.reset(batch_limit_, sizeof(wire::header));
     b->handlers.clear();
+    b->records = 0;
+    b->counted = 0;
     b->counts = {};
     return b;
 }
@@ -101,17 +102,17 @@ bool coalescer::flush() {
 }
 
 void coalescer::post_batch(batch_op* b) {
-    if (b->handlers.empty()) {
+    if (b->records == 0) {
         // Opened for a record that could not be added (out of memory): nothing to send.
         finish(b, {});
         return;
     }
     wire::header h = parts_.peers.header_of(wire::batch);
-    h.chunk_count = static_cast<std::uint32_t>(b->handlers.size());
+    h.chunk_count = static_cast<std::uint32_t>(b->records);
     h.index_size = b->buf.size() - sizeof h;
     std::memcpy(b->buf.data(), &h, sizeof h);
     ++parts_.stats.batches_sent;
-    parts_.stats.parcels_in_batches += b->handlers.size();
+    parts_.stats.parcels_in_batches += b->records;
     if (b->counts.messages != 0) {
         parts_.stats.messages_sent += b->counts.messages;
         parts_.stats.eager_bytes_sent += b->counts.eager_bytes;
@@ -193,7 +194,10 @@ void coalescer::finish(batch_op* b, std::error_code ec) {
             h(ec);
         }
     }
-    parcels_in_flight_.fetch_sub(b->handlers.size(), std::memory_order_acq_rel);
+    if (b->counted != 0 && counted_ != nullptr && *counted_) {
+        (*counted_)(b->counted, ec);
+    }
+    parcels_in_flight_.fetch_sub(b->records, std::memory_order_acq_rel);
     completed(b->dest);
     b->handlers.clear(); // what the handlers captured goes now; the capacity stays
     std::lock_guard g(batch_mutex_);

@@ -80,8 +80,10 @@ struct batch_counts {
 struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
-    std::vector<transport::sent_handler> handlers; // one per record (empty handlers too)
-    batch_counts counts;                           // of its records (under its peer's lock)
+    std::vector<transport::sent_handler> handlers; // of the records that have one
+    std::size_t records = 0;                       // parcels in it
+    std::size_t counted = 0; // of them, sends without a handler (transport::send_counted)
+    batch_counts counts;     // of its records (under its peer's lock)
     // A batch over the inject size (shm) goes as two parts, as a split message.
     split_parts<batch_part_op> split{this};
     batch_op() : op(kind::batch) {}
@@ -118,6 +120,9 @@ public:
               std::size_t split_part = 0);
     ~coalescer();
     void set_peers(std::size_t n);
+    /// Where the ends of a batch's records without a handler go (transport::send_counted):
+    /// one call per batch. Set-up call.
+    void set_counted_handler(transport::counted_handler const* h) noexcept { counted_ = h; }
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
     void posted(std::uint32_t dest) noexcept {
         out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
@@ -147,16 +152,19 @@ public:
     /// Adds an eager-only parcel of `eager_bytes` (small_enough) to its destination's batch if
     /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
     /// writes its eager message in place, and `on_sent` is kept to run when the batch's send
-    /// completes. False: the caller posts it itself (`on_sent` is then untouched). A rendezvous
+    /// completes (null: the send is counted, set_counted_handler). False: the caller posts it
+    /// itself (`on_sent` is then untouched). A rendezvous
     /// parcel's announcement comes here too where batches leave by count (sender::send): in a
     /// stream it waits for a few more parcels; the last of a burst waits, as a small parcel
     /// does, for the end of the pass (with one worker per locality: until the sending task
     /// yields or ends), and its receiver's reads with it. Its send completes at its DONE, after
     /// the batch's handler ran. `counts`: what the record adds to the statistics once its batch
-    /// is posted.
+    /// is posted. `record_flags`: the record's (wire::record_compact: `write` writes the
+    /// parcel's stream alone, `eager_bytes` of it).
     template <class Write>
     bool try_coalesce(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
-                      transport::sent_handler& on_sent, batch_counts const& counts = {}) {
+                      transport::sent_handler* on_sent, batch_counts const& counts = {},
+                      std::uint32_t record_flags = 0) {
         if (!would_hold(dest)) {
             return false; // it leaves at once (the request/reply case: no lock taken)
         }
@@ -178,22 +186,27 @@ public:
         }
         batch_op* b = batch_with_room(po, dest, rec, full);
         std::size_t const at = b->buf.size();
-        b->handlers.push_back(std::move(on_sent)); // a noexcept move: on failure, untouched
+        if (on_sent != nullptr) {
+            b->handlers.push_back(std::move(*on_sent)); // a noexcept move: on failure, untouched
+        }
         try {
             std::byte* r = b->buf.extend(rec);
-            write_record_prefix(r, eager_bytes);
+            write_record_prefix(r, eager_bytes, record_flags);
             write(r + wire::record_prefix);
             std::memset(r + wire::record_prefix + eager_bytes, 0,
                         rec - wire::record_prefix - eager_bytes); // the padding
         } catch (...) {
             b->buf.truncate(at);
-            on_sent = std::move(b->handlers.back());
-            b->handlers.pop_back();
+            if (on_sent != nullptr) {
+                *on_sent = std::move(b->handlers.back());
+                b->handlers.pop_back();
+            }
             throw;
         }
+        ++b->records;
+        b->counted += on_sent == nullptr;
         b->counts += counts;
-        if (b->handlers.size() >= leave_.records && b->buf.size() >= leave_.bytes &&
-            full == nullptr) {
+        if (b->records >= leave_.records && b->buf.size() >= leave_.bytes && full == nullptr) {
             // Enough to amortize the message: it leaves now, so that the receiver works on it
             // while this thread goes on adding to the next one (a sender's long loop of posts
             // would otherwise hand over everything at its end). Still listed as open; flush
@@ -236,7 +249,7 @@ private:
         batch_op* b = po.open.exchange(nullptr, std::memory_order_acq_rel);
         if (b != nullptr) {
             // Counted before it stops counting as open: in_flight() never drops to 0 between.
-            parcels_in_flight_.fetch_add(b->handlers.size(), std::memory_order_acq_rel);
+            parcels_in_flight_.fetch_add(b->records, std::memory_order_acq_rel);
             open_batches_.fetch_sub(1, std::memory_order_acq_rel);
             po.in_flight.fetch_add(1, std::memory_order_acq_rel);
         }
@@ -255,6 +268,7 @@ private:
     std::size_t split_part_;
     std::atomic<std::uint32_t> split_batches_{0}; // numbers the split batches' ids
     std::unique_ptr<peer_out[]> out_;
+    transport::counted_handler const* counted_ = nullptr;
     std::atomic<std::uint32_t> open_batches_{0};
     std::atomic<std::size_t> parcels_in_flight_{0};
     std::mutex batch_mutex_; // open_list_, all_, free_

@@ -167,7 +167,12 @@ void eager_reader::flush_batch(std::uint32_t source) {
 void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
     batch_.clear();
     try {
-        for_each_record(h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n) {
+        for_each_record(h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n,
+                                       bool compact) {
+            if (compact) {
+                batch_.push_back({r, rl}); // a parcel's stream: checked where it is read
+                return;
+            }
             wire::header ih;
             std::memcpy(&ih, r, sizeof ih);
             if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {

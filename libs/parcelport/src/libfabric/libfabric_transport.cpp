@@ -190,6 +190,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                                  : ep.shm()                  ? leave_rule{8, 0}
                                             : leave_rule{16, std::size_t{16} << 10};
         coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part);
+        coalescer_->set_counted_handler(&counted_);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ =
             std::make_unique<rendezvous>(parts, *memory_, *sender_, on_receive_, opts_, max_read,

@@ -58,6 +58,10 @@ public:
         pacer_.kick();
         return sender_->send(dest, std::move(m), std::move(on_sent), opts_.coalescing);
     }
+    bool send_counted(std::uint32_t dest, serialization::message&& m) override {
+        pacer_.kick();
+        return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
+    }
     bool progress() override;
     std::string debug_state() const override;
     int wait_fd() const override {

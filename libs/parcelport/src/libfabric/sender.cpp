@@ -148,9 +148,26 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
     if (coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
-        try_coalesce(dest, m, on_sent)) {
+        try_coalesce(dest, m, &on_sent)) {
         return true;
     }
+    return post(dest, std::move(m), std::move(on_sent), coalesce);
+}
+
+bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
+                          transport::counted_handler const& counted, bool coalesce) {
+    if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
+        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
+    }
+    if (coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
+        try_coalesce(dest, m, nullptr)) {
+        return true; // its end is counted with its batch's
+    }
+    return post(dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
+}
+
+bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
+                  bool coalesce) {
     send_table::slot* slot = sends_.acquire();
     // Until the message is posted, a failure gives the slot back.
     struct slot_guard {
@@ -209,7 +226,7 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
         };
         try {
             if (coalescer_->try_coalesce(
-                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, announced)) {
+                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, &announced)) {
                 return true;
             }
         } catch (...) {
@@ -282,9 +299,21 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
 }
 
 bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
-                          transport::sent_handler& on_sent) {
+                          transport::sent_handler* on_sent) {
     // Eager-only and a third of a batch at most: its bytes are all the receiver needs, so it
     // takes no slot; its eager message is written straight into the batch.
+    auto const chunks = m.chunks();
+    if (chunks.size() == 1 && chunks[0].type == serialization::chunk_type::index) {
+        // A parcel of one index chunk goes as its stream alone (wire::record_compact): the
+        // batch's header says where it comes from, and there is nothing to describe.
+        std::span<std::byte const> const data = m.data();
+        if (!coalescer_->small_enough(data.size())) {
+            return false;
+        }
+        return coalescer_->try_coalesce(
+            dest, data.size(), [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); },
+            on_sent, batch_counts{1, data.size(), data.size()}, wire::record_compact);
+    }
     eager_layout const l = layout_eager(m, recv_size_);
     if (!l.eager_only || !coalescer_->small_enough(l.eager_size)) {
         return false;

@@ -80,6 +80,10 @@ public:
     /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
     bool send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
               bool coalesce);
+    /// As send(), for transport::send_counted(): its end goes to `counted` (which must outlive
+    /// the send), with its batch's others when it waits in one.
+    bool send_counted(std::uint32_t dest, serialization::message&& m,
+                      transport::counted_handler const& counted, bool coalesce);
     /// A send's (or one part's) completion came, with an error if `failed`.
     void on_completion(send_op* o, bool failed);
     /// The receiver read every chunk of send `id` (its DONE came).
@@ -110,10 +114,14 @@ private:
     void post_split(send_state* s);
     /// Posts one DONE message to `dest` of ids[0, n) (n <= wire::max_done_ids).
     void post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n);
+    /// send()'s work once the parcel did not go into a batch.
+    bool post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
+              bool coalesce);
     /// Sends `m` in a batch if it is eager-only and small and its destination is busy (see
-    /// coalescer): true if it went there; false leaves `on_sent` to the caller.
+    /// coalescer): true if it went there; false leaves `on_sent` to the caller (null: a
+    /// counted send, coalescer::try_coalesce).
     bool try_coalesce(std::uint32_t dest, serialization::message const& m,
-                      transport::sent_handler& on_sent);
+                      transport::sent_handler* on_sent);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
     static bool last_part(send_state* s) noexcept { return s->split.last_part(); }
     /// Builds `s`'s eager message and descriptors from its message.

@@ -369,9 +369,19 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
 
 void mpi_transport::take_batch(std::byte const* bytes, std::size_t size, wire::header const& h,
                                int mpi_source) {
-    for_each_record(h, bytes, size, [&](std::byte const* r, std::size_t n, std::uint32_t) {
-        take_header(r, n, mpi_source, true, false);
-    });
+    for_each_record(h, bytes, size,
+                    [&](std::byte const* r, std::size_t n, std::uint32_t i, bool compact) {
+                        if (compact) {
+                            // This transport's batches hold eager messages only (append_record).
+                            static logging::rate_limit limit;
+                            logging::error_limited(limit,
+                                                   "dropped parcel {} of a coalesced message from "
+                                                   "locality {}: a compact record",
+                                                   i, h.source);
+                            return;
+                        }
+                        take_header(r, n, mpi_source, true, false);
+                    });
 }
 
 std::shared_ptr<std::byte[]> mpi_transport::receive_buffer(std::size_t n, bool rma_chunk,

@@ -39,9 +39,13 @@ public:
     void set_job_token(std::uint64_t token) override;
     void set_activity_handler(activity_handler h) override;
     void set_read_handler(read_handler h) override;
+    void set_counted_handler(counted_handler h) override;
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool send_coalesced(std::uint32_t dest, serialization::message&& m,
                         sent_handler on_sent) override;
+    bool send_counted(std::uint32_t dest, serialization::message&& m) override {
+        return rail_of(dest).send_counted(dest, std::move(m));
+    }
     void send_control(std::uint32_t dest, serialization::message&& m,
                       sent_handler on_sent) override {
         rail_of(dest).send_control(dest, std::move(m), std::move(on_sent));

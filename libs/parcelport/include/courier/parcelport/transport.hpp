@@ -297,6 +297,9 @@ public:
     using batch_handler = std::function<void(std::uint32_t source,
                                              std::span<std::span<std::byte const> const> parcels)>;
     using sent_handler = std::function<void(std::error_code)>;
+    /// `sends` sends of send_counted() ended (failed, if `ec`): their callers need no handler
+    /// each, only the count.
+    using counted_handler = std::function<void(std::size_t sends, std::error_code)>;
     using activity_handler = std::function<void(std::uint32_t source)>;
     /// A rendezvous's RMA reads from `source` completed: `bytes` read, the first posted at
     /// `started`.
@@ -340,6 +343,15 @@ public:
         send(dest, std::move(m), std::move(on_sent));
         return false;
     }
+    /// Where the sends of send_counted() report their ends. Set-up call, before the first
+    /// send_counted(); a transport over others passes it on.
+    virtual void set_counted_handler(counted_handler h) { counted_ = std::move(h); }
+    /// As send_coalesced(), for a send whose end is only counted: it reaches the counted
+    /// handler, which a transport that coalesces calls once for all such parcels of a batch
+    /// (no handler is built, stored and run per parcel).
+    virtual bool send_counted(std::uint32_t dest, serialization::message&& m) {
+        return send_coalesced(dest, std::move(m), [this](std::error_code ec) { counted_(1, ec); });
+    }
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
     /// behind progress(): a transport whose progress() can hold its lock through one long
     /// call (MPI copies a whole matched message inside one) queues it for the next pass
@@ -379,6 +391,9 @@ public:
     virtual std::vector<std::pair<std::string, statistics>> stats_by_provider() const {
         return {{provider_name(), stats()}};
     }
+
+protected:
+    counted_handler counted_; // set_counted_handler()
 };
 
 /// The transport `o.parcelport` names, opened with `o`: what the runtime calls, so that it
