@@ -167,26 +167,27 @@ void eager_reader::flush_batch(std::uint32_t source) {
 void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
     batch_.clear();
     try {
-        for_each_record(h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n,
-                                       bool compact) {
-            if (compact) {
-                batch_.push_back({r, rl}); // a parcel's stream: checked where it is read
-                return;
-            }
-            wire::header ih;
-            std::memcpy(&ih, r, sizeof ih);
-            if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
-                static logging::rate_limit limit;
-                logging::error_limited(
-                    limit, "dropped parcel {} of a coalesced message from locality {}: bad header",
-                    n, h.source);
-            } else if (auto s = small_stream(ih, r, rl); !s.empty()) {
-                batch_.push_back(s);
-            } else {
-                flush_batch(h.source); // in order: the small parcels before it go first
-                handle_parcel(ih, r, rl);
-            }
-        });
+        for_each_record(
+            h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n, bool compact) {
+                if (compact) {
+                    batch_.push_back({r, rl}); // a parcel's stream: checked where it is read
+                    return;
+                }
+                wire::header ih;
+                std::memcpy(&ih, r, sizeof ih);
+                if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+                    static logging::rate_limit limit;
+                    logging::error_limited(
+                        limit,
+                        "dropped parcel {} of a coalesced message from locality {}: bad header", n,
+                        h.source);
+                } else if (auto s = small_stream(ih, r, rl); !s.empty()) {
+                    batch_.push_back(s);
+                } else {
+                    flush_batch(h.source); // in order: the small parcels before it go first
+                    handle_parcel(ih, r, rl);
+                }
+            });
         flush_batch(h.source);
     } catch (std::exception const& e) { // from the sink (out of memory, the runtime stopping)
         batch_.clear();

@@ -163,7 +163,8 @@ bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
         try_coalesce(dest, m, nullptr)) {
         return true; // its end is counted with its batch's
     }
-    return post(dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
+    return post(
+        dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
 }
 
 bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
