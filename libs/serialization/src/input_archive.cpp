@@ -29,6 +29,7 @@ struct input_archive::deep_state {
 input_archive::deep_state& input_archive::deep() {
     if (!deep_) {
         deep_ = std::make_unique<deep_state>();
+        note_uncaught();
     }
     return *deep_;
 }
@@ -120,7 +121,6 @@ void input_archive::rollback() noexcept {
 
 input_archive::input_archive(message const& m, load_limits const& limits)
     : msg_(m), limits_(limits) {
-    uncaught_ = std::uncaught_exceptions();
     auto checked = m.check();
     threshold_ = checked.threshold;
     external_remaining_ = checked.external_bytes;
@@ -262,6 +262,7 @@ void input_archive::finish() const {
 detail::load_tracking& input_archive::tracking() {
     if (!tracking_) {
         tracking_ = std::make_unique<detail::load_tracking>();
+        note_uncaught();
     }
     return *tracking_;
 }

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -205,7 +206,16 @@ private:
     std::unique_ptr<deep_state> deep_;
     void const* top_level_ = nullptr;
     std::size_t top_level_size_ = 0;
+    // The exceptions in flight when the first state that a failed load rolls back was made
+    // (not at construction: std::uncaught_exceptions() is a call through libstdc++'s TLS, and
+    // most archives, a small parcel's, never make such state). The destructor rolls back if
+    // more are in flight then.
     int uncaught_ = 0;
+    void note_uncaught() noexcept {
+        if (!deep_ || !tracking_) { // the first of the two
+            uncaught_ = std::uncaught_exceptions();
+        }
+    }
 
     message const& msg_;
     std::byte const* begin_ = nullptr;
