@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
-// Reading a coalesced message (wire::batch, written with eager_writer.hpp's append_record): its
-// records, each one parcel's eager message, for the libfabric receiver and the MPI transport.
+// Reading a coalesced message (wire::batch, written with eager_writer.hpp's record writers): its
+// records, each one parcel's eager message or (wire::record_compact) its stream alone, for the
+// libfabric receiver and the MPI transport.
 #pragma once
 
 #include "wire.hpp"
@@ -39,7 +40,15 @@ void for_each_record(wire::header const& h, std::byte const* p, std::size_t len,
         at += wire::record_prefix;
         bool const compact = flags == wire::record_compact;
         // The record with its padding: an unpadded last record would take `at` past `len`.
-        if ((flags != 0 && !compact) || rl == 0 || (!compact && rl < sizeof(wire::header)) ||
+        if (flags != 0 && !compact) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "dropped the rest of a coalesced message from locality {}: a "
+                                   "record with unknown record flags {:#x}",
+                                   h.source, flags);
+            return;
+        }
+        if (rl == 0 || (!compact && rl < sizeof(wire::header)) ||
             wire::record_size(rl) - wire::record_prefix > len - at) {
             static logging::rate_limit limit;
             logging::error_limited(limit,

@@ -14,7 +14,7 @@
 //               header), or with record flag record_compact one parcel's stream alone (a single
 //               index chunk: what serialization::message::from_bytes takes), whose source and
 //               job are the batch header's. A small parcel is written compact: 80 bytes less
-//               than its eager message, ~half a record of an 8-byte post.
+//               than its eager message (an 8-byte post's record: 48 bytes instead of 128).
 // A split message (kind fragment): a message somewhat larger than the provider's inject size
 // goes as two, each within it (on shm a larger message takes the slower CMA protocol).
 //   header      48 bytes: kind fragment, send_id = the split message's id at its sender,

@@ -73,12 +73,14 @@ std::vector<std::byte> parcel(wire::header h, std::vector<wire::descriptor> ds) 
 }
 
 std::vector<std::byte> batch_of(std::vector<std::vector<std::byte>> const& records,
-                                std::uint32_t claimed, bool bad_length) {
+                                std::uint32_t claimed, bool bad_length,
+                                std::uint32_t record_flags = 0) {
     std::vector<std::byte> b(sizeof(wire::header));
     for (auto const& r : records) {
         std::size_t at = b.size();
         b.resize(at + wire::record_size(r.size()));
-        pp::write_record_prefix(b.data() + at, bad_length ? r.size() + 4096 : r.size());
+        pp::write_record_prefix(b.data() + at, bad_length ? r.size() + 4096 : r.size(),
+                                record_flags);
         std::memcpy(b.data() + at + wire::record_prefix, r.data(), r.size());
     }
     wire::header h = header(wire::batch, claimed, b.size() - sizeof(wire::header), 0);
@@ -152,6 +154,9 @@ std::vector<forgery> forged_messages() {
     h.magic = 0;
     add(batch_of({parcel(h, {desc(ix, 8)})}, 2, false),
         {"bad magic, version or kind", "announced 2 parcels and held 1"});
+    // A compact record (a stream alone), which only the libfabric sender writes.
+    add(batch_of({std::vector<std::byte>(16, std::byte{1})}, 1, false, wire::record_compact),
+        {"a compact record"});
     auto wrong_size = batch_of({ok}, 1, false);
     wrong_size.resize(wrong_size.size() + 8); // 8 bytes the header does not announce
     add(wrong_size, {"it announces"});

@@ -134,6 +134,12 @@ TEST_P(transport, counted_sends_end_through_the_counted_handler_once_per_batch) 
     EXPECT_EQ(eps_->b->stats().messages_received, static_cast<std::uint64_t>(n));
 }
 
+TEST_P(transport, a_counted_send_without_a_counted_handler_is_refused) {
+    // Its end could reach no one: refused outright (the caller learns it), never lost.
+    EXPECT_THROW(eps_->a->send_counted(1, cs::save(1)), std::logic_error);
+    EXPECT_EQ(eps_->a->stats().messages_sent, 0u);
+}
+
 TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_progress) {
     // A sender's long loop reaches no progress pass until it ends; a batch of
     // coalesce_records parcels is posted from within the loop, so that the receiver can run

@@ -19,8 +19,10 @@
 
 namespace courier::parcelport::fabric {
 
-/// A coalesced message being filled or in flight: the eager messages of several parcels to one
-/// destination and their handlers, run when the batch's send completes. An eager-only parcel
+/// A coalesced message being filled or in flight: the records of several parcels to one
+/// destination (each an eager message, or a small parcel's stream alone: wire::record_compact)
+/// and their handlers, run when the batch's send completes (a counted send has none: the batch
+/// reports how many it carried, coalescer::set_counted_handler). An eager-only parcel
 /// takes no slot in the send table: nothing of it is needed after its bytes were copied into
 /// the batch (no registration, no DONE to wait for). A rendezvous parcel's announcement keeps
 /// its slot, which its handler marks sent (sender::on_announced) and its DONE completes.
@@ -151,7 +153,8 @@ public:
     }
     /// Adds an eager-only parcel of `eager_bytes` (small_enough) to its destination's batch if
     /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
-    /// writes its eager message in place, and `on_sent` is kept to run when the batch's send
+    /// writes its record's bytes in place (its eager message, or with record_compact its
+    /// stream), and `on_sent` is kept to run when the batch's send
     /// completes (null: the send is counted, set_counted_handler). False: the caller posts it
     /// itself (`on_sent` is then untouched). A rendezvous
     /// parcel's announcement comes here too where batches leave by count (sender::send): in a

@@ -59,6 +59,7 @@ public:
         return sender_->send(dest, std::move(m), std::move(on_sent), opts_.coalescing);
     }
     bool send_counted(std::uint32_t dest, serialization::message&& m) override {
+        require_counted_handler();
         pacer_.kick();
         return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
     }

@@ -17,7 +17,11 @@
 // then be reused), with an error when the message cannot be delivered (peer gone, connection
 // reset). send() itself throws, and then never calls on_sent, when the message is refused
 // outright: std::out_of_range for an unknown destination, std::length_error for a message the
-// protocol cannot describe, network_error for a provider error.
+// protocol cannot describe, network_error for a provider error. send_counted() takes no
+// on_sent: its end goes to the counted handler (set_counted_handler, a set-up call), with
+// `sends` = 1, or with the number of such sends a batch carried when the batch completes; it
+// runs where on_sent would (from progress(), or within a send whose full batch's post was
+// refused), and never for a send that threw.
 //
 // Threads. send() and send_coalesced() may be called concurrently from any threads.
 // progress() may be called from any thread, concurrently: one caller at a time does the work,
@@ -41,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -349,7 +354,9 @@ public:
     /// As send_coalesced(), for a send whose end is only counted: it reaches the counted
     /// handler, which a transport that coalesces calls once for all such parcels of a batch
     /// (no handler is built, stored and run per parcel).
+    /// Throws std::logic_error if no counted handler was set.
     virtual bool send_counted(std::uint32_t dest, serialization::message&& m) {
+        require_counted_handler();
         return send_coalesced(dest, std::move(m), [this](std::error_code ec) { counted_(1, ec); });
     }
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
@@ -394,6 +401,13 @@ public:
 
 protected:
     counted_handler counted_; // set_counted_handler()
+    /// Refuses a send_counted() whose end could reach no one (a set-up mistake): before the
+    /// send, so that it is refused outright, not lost.
+    void require_counted_handler() const {
+        if (!counted_) {
+            throw std::logic_error("courier: send_counted() without a counted handler");
+        }
+    }
 };
 
 /// The transport `o.parcelport` names, opened with `o`: what the runtime calls, so that it

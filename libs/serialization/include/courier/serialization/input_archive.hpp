@@ -209,7 +209,9 @@ private:
     // The exceptions in flight when the first state that a failed load rolls back was made
     // (not at construction: std::uncaught_exceptions() is a call through libstdc++'s TLS, and
     // most archives, a small parcel's, never make such state). The destructor rolls back if
-    // more are in flight then.
+    // more are in flight then. (Unlike a count taken at construction, this misses only state
+    // first made while an exception unwinds through the archive's own scope: a load from a
+    // destructor during that unwinding.)
     int uncaught_ = 0;
     void note_uncaught() noexcept {
         if (!deep_ || !tracking_) { // the first of the two
