@@ -66,31 +66,19 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     parcel_sent(st, dest, m);
     count_send_started(st);
     bool const worker = current_scheduler() != nullptr && detail::current_worker() != nullptr;
-    if (rid == 0 && !on_sent && worker) {
-        // A post, a reply or a control parcel: its end is only counted (sent() has nothing
-        // else to do for rid 0), by the transport's counted handler, per batch where it
-        // coalesces.
-        try {
-            transport_watch::call in_transport;
-            if (st.tp->send_counted(dest, std::move(m))) {
-                current_scheduler()->notify_one();
-            }
-        } catch (...) {
-            count_send_ended(st);
-            throw;
-        }
-        return;
-    }
-    // One handler per parcel, built here: without a caller's callback it captures only the
-    // request id (0 for a reply), which std::function stores inline; only a caller's own
+    // A post, a reply or a control parcel from a worker: its end is only counted (sent() has
+    // nothing else to do for rid 0), by the transport's counted handler, once per batch where
+    // it coalesces. Other parcels get a handler, built here: without a caller's callback it
+    // captures only the request id, which std::function stores inline; only a caller's own
     // callback costs an allocation.
+    bool const counted = rid == 0 && !on_sent && worker;
     parcelport::transport::sent_handler handler;
     if (on_sent) {
         handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
             cb(ec);
             sent(rid, ec);
         };
-    } else {
+    } else if (!counted) {
         handler = [rid](std::error_code ec) { sent(rid, ec); };
     }
     // A worker polls the network regularly (when idle and every few tasks), so parcels it
@@ -101,7 +89,10 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     try {
         transport_watch::call in_transport;
         if (worker) {
-            if (st.tp->send_coalesced(dest, std::move(m), std::move(handler))) {
+            bool const held = counted
+                                  ? st.tp->send_counted(dest, std::move(m))
+                                  : st.tp->send_coalesced(dest, std::move(m), std::move(handler));
+            if (held) {
                 current_scheduler()->notify_one();
             }
             return;

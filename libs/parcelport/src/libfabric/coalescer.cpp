@@ -70,7 +70,6 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->buf.reset(batch_limit_, sizeof(wire::header));
     b->handlers.clear();
     b->records = 0;
-    b->counted = 0;
     b->counts = {};
     return b;
 }
@@ -194,8 +193,10 @@ void coalescer::finish(batch_op* b, std::error_code ec) {
             h(ec);
         }
     }
-    if (b->counted != 0 && counted_ != nullptr && *counted_) {
-        (*counted_)(b->counted, ec);
+    // The records without a handler: counted sends (transport::send_counted refuses them
+    // while no counted handler is set).
+    if (std::size_t const counted = b->records - b->handlers.size(); counted != 0) {
+        (*counted_)(counted, ec);
     }
     parcels_in_flight_.fetch_sub(b->records, std::memory_order_acq_rel);
     completed(b->dest);

@@ -83,8 +83,7 @@ struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // of the records that have one
-    std::size_t records = 0;                       // parcels in it
-    std::size_t counted = 0; // of them, sends without a handler (transport::send_counted)
+    std::size_t records = 0; // parcels in it; those beyond handlers' are counted sends
     batch_counts counts;     // of its records (under its peer's lock)
     // A batch over the inject size (shm) goes as two parts, as a split message.
     split_parts<batch_part_op> split{this};
@@ -207,7 +206,6 @@ public:
             throw;
         }
         ++b->records;
-        b->counted += on_sent == nullptr;
         b->counts += counts;
         if (b->records >= leave_.records && b->buf.size() >= leave_.bytes && full == nullptr) {
             // Enough to amortize the message: it leaves now, so that the receiver works on it

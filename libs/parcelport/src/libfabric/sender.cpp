@@ -142,13 +142,18 @@ void sender::release_exposed(send_state* s) noexcept {
     s->boxed.clear();
 }
 
-bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
-                  bool coalesce) {
+bool sender::batched(std::uint32_t dest, serialization::message const& m,
+                     transport::sent_handler* on_sent, bool coalesce) {
     if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
-    if (coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
-        try_coalesce(dest, m, &on_sent)) {
+    return coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
+           try_coalesce(dest, m, on_sent);
+}
+
+bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
+                  bool coalesce) {
+    if (batched(dest, m, &on_sent, coalesce)) {
         return true;
     }
     return post(dest, std::move(m), std::move(on_sent), coalesce);
@@ -156,11 +161,7 @@ bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sen
 
 bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
                           transport::counted_handler const& counted, bool coalesce) {
-    if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
-        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
-    }
-    if (coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
-        try_coalesce(dest, m, nullptr)) {
+    if (batched(dest, m, nullptr, coalesce)) {
         return true; // its end is counted with its batch's
     }
     return post(
