@@ -230,7 +230,9 @@ inline forged batch(std::vector<forged> const& records, std::vector<std::byte> c
         body.resize(at + wire::record_size(len));
         std::memcpy(body.data() + at, &len, sizeof len);
         std::memcpy(body.data() + at + sizeof len, &flags, sizeof flags);
-        std::memcpy(body.data() + at + wire::record_prefix, r.bytes.data(), len);
+        if (len != 0) { // an empty record: memcpy's source may not be null
+            std::memcpy(body.data() + at + wire::record_prefix, r.bytes.data(), len);
+        }
     }
     body.insert(body.end(), extra.begin(), extra.end());
     wire::header h = parcel_header(static_cast<std::uint32_t>(records.size()), body.size(), 0);
