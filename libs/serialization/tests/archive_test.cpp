@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <numeric>
 #include <thread>
 
@@ -34,6 +35,38 @@ TEST(archive, small_values_stay_in_one_index_chunk) {
     EXPECT_EQ(i, 7);
     EXPECT_EQ(s, "hello");
     EXPECT_EQ(d, 2.5);
+}
+
+TEST(archive, growing_vectors_load_their_elements_at_any_offset_and_from_any_chunk) {
+    // A vector loaded into one smaller than it is assigned from the received bytes (not zeroed
+    // first): from index bytes at every alignment, from a pointer chunk; a vector as large or
+    // larger is overwritten in place. Each element and the bytes around it must come through.
+    for (std::size_t n : {100u, 128u, 129u, 500u, 511u, 4096u}) { // 800 B .. 32 KiB
+        auto v = iota(n);
+        for (std::size_t pad = 0; pad < 8; ++pad) {
+            std::string before(pad, 'b');
+            auto m = cs::save(before, v, std::int16_t{-3});
+            for (std::size_t start : {std::size_t{0}, n / 2, n, n + 7}) {
+                std::string b2;
+                std::vector<double> v2(start, -1.0);
+                std::int16_t after = 0;
+                cs::load(m, b2, v2, after);
+                ASSERT_EQ(v2, v) << n << " elements after " << pad << " bytes into " << start;
+                EXPECT_EQ(b2, before);
+                EXPECT_EQ(after, -3);
+            }
+        }
+    }
+    // Elements wider than their alignment.
+    std::vector<std::array<std::uint8_t, 3>> odd(700);
+    for (std::size_t i = 0; i < odd.size(); ++i) {
+        odd[i] = {static_cast<std::uint8_t>(i), static_cast<std::uint8_t>(i >> 8), 7};
+    }
+    decltype(odd) back;
+    char c = 0;
+    cs::load(cs::save(char{'x'}, odd), c, back);
+    EXPECT_EQ(back, odd);
+    EXPECT_EQ(c, 'x');
 }
 
 TEST(archive, large_bitwise_block_becomes_pointer_chunk_referencing_caller_memory) {

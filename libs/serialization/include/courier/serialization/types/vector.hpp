@@ -5,6 +5,8 @@
 
 #include <courier/serialization/serializer.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace courier::serialization {
@@ -21,6 +23,10 @@ std::size_t reserve_hint(input_archive const& ar, std::size_t n) {
 
 template <class T, class A>
 struct serializer<std::vector<T, A>> {
+    /// From this size a growing vector of bitwise elements is assigned from the received bytes
+    /// instead of resized (zeroed) and then overwritten; below it, zeroing a few cache lines
+    /// costs less than the block's extra checks.
+    static constexpr std::size_t assign_min_bytes = 1024;
     static void save(output_archive& ar, std::vector<T, A> const& v) {
         ar.save_size(v.size());
         if constexpr (is_bitwise_serializable_v<T>) {
@@ -34,8 +40,23 @@ struct serializer<std::vector<T, A>> {
     static void load(input_archive& ar, std::vector<T, A>& v) {
         std::size_t n = ar.load_count(min_wire_size<T>::value);
         if constexpr (is_bitwise_serializable_v<T>) {
+            std::size_t const bytes = n * sizeof(T); // load_count: n * sizeof(T) <= remaining
+            if (v.size() < n && bytes >= assign_min_bytes) {
+                // Growing (a fresh vector, the usual case): copy the elements in once, where
+                // resize() would first zero the new ones (a 64 KiB part of an all_gather was
+                // written twice on every rank).
+                auto const blk = ar.take_block(bytes);
+                if (reinterpret_cast<std::uintptr_t>(blk.data) % alignof(T) == 0) {
+                    auto const* first = reinterpret_cast<T const*>(blk.data);
+                    v.assign(first, first + n);
+                } else {
+                    v.resize(n);
+                    std::memcpy(v.data(), blk.data, bytes);
+                }
+                return;
+            }
             v.resize(n);
-            ar.load_block(v.data(), n * sizeof(T));
+            ar.load_block(v.data(), bytes);
         } else {
             static_assert(std::is_default_constructible_v<T>,
                           "vector<T> loading needs a default-constructible T");
