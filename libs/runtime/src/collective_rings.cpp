@@ -23,7 +23,7 @@ namespace courier::detail {
 namespace {
 
 constexpr std::uint64_t inbox_magic = 0x63636f6c6c726e67ull; // "ccollrng"
-constexpr std::uint32_t inbox_version = 2;
+constexpr std::uint32_t inbox_version = 3;
 
 struct inbox_header {
     std::atomic<std::uint64_t> magic; // written last by the owner
@@ -53,13 +53,28 @@ struct cell_fields {
     std::uint32_t step;
     std::uint32_t size;
     std::int32_t pid; // the sender, when the payload names its memory; else 0
-    std::uint32_t unused;
+    // The message's number in its ring plus 1, modulo 2^32 (a zero-filled cell holds none):
+    // written last, it publishes the cell. The consumer waits at its head's cell for the number
+    // it expects, so a message crosses between the cores as the cache line it lies in and
+    // nothing else (a shared tail cost the consumer a second line per message, and the producer
+    // a read of the consumer's head).
+    std::uint32_t seq;
 };
+constexpr std::size_t seq_at = offsetof(cell_fields, seq);
+
+std::uint32_t seq_of(std::uint64_t number) noexcept {
+    return static_cast<std::uint32_t>(number + 1);
+}
+
+/// The cell's sequence word, shared with another process.
+std::atomic_ref<std::uint32_t> seq_word(std::byte const* cell) noexcept {
+    return std::atomic_ref<std::uint32_t>(
+        *reinterpret_cast<std::uint32_t*>(const_cast<std::byte*>(cell) + seq_at));
+}
 
 } // namespace
 
 struct collective_rings::ring {
-    alignas(64) std::atomic<std::uint64_t> tail;    // messages published (the producer)
     alignas(64) std::atomic<std::uint64_t> head;    // messages consumed (the consumer)
     alignas(64) std::atomic<std::uint32_t> waiting; // the consumer's suspended receivers
     std::atomic<std::uint32_t> reads_producer;      // the consumer can read the producer's memory
@@ -67,15 +82,29 @@ struct collective_rings::ring {
     alignas(64) std::byte cell[cells][cell_size];
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
-                  std::atomic<std::uint32_t>::is_always_lock_free,
+                  std::atomic<std::uint32_t>::is_always_lock_free &&
+                  std::atomic_ref<std::uint32_t>::is_always_lock_free,
               "the rings' words are shared between processes: they must be lock-free");
-static_assert(sizeof(cell_fields) <= collective_rings::cell_header);
+static_assert(sizeof(cell_fields) <= collective_rings::cell_header &&
+              seq_at % alignof(std::uint32_t) == 0 && collective_rings::cell_size % 64 == 0);
+
+namespace {
+/// The fields of the message numbered `number` if its cell holds it (published), else false.
+bool published(std::byte const* cell, std::uint64_t number, cell_fields& f) noexcept {
+    // Sequentially consistent: a waiter counts itself, then drains (collective_rings.hpp).
+    if (seq_word(cell).load(std::memory_order_seq_cst) != seq_of(number)) {
+        return false;
+    }
+    std::memcpy(&f, cell, sizeof f);
+    return true;
+}
+} // namespace
 
 std::size_t collective_rings::ring_offset(std::uint32_t from) noexcept {
     return header_bytes + std::size_t{from} * sizeof(ring);
 }
-std::size_t collective_rings::tail_offset() noexcept {
-    return offsetof(ring, tail);
+std::size_t collective_rings::seq_offset() noexcept {
+    return seq_at;
 }
 std::size_t collective_rings::cell_offset(std::uint32_t i) noexcept {
     return offsetof(ring, cell) + std::size_t{i % cells} * cell_size;
@@ -241,16 +270,21 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
         return push_result::no_ring;
     }
     bool const by_address = keep != nullptr || lent != nullptr; // the cell names our memory
-    std::unique_lock lock(writing_[to].writing);
+    local_peer& w = writing_[to];
+    std::unique_lock lock(w.writing);
     ring& r = peer_ring(to);
-    std::uint64_t t = r.tail.load(std::memory_order_relaxed);
-    std::uint64_t const head = r.head.load(std::memory_order_acquire);
-    auto& kept = writing_[to].kept;
-    while (!kept.empty() && kept.front().first < head) { // taken: the receiver has copied it
-        kept.erase(kept.begin());
-    }
-    if (t - head >= cells) {
-        return push_result::full;
+    std::uint64_t const t = w.tail;
+    auto& kept = w.kept;
+    // The consumer's head (its cache line) is read only when the ring may be full or messages
+    // wait to be let go, not for every message.
+    if (t - w.head_seen >= cells || !kept.empty()) {
+        w.head_seen = r.head.load(std::memory_order_acquire);
+        while (!kept.empty() && kept.front().first < w.head_seen) { // taken: copied by now
+            kept.erase(kept.begin());
+        }
+        if (t - w.head_seen >= cells) { // full (or a head not written by this code)
+            return push_result::full;
+        }
     }
     if (keep) {
         try {
@@ -269,12 +303,13 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
                   static_cast<std::uint32_t>(payload.size()),
                   by_address ? static_cast<std::int32_t>(::getpid()) : 0,
                   0};
-    std::memcpy(c, &f, sizeof f);
+    std::memcpy(c, &f, seq_at); // all but the sequence word
     if (!payload.empty()) {
         std::memcpy(c + cell_header, payload.data(), payload.size());
     }
     // Publish, then look whether the receiver sleeps (its side: count itself, then drain).
-    r.tail.store(t + 1, std::memory_order_seq_cst);
+    seq_word(c).store(seq_of(t), std::memory_order_seq_cst);
+    w.tail = t + 1;
     bool wake = r.waiting.load(std::memory_order_seq_cst) != 0;
     lock.unlock();
     sent_.fetch_add(1, std::memory_order_relaxed);
@@ -306,13 +341,11 @@ bool collective_rings::take_head(std::uint32_t from, function_ref<bool(view cons
     } release{*this, lr, from};
     ring& r = inbox_ring(from);
     std::uint64_t h = r.head.load(std::memory_order_relaxed);
-    std::uint64_t const t = r.tail.load(std::memory_order_seq_cst);
-    if (h == t || t - h > cells) { // empty, or not written by this code (drain() drops it)
-        return false;
-    }
     std::byte const* c = r.cell[h % cells];
     cell_fields f;
-    std::memcpy(&f, c, sizeof f);
+    if (!published(c, h, f)) {
+        return false; // empty
+    }
     if (f.size > payload_capacity) {
         // Not written by this code: drop it (drain() logs it).
         return false;
@@ -396,21 +429,10 @@ std::size_t collective_rings::drain_locked(std::uint32_t from,
                                            function_ref<void(view const&)> each) noexcept {
     ring& r = inbox_ring(from);
     std::uint64_t h = r.head.load(std::memory_order_relaxed);
-    std::uint64_t const t = r.tail.load(std::memory_order_seq_cst);
-    if (t - h > cells) { // not written by this code
-        static logging::rate_limit limit;
-        logging::error_limited(limit,
-                               "collectives: the ring from locality {} claims {} messages (it "
-                               "holds {}); dropped them",
-                               from, t - h, cells);
-        r.head.store(t, std::memory_order_release);
-        return 0;
-    }
     std::size_t n = 0;
-    for (; h != t; ++h, ++n) {
+    // At most a ring's worth per drain: a writer that keeps publishing cannot hold it longer.
+    for (cell_fields f; n < cells && published(r.cell[h % cells], h, f); ++h, ++n) {
         std::byte const* c = r.cell[h % cells];
-        cell_fields f;
-        std::memcpy(&f, c, sizeof f);
         if (f.size > payload_capacity) {
             static logging::rate_limit limit;
             logging::error_limited(limit,
@@ -446,8 +468,9 @@ std::size_t collective_rings::drain_locked(std::uint32_t from,
 
 void collective_rings::wait_begin(std::uint32_t from) noexcept {
     if (from < size_) {
-        // Sequentially consistent, as the drain's read of the tail that follows and the
-        // sender's store of the tail and read of this count: one of the two sees the other.
+        // Sequentially consistent, as the drain's read of the head's cell that follows and the
+        // sender's store of a cell's sequence word and read of this count: one of the two sees
+        // the other.
         inbox_ring(from).waiting.fetch_add(1, std::memory_order_seq_cst);
     }
 }

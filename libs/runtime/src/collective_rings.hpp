@@ -151,11 +151,12 @@ public:
     void wait_begin(std::uint32_t from) noexcept;
     void wait_end(std::uint32_t from) noexcept;
 
-    /// Where an inbox keeps the ring from `from`, its tail and its cell `i` (bytes from the
-    /// inbox's start): for tests that write into an inbox what this code never writes.
+    /// Where an inbox keeps the ring from `from`, its cell `i` (bytes from the inbox's start)
+    /// and a cell's sequence word (from the cell's start): for tests that write into an inbox
+    /// what this code never writes.
     static std::size_t ring_offset(std::uint32_t from) noexcept;
-    static std::size_t tail_offset() noexcept;
     static std::size_t cell_offset(std::uint32_t i) noexcept;
+    static std::size_t seq_offset() noexcept;
 
 private:
     struct ring;
@@ -167,11 +168,13 @@ private:
         std::atomic_flag reading = ATOMIC_FLAG_INIT; // one consumer at a time
         // A drain was asked for while another thread read the ring: that thread drains again
         // before it leaves (so a waiter about to suspend never loses the race for the lock
-        // to a thread that read the ring's tail before the waiter's message was published).
+        // to a thread that looked at the head's cell before the waiter's message was published).
         std::atomic<bool> requested{false};
     };
     struct alignas(64) local_peer {
-        spinlock writing; // one producer at a time: a copy of at most a cell
+        spinlock writing;            // one producer at a time: a copy of at most a cell
+        std::uint64_t tail = 0;      // messages published to the peer (under `writing`)
+        std::uint64_t head_seen = 0; // the peer's head when last read (under `writing`)
         // What messages to the peer name by address, by their cell's sequence number: freed
         // once the peer's head has passed it (under `writing`).
         std::vector<std::pair<std::uint64_t, std::shared_ptr<void const>>> kept;

@@ -198,8 +198,9 @@ struct forged_inbox {
     std::byte* cell(std::uint32_t from, std::uint32_t i) const {
         return base + rings::ring_offset(from) + rings::cell_offset(i);
     }
-    void set_tail(std::uint32_t from, std::uint64_t t) const {
-        std::memcpy(base + rings::ring_offset(from) + rings::tail_offset(), &t, sizeof t);
+    /// Publishes cell `i` of the ring from `from` as the message whose sequence word is `seq`.
+    void set_seq(std::uint32_t from, std::uint32_t i, std::uint32_t seq) const {
+        std::memcpy(cell(from, i) + rings::seq_offset(), &seq, sizeof seq);
     }
 };
 
@@ -227,14 +228,26 @@ TEST_F(pair_of_localities, what_a_hostile_writer_puts_in_an_inbox_is_refused) {
         return true;
     }));
     EXPECT_TRUE(offered);
-    // A tail far ahead of the head: the claimed messages are dropped at once (one error line),
-    // not delivered 2^64 times, and the ring works again.
-    forged.set_tail(0, 1000);
-    EXPECT_FALSE(b.take_head(0, [](rings::view const&) { return true; }));
-    EXPECT_TRUE(drain_b().empty());
-    forged.set_tail(0, 1000); // the producer's own count follows the shared tail
+    // The head's cell published as a later message (or an old one): not taken; the ring works
+    // on (the producer's next message is the one the consumer waits for).
+    for (std::uint32_t seq : {1000u, 1u, 0u}) {
+        forged.set_seq(0, 2, seq);
+        EXPECT_FALSE(b.take_head(0, [](rings::view const&) { return true; })) << seq;
+        EXPECT_TRUE(drain_b().empty()) << seq;
+    }
     ASSERT_EQ(a.push(1, 1, 2, 0, bytes_of("after")), push_result::sent);
     EXPECT_EQ(drain_b(), std::vector<std::string>{"after"});
+    // A writer that publishes every cell, again and again: a drain takes at most a ring's
+    // worth (here 8 forged messages, then what it finds next time), never loops on.
+    for (std::uint32_t lap = 0; lap < 3; ++lap) {
+        for (std::uint32_t i = 0; i < rings::cells; ++i) {
+            std::uint32_t const number = 3 + lap * rings::cells + i; // 3: "after" was message 2
+            std::uint32_t const size = 0;
+            std::memcpy(forged.cell(0, number) + 20, &size, sizeof size);
+            forged.set_seq(0, number, number + 1);
+        }
+        EXPECT_EQ(drain_b().size(), rings::cells) << lap;
+    }
 }
 
 TEST_F(pair_of_localities, concurrent_senders_and_receivers_lose_nothing) {
