@@ -282,7 +282,17 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
         while (!kept.empty() && kept.front().first < w.head_seen) { // taken: copied by now
             kept.erase(kept.begin());
         }
-        if (t - w.head_seen >= cells) { // full (or a head not written by this code)
+        if (w.head_seen > t) {
+            // A head past what was published here: something else wrote into the peer's
+            // inbox. This pair's messages go as parcels from now on.
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "collectives: locality {} has taken {} messages from this "
+                                   "one, which sent {}; its inbox is no longer used",
+                                   to, w.head_seen, t);
+            return push_result::no_ring;
+        }
+        if (t - w.head_seen >= cells) {
             return push_result::full;
         }
     }

@@ -99,23 +99,27 @@ public:
     /// connects; false until then.
     bool reads_from_me(std::uint32_t to) const noexcept;
 
-    /// Copies a message into `to`'s inbox. Never blocks on the receiver. `keep` non-null: the
+    /// Copies a message into `to`'s inbox. Never blocks on the receiver. A head in that inbox
+    /// past what this process published (another process wrote there) makes this and every
+    /// later push to `to` return no_ring; messages pushed before it was seen may be lost (as
+    /// any message such a writer overwrites). `keep` non-null: the
     /// payload names memory of this process that `keep` holds; it is kept until the receiver
     /// has taken the message. `lent` non-null (and `keep` null): the payload names memory of
     /// this process that the caller keeps unchanged until taken(to, *lent); *lent gets the
-    /// message's sequence number.
+    /// message's number in the ring (from 0; its cell's sequence word holds the number + 1).
     push_result push(std::uint32_t to, std::uint64_t wire_id, std::uint64_t generation,
                      std::uint32_t step, std::span<std::byte const> payload,
                      std::shared_ptr<void const> keep = nullptr,
                      std::uint64_t* lent = nullptr) noexcept;
-    /// Whether `to` has taken (and so copied what it names) the message of sequence `seq`.
+    /// Whether `to` has taken (and so copied what it names) the message numbered `seq`.
     bool taken(std::uint32_t to, std::uint64_t seq) const noexcept;
 
     /// Offers the message at the head of the ring from `from` to `take`; removes it if `take`
     /// returns true (also when `take` throws: the exception propagates). False if the ring is
     /// empty, being read by another thread, or `take` declined.
     bool take_head(std::uint32_t from, function_ref<bool(view const&)> take);
-    /// Removes every message in the ring from `from`, calling `each` on each (exceptions from
+    /// Removes the messages in the ring from `from` (at most `cells`: a writer that keeps
+    /// publishing cannot hold a drain), calling `each` on each (exceptions from
     /// `each` are caught and logged). Returns how many. When another thread is reading the
     /// ring, returns 0 at once and that thread drains it again (with `each` if it is a drain,
     /// with the function set_drain() gave if it is take_head()) before it lets go.

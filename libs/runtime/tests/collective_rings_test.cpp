@@ -248,6 +248,14 @@ TEST_F(pair_of_localities, what_a_hostile_writer_puts_in_an_inbox_is_refused) {
         }
         EXPECT_EQ(drain_b().size(), rings::cells) << lap;
     }
+    // b's head is now past what a sent: within a ring's worth of pushes, a sees it and stops
+    // using b's inbox (parcels carry its messages), for good.
+    int sent = 0;
+    while (a.push(1, 1, 3, 0, bytes_of("late")) == push_result::sent) {
+        ASSERT_LT(++sent, static_cast<int>(rings::cells));
+    }
+    EXPECT_EQ(a.push(1, 1, 3, 0, bytes_of("late")), push_result::no_ring);
+    EXPECT_EQ(a.push(1, 1, 3, 0, bytes_of("late")), push_result::no_ring);
 }
 
 TEST_F(pair_of_localities, concurrent_senders_and_receivers_lose_nothing) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace courier::serialization {
@@ -41,19 +42,21 @@ struct serializer<std::vector<T, A>> {
         std::size_t n = ar.load_count(min_wire_size<T>::value);
         if constexpr (is_bitwise_serializable_v<T>) {
             std::size_t const bytes = n * sizeof(T); // load_count: n * sizeof(T) <= remaining
-            if (v.size() < n && bytes >= assign_min_bytes) {
-                // Growing (a fresh vector, the usual case): copy the elements in once, where
-                // resize() would first zero the new ones (a 64 KiB part of an all_gather was
-                // written twice on every rank).
-                auto const blk = ar.take_block(bytes);
-                if (reinterpret_cast<std::uintptr_t>(blk.data) % alignof(T) == 0) {
-                    auto const* first = reinterpret_cast<T const*>(blk.data);
-                    v.assign(first, first + n);
-                } else {
-                    v.resize(n);
-                    std::memcpy(v.data(), blk.data, bytes);
+            if constexpr (std::is_copy_assignable_v<T>) {
+                if (v.size() < n && bytes >= assign_min_bytes) {
+                    // Growing (a fresh vector, the usual case): copy the elements in once,
+                    // where resize() would first zero the new ones (a 64 KiB part of an
+                    // all_gather was written twice on every rank).
+                    auto const blk = ar.take_block(bytes);
+                    if (reinterpret_cast<std::uintptr_t>(blk.data) % alignof(T) == 0) {
+                        auto const* first = reinterpret_cast<T const*>(blk.data);
+                        v.assign(first, first + n);
+                    } else {
+                        v.resize(n);
+                        std::memcpy(v.data(), blk.data, bytes);
+                    }
+                    return;
                 }
-                return;
             }
             v.resize(n);
             ar.load_block(v.data(), bytes);
