@@ -351,6 +351,16 @@ long wait_for_runs(courier::id_type there, long n) {
     return ran;
 }
 
+/// Occupies `there`'s worker for `seconds` (occupy()) and returns once it has begun: parcels
+/// are not ordered, so what follows must not go before (a fixed pause was too short on two busy
+/// cores under TSan: every call ran before the occupation, and none waited).
+void occupy_receiver(courier::id_type there, double seconds, bool then_die) {
+    courier::post<occupy_action>(there, seconds, then_die);
+    while (!g_occupied.load()) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 void scenario_bounded() {
     auto there = courier::find_all_localities()[1];
     constexpr long count = 300000;
@@ -360,10 +370,7 @@ void scenario_bounded() {
     // The receiver's one worker starts nothing for a while: the window fills and the flood
     // waits for it (without this, a receiver as fast as its sender - under a sanitizer - saw
     // the window never fill, and the test proved nothing about it).
-    courier::post<occupy_action>(there, 0.5, false);
-    while (!g_occupied.load()) {
-        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    occupy_receiver(there, 0.5, false);
     std::int64_t most = 0;
     for (long i = 0; i < count; ++i) {
         courier::post<consume_action>(there, payload);
@@ -406,12 +413,7 @@ void scenario_busy_receiver(bool die) {
     auto there = courier::find_all_localities()[1];
     auto window = courier::get_flow_statistics().window_parcels;
     auto t0 = clock_type::now();
-    courier::post<occupy_action>(there, 2.0, die);
-    // Parcels are not ordered: the calls go once the occupation has begun (a fixed pause was
-    // too short on two busy cores under TSan: every call ran before it, and none failed).
-    while (!g_occupied.load()) {
-        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    occupy_receiver(there, 2.0, die);
     long const count = window * 3;
     std::vector<char> payload(64, 'y');
     try {
@@ -467,10 +469,7 @@ void scenario_large_to_busy_receiver() {
     courier::serialize_buffer<std::uint64_t> b(v.data(), v.size(),
                                                courier::serialize_buffer<std::uint64_t>::reference);
     auto t0 = clock_type::now();
-    courier::post<occupy_action>(there, 3.0, false);
-    while (!g_occupied.load()) {
-        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    occupy_receiver(there, 3.0, false);
     try {
         auto remote = courier::async<large_sum_action>(there, b).get();
         double s = std::chrono::duration<double>(clock_type::now() - t0).count();

@@ -124,10 +124,5 @@ TEST_P(malformed, malformed_batches_and_unknown_kinds_are_dropped) {
     expect_dropped(fs, "malformed batches");
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, malformed,
-                         ::testing::Values("tcp;ofi_rxm", "shm", "shm-fi_read"),
-                         [](auto const& param_info) {
-                             return param_info.param == "tcp;ofi_rxm" ? std::string("tcp")
-                                    : param_info.param == "shm"       ? std::string("shm")
-                                                                      : std::string("shm_fi_read");
-                         });
+INSTANTIATE_TEST_SUITE_P(providers, malformed, malformed_support::providers(),
+                         malformed_support::provider_name);

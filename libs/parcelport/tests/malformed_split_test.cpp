@@ -189,10 +189,5 @@ TEST_P(malformed, a_first_part_whose_second_never_comes_is_dropped_after_the_sta
     e_->still_works();
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, malformed,
-                         ::testing::Values("tcp;ofi_rxm", "shm", "shm-fi_read"),
-                         [](auto const& param_info) {
-                             return param_info.param == "tcp;ofi_rxm" ? std::string("tcp")
-                                    : param_info.param == "shm"       ? std::string("shm")
-                                                                      : std::string("shm_fi_read");
-                         });
+INSTANTIATE_TEST_SUITE_P(providers, malformed, malformed_support::providers(),
+                         malformed_support::provider_name);

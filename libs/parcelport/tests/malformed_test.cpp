@@ -244,10 +244,5 @@ TEST_P(malformed, ring_messages_naming_another_writer_or_in_parts_are_dropped) {
     e_->still_works();
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, malformed,
-                         ::testing::Values("tcp;ofi_rxm", "shm", "shm-fi_read"),
-                         [](auto const& param_info) {
-                             return param_info.param == "tcp;ofi_rxm" ? std::string("tcp")
-                                    : param_info.param == "shm"       ? std::string("shm")
-                                                                      : std::string("shm_fi_read");
-                         });
+INSTANTIATE_TEST_SUITE_P(providers, malformed, malformed_support::providers(),
+                         malformed_support::provider_name);

@@ -278,10 +278,7 @@ collective_rings::push_result collective_rings::push(std::uint32_t to, std::uint
     // The consumer's head (its cache line) is read only when the ring may be full or messages
     // wait to be let go, not for every message.
     if (t - w.head_seen >= cells || !kept.empty()) {
-        w.head_seen = r.head.load(std::memory_order_acquire);
-        while (!kept.empty() && kept.front().first < w.head_seen) { // taken: copied by now
-            kept.erase(kept.begin());
-        }
+        read_head(to);
         if (w.head_seen > t) {
             // A head past what was published here: something else wrote into the peer's
             // inbox. This pair's messages go as parcels from now on.
@@ -389,16 +386,20 @@ bool collective_rings::taken(std::uint32_t to, std::uint64_t seq) const noexcept
     return !reaches(to) || peer_ring(to).head.load(std::memory_order_acquire) > seq;
 }
 
+void collective_rings::read_head(std::uint32_t to) noexcept {
+    local_peer& w = writing_[to];
+    w.head_seen = peer_ring(to).head.load(std::memory_order_acquire);
+    while (!w.kept.empty() && w.kept.front().first < w.head_seen) { // taken: copied by now
+        w.kept.erase(w.kept.begin());
+    }
+}
+
 void collective_rings::release_taken() noexcept {
     for (std::uint32_t to = 0; to < size_; ++to) {
         if (!reaches(to) || !writing_[to].writing.try_lock()) {
             continue;
         }
-        auto& kept = writing_[to].kept;
-        std::uint64_t const head = peer_ring(to).head.load(std::memory_order_acquire);
-        while (!kept.empty() && kept.front().first < head) {
-            kept.erase(kept.begin());
-        }
+        read_head(to);
         writing_[to].writing.unlock();
     }
 }
@@ -441,8 +442,12 @@ std::size_t collective_rings::drain_locked(std::uint32_t from,
     std::uint64_t h = r.head.load(std::memory_order_relaxed);
     std::size_t n = 0;
     // At most a ring's worth per drain: a writer that keeps publishing cannot hold it longer.
-    for (cell_fields f; n < cells && published(r.cell[h % cells], h, f); ++h, ++n) {
+    for (; n < cells; ++h, ++n) {
         std::byte const* c = r.cell[h % cells];
+        cell_fields f;
+        if (!published(c, h, f)) {
+            break;
+        }
         if (f.size > payload_capacity) {
             static logging::rate_limit limit;
             logging::error_limited(limit,

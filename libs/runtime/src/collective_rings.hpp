@@ -185,6 +185,8 @@ private:
     };
 
     ring& inbox_ring(std::uint32_t from) const noexcept;
+    /// Reads `to`'s head into its head_seen and lets go of what it has taken (under `writing`).
+    void read_head(std::uint32_t to) noexcept;
     ring& peer_ring(std::uint32_t to) const noexcept;
     static std::size_t inbox_bytes(std::uint32_t size) noexcept;
 

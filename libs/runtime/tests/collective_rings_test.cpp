@@ -198,6 +198,10 @@ struct forged_inbox {
     std::byte* cell(std::uint32_t from, std::uint32_t i) const {
         return base + rings::ring_offset(from) + rings::cell_offset(i);
     }
+    /// Sets the payload size in the header of cell `i` of the ring from `from`.
+    void set_size(std::uint32_t from, std::uint32_t i, std::uint32_t size) const {
+        std::memcpy(cell(from, i) + 20, &size, sizeof size);
+    }
     /// Publishes cell `i` of the ring from `from` as the message whose sequence word is `seq`.
     void set_seq(std::uint32_t from, std::uint32_t i, std::uint32_t seq) const {
         std::memcpy(cell(from, i) + rings::seq_offset(), &seq, sizeof seq);
@@ -208,8 +212,7 @@ TEST_F(pair_of_localities, what_a_hostile_writer_puts_in_an_inbox_is_refused) {
     forged_inbox forged(name1);
     // A size beyond the cell: not offered, dropped by the drain (logged).
     ASSERT_EQ(a.push(1, 1, 0, 0, bytes_of("size")), push_result::sent);
-    std::uint32_t const huge = 1u << 30;
-    std::memcpy(forged.cell(0, 0) + 20, &huge, sizeof huge);
+    forged.set_size(0, 0, 1u << 30);
     EXPECT_FALSE(b.take_head(0, [](rings::view const&) {
         ADD_FAILURE() << "offered";
         return true;
@@ -242,8 +245,7 @@ TEST_F(pair_of_localities, what_a_hostile_writer_puts_in_an_inbox_is_refused) {
     for (std::uint32_t lap = 0; lap < 3; ++lap) {
         for (std::uint32_t i = 0; i < rings::cells; ++i) {
             std::uint32_t const number = 3 + lap * rings::cells + i; // 3: "after" was message 2
-            std::uint32_t const size = 0;
-            std::memcpy(forged.cell(0, number) + 20, &size, sizeof size);
+            forged.set_size(0, number, 0);
             forged.set_seq(0, number, number + 1);
         }
         EXPECT_EQ(drain_b().size(), rings::cells) << lap;
