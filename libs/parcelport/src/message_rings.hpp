@@ -99,7 +99,11 @@ public:
         std::uint64_t refused = 0;  ///< send() said no to an attached ring (full or busy)
     };
     statistics stats() const noexcept {
-        return {sent_.load(std::memory_order_relaxed), received_.load(std::memory_order_relaxed),
+        std::uint64_t sent = 0;
+        for (std::size_t i = 0; i < out_size_; ++i) {
+            sent += out_[i].sent.load(std::memory_order_relaxed);
+        }
+        return {sent, received_.load(std::memory_order_relaxed),
                 refused_.load(std::memory_order_relaxed)};
     }
 
@@ -113,8 +117,9 @@ private:
     struct alignas(64) outgoing {
         control* ring = nullptr; // in this side's file
         std::atomic<bool> writing{false};
-        bool attached = false;            // seen the reader's word (under `writing`)
-        std::uint64_t head = 0, tail = 0; // head written, tail last seen (under `writing`)
+        bool attached = false;              // seen the reader's word (under `writing`)
+        std::uint64_t head = 0, tail = 0;   // head written, tail last seen (under `writing`)
+        std::atomic<std::uint64_t> sent{0}; // messages written (one writer: `writing`'s holder)
     };
     struct incoming {
         control* ring = nullptr; // in the peer's file, mapped
@@ -148,7 +153,9 @@ private:
     std::size_t unattached_ = 0;
     std::uint32_t polls_ = 0;
     std::vector<std::uint32_t> sources_; // ranks with a mapped incoming ring
-    std::atomic<std::uint64_t> sent_{0}, received_{0}, refused_{0};
+    // received_ has one writer (poll()): a load and a store, not a locked addition. (sent is
+    // per ring, under its `writing` flag.)
+    std::atomic<std::uint64_t> received_{0}, refused_{0};
 };
 
 struct message_rings::control {
@@ -204,7 +211,7 @@ bool message_rings::send(std::uint32_t dest, std::size_t len, Write&& write) {
     write(d + rings_layout::prefix);
     o.head += rec;
     publish_head(o);
-    sent_.fetch_add(1, std::memory_order_relaxed);
+    o.sent.store(o.sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return true;
 }
 
@@ -261,7 +268,7 @@ bool message_rings::drain(incoming& in, std::uint32_t source, Handle& handle) {
             }
         } next{this, in, rings_layout::record_size(len)};
         any = true;
-        received_.fetch_add(1, std::memory_order_relaxed);
+        received_.store(received_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         handle(source, data + pos + rings_layout::prefix, len);
     }
     return any;

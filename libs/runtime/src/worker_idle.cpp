@@ -55,6 +55,20 @@ bool worker_has_work(worker const& w) noexcept {
     return false;
 }
 
+bool worker::poll_once() {
+    if (sched.has_hooks() && sched.run_hooks()) {
+        blind_sleep_us = 0;
+        worked_since_sleep = true;
+        return true;
+    }
+    if (worker_has_work(*this) || sched.stopping()) {
+        blind_sleep_us = 0;
+        worked_since_sleep = true;
+        return true;
+    }
+    return !timers.empty() && timers.top().first <= std::chrono::steady_clock::now();
+}
+
 void worker::idle() {
     auto spin = sched.options().idle_spin;
     if (worked_since_sleep && sched.has_hooks()) {
@@ -66,21 +80,17 @@ void worker::idle() {
         // large message. Only a locality idle for longer than that sleeps.
         spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
     }
+    // One pass before the clock is read: a busy locality comes here between every two tasks
+    // and its first pass mostly finds work (a clock read costs ~26 ns under kvm-clock, two per
+    // visit). Such a pass is progress, not idle time: the idle period starts after it.
+    if (poll_once()) {
+        return;
+    }
     auto const entered = std::chrono::steady_clock::now();
     idle_period period(*this, entered);
     auto until = entered + spin;
-    do {
-        if (sched.has_hooks() && sched.run_hooks()) {
-            blind_sleep_us = 0;
-            worked_since_sleep = true;
-            return;
-        }
-        if (worker_has_work(*this) || sched.stopping()) {
-            blind_sleep_us = 0;
-            worked_since_sleep = true;
-            return;
-        }
-        if (!timers.empty() && timers.top().first <= std::chrono::steady_clock::now()) {
+    for (unsigned pass = 1;; ++pass) {
+        if (poll_once()) {
             return;
         }
         // No PAUSE here: under KVM, pause-loop exiting deschedules a vCPU that spins on PAUSE,
@@ -88,7 +98,11 @@ void worker::idle() {
         if (sched.options().oversubscribed) {
             std::this_thread::yield(); // a runnable worker of ours or of another locality
         }
-    } while (std::chrono::steady_clock::now() < until);
+        // The deadline every 4th pass: a pass is 0.1-0.3 us, the spin at least tens of us.
+        if (pass % 4 == 0 && std::chrono::steady_clock::now() >= until) {
+            break;
+        }
+    }
 
     sleeping.store(true, std::memory_order_seq_cst);
     sched.sleepers_.fetch_add(1, std::memory_order_seq_cst);
