@@ -414,7 +414,7 @@ void deliver_one(std::uint32_t source, std::span<std::byte const> p) {
 /// records) fit one request_batch.
 void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels,
                  std::size_t requests, std::size_t bytes, std::size_t record_bytes) {
-    if (requests < 2) {
+    if (requests == 0) {
         for (auto p : parcels) {
             deliver_one(source, p);
         }
