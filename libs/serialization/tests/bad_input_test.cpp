@@ -322,3 +322,46 @@ TEST(bad_input, one_inline_chunk_survives_moves_and_a_second_chunk_joins_it) {
     EXPECT_EQ(out.first, big);
     EXPECT_EQ(out.second, 7u);
 }
+
+// A received vector of bitwise elements that grows its destination is assigned straight from
+// the received block (vector.hpp). Too few bytes behind its count, in the index or in its
+// pointer chunk, is rejected before anything is copied, whatever the destination held.
+TEST(bad_input, a_vector_loaded_over_one_it_outgrows_rejects_too_few_bytes) {
+    std::vector<double> const big(300, 2.5); // 2400 bytes: past the 1 KiB of the assign path
+    auto load_into = [](cs::message const& m, std::size_t had) {
+        std::vector<double> out(had, -1.0);
+        try {
+            cs::load(m, out);
+        } catch (cs::serialization_error const& e) {
+            return std::string(e.what());
+        }
+        return out.size() == 300 && out[0] == 2.5 && out[299] == 2.5 ? std::string("loaded")
+                                                                      : std::string("wrong");
+    };
+    cs::options in_index = cs::default_options();
+    in_index.zero_copy = false;
+    auto const full = bytes_of(cs::save(in_index, big));
+    for (std::size_t had : {0u, 10u, 299u, 500u}) {
+        EXPECT_EQ(load_into(cs::message::from_bytes(full), had), "loaded") << had;
+        for (std::size_t n = cs::message_header_size; n < full.size(); n += 7) {
+            std::vector<std::byte> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n));
+            auto const got = load_into(cs::message::from_bytes(cut), had);
+            EXPECT_TRUE(got != "loaded" && got != "wrong")
+                << "index truncated to " << n << ", destination of " << had << ": " << got;
+        }
+    }
+    cs::options chunked = cs::default_options();
+    chunked.zero_copy_threshold = 1024; // the elements in a pointer chunk
+    auto const m = cs::save(chunked, big);
+    ASSERT_EQ(m.chunks().size(), 2u);
+    std::vector<cs::serialization_chunk> chunks(m.chunks().begin(), m.chunks().end());
+    for (std::size_t short_by : {8u, 16u, 2392u}) {
+        auto c = chunks;
+        c[1].size -= short_by;
+        auto r = cs::message::from_parts(m.data(), std::move(c));
+        for (std::size_t had : {0u, 10u, 500u}) {
+            EXPECT_NE(load_into(r, had).find("cannot fit"), std::string::npos)
+                << "pointer chunk " << short_by << " bytes short, destination of " << had;
+        }
+    }
+}
