@@ -336,7 +336,7 @@ TEST(bad_input, a_vector_loaded_over_one_it_outgrows_rejects_too_few_bytes) {
             return std::string(e.what());
         }
         return out.size() == 300 && out[0] == 2.5 && out[299] == 2.5 ? std::string("loaded")
-                                                                      : std::string("wrong");
+                                                                     : std::string("wrong");
     };
     cs::options in_index = cs::default_options();
     in_index.zero_copy = false;
