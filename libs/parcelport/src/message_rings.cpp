@@ -127,8 +127,8 @@ void message_rings::connect(std::vector<std::string> const& names, std::uint32_t
                                 "courier message rings " + path_ + ": allocating");
     }
     file_ = static_cast<std::byte*>(p);
+    out_ = std::make_unique<outgoing[]>(names.size()); // before its size: stats() reads both
     out_size_ = names.size();
-    out_ = std::make_unique<outgoing[]>(out_size_);
     for (std::size_t i = 0; i < readers.size(); ++i) {
         auto* c = new (file_ + page + i * ring_stride) control{};
         c->reader = readers[i];

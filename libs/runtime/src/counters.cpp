@@ -88,8 +88,8 @@ void count_user_sent(locality_state& st, std::int64_t sent) noexcept {
     count(st, &traffic_counters::user_sent, static_cast<std::uint64_t>(sent));
 }
 
-void count_user_received(locality_state& st, std::uint64_t parcels) noexcept {
-    count(st, &traffic_counters::user_received, parcels);
+void count_user_received(locality_state& st) noexcept {
+    count(st, &traffic_counters::user_received, 1);
 }
 
 void count_send_started(locality_state& st) noexcept {

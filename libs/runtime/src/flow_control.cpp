@@ -137,14 +137,13 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
     flow_credit(st, dest, 1, bytes);
 }
 
-void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
-                  std::int64_t parcels) {
+void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) {
     flow_state& f = st.flow;
-    if (f.window_parcels == 0 || source >= f.in.size() || source == st.rank || parcels <= 0) {
+    if (f.window_parcels == 0 || source >= f.in.size() || source == st.rank) {
         return;
     }
     auto& c = f.in[source];
-    auto p = c.parcels.fetch_add(parcels, std::memory_order_acq_rel) + parcels;
+    auto p = c.parcels.fetch_add(1, std::memory_order_acq_rel) + 1;
     auto b = c.bytes.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
     if (p < f.window_parcels / 4 && b < f.window_bytes / 4) {
         return;

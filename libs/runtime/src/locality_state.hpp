@@ -200,10 +200,8 @@ action_entry find_action(std::uint64_t id) noexcept;
 /// Whether an action is one of the runtime's own (termination), not counted as user traffic.
 bool is_control(std::uint64_t action_id);
 /// Runs a received request (parcel_protocol.cpp): `in` is read past its kind byte, `bytes` is
-/// the parcel's size (flow control); answers it unless it was posted. `started_counted`: its
-/// start was counted already (received, flow credit), with its batch's (parcel_receive.cpp).
-void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes,
-                    bool started_counted = false);
+/// the parcel's size (flow control); answers it unless it was posted.
+void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes);
 /// A parcel arrived from `source` (or from this locality itself).
 void deliver(std::uint32_t source, serialization::message&& m);
 /// The small parcels of one received coalesced message (transport::batch_handler): requests

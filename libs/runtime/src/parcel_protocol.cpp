@@ -168,13 +168,12 @@ public:
 
 /// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,
 /// for flow control) and answers it unless it was posted.
-void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes,
-                    bool started_counted) {
+void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
     auto rid = in.load_value<std::uint64_t>();
     bool control = is_control(action_id);
-    if (!control && !started_counted) {
+    if (!control) {
         count_user_received(st);
         flow_started(st, source, static_cast<std::int64_t>(bytes));
     }

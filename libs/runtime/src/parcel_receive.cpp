@@ -117,14 +117,12 @@ void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::mess
     run_ordered(source, s, std::move(msg));
 }
 
-/// `started_counted`: a request's start was counted with its batch's (request_batch).
-void handle_parcel(std::uint32_t source, serialization::message& msg,
-                   bool started_counted = false) noexcept {
+void handle_parcel(std::uint32_t source, serialization::message& msg) noexcept {
     try {
         serialization::input_archive in(msg);
         auto kind = in.load_value<std::uint8_t>();
         if (kind == request) {
-            handle_request(source, in, msg.total_size(), started_counted);
+            handle_request(source, in, msg.total_size());
         } else if (kind == ordered_request || kind == ordered_skip) {
             handle_ordered(source, in.load_value<std::uint64_t>(), msg);
         } else if (kind == reply) {
@@ -204,37 +202,6 @@ struct request_batch final : task {
         return ::new (small_alloc(sizeof(request_batch) + bytes))
             request_batch(source, static_cast<std::uint32_t>(bytes));
     }
-    /// Counts the start of the batch's requests, when its task first runs: received, and their
-    /// flow-control credit, for all at once instead of two locked additions per request
-    /// (handle_request's). The batch's block holds them all already, so the credits that go
-    /// back for its requests not yet run admit no more memory than it took. The runtime's own
-    /// (control) actions take no credit at the sender and count as no user traffic: skipped,
-    /// as handle_request skips them; so are records too short to name an action, which
-    /// handle_request drops before counting.
-    void count_started() noexcept {
-        std::int64_t parcels = 0, bytes = 0;
-        constexpr std::size_t id_at = serialization::message_header_size + 1; // after the kind
-        for (std::uint32_t at = 0; at < size;) {
-            std::byte const* r = records() + at;
-            std::uint32_t n = 0;
-            std::memcpy(&n, r, sizeof n);
-            at += static_cast<std::uint32_t>(record_bytes(n));
-            std::uint64_t action_id = 0;
-            if (n < id_at + 2 * sizeof action_id) { // the action id and the request id
-                continue;
-            }
-            std::memcpy(&action_id, r + prefix + id_at, sizeof action_id);
-            if (!is_control(action_id)) {
-                ++parcels;
-                bytes += n;
-            }
-        }
-        if (parcels != 0) {
-            locality_state& st = here();
-            count_user_received(st, static_cast<std::uint64_t>(parcels));
-            flow_started(st, source, bytes, parcels);
-        }
-    }
     static void unref(request_batch* b) noexcept {
         if (b->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::size_t const n = sizeof(request_batch) + b->size;
@@ -265,9 +232,6 @@ struct request_batch final : task {
 
     static void run_it(task* t) noexcept {
         auto* b = static_cast<request_batch*>(t);
-        if (b->next == 0) { // its first run, not the rest of it queued again
-            b->count_started();
-        }
         if (fiber_ctx* self = current_fiber(); self != nullptr && current_worker() != nullptr &&
                                                current_worker()->sched.workers().size() == 1) {
             run_deferring(b, *self);
@@ -288,7 +252,7 @@ struct request_batch final : task {
                 }
             }
             view.view(rec);
-            handle_parcel(b->source, view, true);
+            handle_parcel(b->source, view);
             if (last || (queued && !retract(b))) {
                 break; // done, or the rest runs elsewhere (it may have already)
             }
@@ -313,7 +277,7 @@ struct request_batch final : task {
                 self.on_suspend_arg = &rest;
             }
             view.view(rec);
-            handle_parcel(b->source, view, true);
+            handle_parcel(b->source, view);
             // The same fiber_ctx after a suspension, whichever worker resumed it.
             self.on_suspend = nullptr;
             if (last || rest.queued) {
@@ -414,7 +378,7 @@ void deliver_one(std::uint32_t source, std::span<std::byte const> p) {
 /// records) fit one request_batch.
 void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> const> parcels,
                  std::size_t requests, std::size_t bytes, std::size_t record_bytes) {
-    if (requests == 0) {
+    if (requests < 2) {
         for (auto p : parcels) {
             deliver_one(source, p);
         }

@@ -129,7 +129,8 @@ public:
     void drain_inbox();
     std::uintptr_t find_work();
     void idle();
-    /// One idle pass: the progress hooks, then work anywhere, then a due timer; true if any.
+    /// One idle pass: the progress hooks, then work anywhere, then a due timer (the clock is
+    /// read only while a timer is pending); true if any.
     bool poll_once();
     void run_item(std::uintptr_t item);
     void start_task(task* t);

@@ -48,7 +48,7 @@ void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t co
 /// worker's counters if it is one of st's workers, else to st's shared ones. `sent` may be
 /// negative: a counted parcel the transport refused.
 void count_user_sent(locality_state& st, std::int64_t sent) noexcept;
-void count_user_received(locality_state& st, std::uint64_t parcels = 1) noexcept;
+void count_user_received(locality_state& st) noexcept;
 void count_send_started(locality_state& st) noexcept;
 void count_send_ended(locality_state& st, std::uint64_t sends = 1) noexcept;
 /// Their sums over st's shared counts and the workers of `s` (st's scheduler; nullptr: the

@@ -80,9 +80,11 @@ void worker::idle() {
         // large message. Only a locality idle for longer than that sleeps.
         spin = std::max<std::chrono::microseconds>(spin, std::chrono::microseconds(1000));
     }
-    // One pass before the clock is read: a busy locality comes here between every two tasks
-    // and its first pass mostly finds work (a clock read costs ~26 ns under kvm-clock, two per
-    // visit). Such a pass is progress, not idle time: the idle period starts after it.
+    // One pass before the idle period's clock is read (a pending timer is still checked
+    // against it): a busy locality comes here between every two tasks and its first pass
+    // mostly finds work (a clock read costs ~26 ns under kvm-clock, two per visit). Such a pass
+    // is progress, not idle time: the idle period starts after it. With idle_spin_us=0 a worker
+    // makes five passes before it sleeps (the deadline is read every fourth).
     if (poll_once()) {
         return;
     }
