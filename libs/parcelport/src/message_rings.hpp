@@ -29,6 +29,8 @@
 // any send() or poll(); poll() from one thread at a time.
 #pragma once
 
+#include <courier/common/single_writer.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -153,8 +155,8 @@ private:
     std::size_t unattached_ = 0;
     std::uint32_t polls_ = 0;
     std::vector<std::uint32_t> sources_; // ranks with a mapped incoming ring
-    // received_ has one writer (poll()): a load and a store, not a locked addition. (sent is
-    // per ring, under its `writing` flag.)
+    // received_ has one writer (poll(), one thread at a time): add_single_writer, not a locked
+    // addition (so has each ring's `sent`, under its `writing` flag).
     std::atomic<std::uint64_t> received_{0}, refused_{0};
 };
 
@@ -211,7 +213,7 @@ bool message_rings::send(std::uint32_t dest, std::size_t len, Write&& write) {
     write(d + rings_layout::prefix);
     o.head += rec;
     publish_head(o);
-    o.sent.store(o.sent.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    courier::detail::add_single_writer(o.sent);
     return true;
 }
 
@@ -268,7 +270,7 @@ bool message_rings::drain(incoming& in, std::uint32_t source, Handle& handle) {
             }
         } next{this, in, rings_layout::record_size(len)};
         any = true;
-        received_.store(received_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        courier::detail::add_single_writer(received_);
         handle(source, data + pos + rings_layout::prefix, len);
     }
     return any;

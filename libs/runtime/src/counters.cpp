@@ -2,8 +2,8 @@
 // Performance counters (courier/runtime/counters.hpp): the parcel counts kept here, the
 // scheduler's, and the statistics structs of the transport, flow control and rma pool, under
 // HPX-style names; read here or through an action on another locality.
-#include "single_writer.hpp"
 #include "traffic.hpp"
+#include <courier/common/single_writer.hpp>
 
 #include "gid.hpp"
 #include "locality_state.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "scheduler.hpp"
-#include "single_writer.hpp"
+#include <courier/common/single_writer.hpp>
 
 #include "log.hpp"
 #include "sanitizer_fibers.hpp"

@@ -12,7 +12,7 @@
 // otherData: locality, workers, events, dropped_events, event_limit, clock, stamps ("tsc" or
 // "steady_clock": what the recorder read; the file holds CLOCK_MONOTONIC either way).
 #include "trace.hpp"
-#include "single_writer.hpp"
+#include <courier/common/single_writer.hpp>
 
 #include "locality_state.hpp"
 #include "scheduler.hpp"

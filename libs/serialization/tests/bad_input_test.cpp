@@ -324,8 +324,9 @@ TEST(bad_input, one_inline_chunk_survives_moves_and_a_second_chunk_joins_it) {
 }
 
 // A received vector of bitwise elements that grows its destination is assigned straight from
-// the received block (vector.hpp). Too few bytes behind its count, in the index or in its
-// pointer chunk, is rejected before anything is copied, whatever the destination held.
+// the received block (vector.hpp). Too few bytes behind its count, in the index (truncated at
+// every 7th length) or in its pointer chunk, is a serialization_error whatever the destination
+// held: never a load of the wrong elements.
 TEST(bad_input, a_vector_loaded_over_one_it_outgrows_rejects_too_few_bytes) {
     std::vector<double> const big(300, 2.5); // 2400 bytes: past the 1 KiB of the assign path
     auto load_into = [](cs::message const& m, std::size_t had) {

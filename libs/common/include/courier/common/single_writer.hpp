@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
-// Counters with one writer (a worker's own statistics, a trace buffer's counts) that any
-// thread may read: a load and a store, no read-modify-write.
+// Counters with one writer (a worker's own statistics, a trace buffer's counts, a message
+// ring's sends and receipts) that any thread may read: a load and a store, no
+// read-modify-write.
 #pragma once
 
 #include <atomic>
