@@ -531,44 +531,46 @@ void message::complete_parts(std::vector<serialization_chunk> chunks) {
     validate();
 }
 
-message message::from_bytes(std::span<std::byte const> data) {
+message message::shared_index(std::span<std::byte const> data) {
     message m;
-    if (data.size() >= shareable_index_min) {
-        // A reference-counted block that a loader adopting a block of it shares (a received
-        // serialize_buffer costs no second copy), pooled (no allocation in the steady state):
-        // up to the small-object pool's largest, one block with its count (allocate_shared);
-        // beyond, a pooled message buffer with its count in a small-object block, given back
-        // to the buffer pool when the last holder lets go (with the second way at every size,
-        // posts of 16 KiB on tcp ran at 0.93x, 8 of 9 rounds behind).
-        constexpr std::size_t count_room = 64; // allocate_shared's count, with room to spare
-        std::shared_ptr<std::byte> block;
-        if (data.size() + count_room <= courier::detail::small_alloc_max) {
-            auto one = std::allocate_shared_for_overwrite<std::byte[]>(
-                courier::detail::pool_allocator<std::byte>{}, data.size());
-            block = std::shared_ptr<std::byte>(one, one.get());
-        } else {
-            std::size_t const cls = class_for(data.size());
-            std::size_t const capacity = cls < buffer_classes ? class_capacity(cls) : data.size();
-            std::byte* b = cls < buffer_classes ? take_buffer(cls) : nullptr;
-            if (b == nullptr) {
-                b = static_cast<std::byte*>(std::malloc(capacity));
-                if (b == nullptr) {
-                    throw std::bad_alloc();
-                }
-            }
-            block = std::shared_ptr<std::byte>(
-                b, [capacity](std::byte* x) { give_back(x, capacity); },
-                courier::detail::pool_allocator<std::byte>{}); // on failure, b is given back
-        }
-        std::memcpy(block.get(), data.data(), data.size());
-        m.buffer_ = block.get();
-        m.size_ = data.size();
-        m.capacity_ = data.size();
-        m.borrowed_ = true; // never written in place: a loader may share it
-        m.index_owner_ = std::move(block);
+    // A reference-counted block that a loader adopting a block of it shares (a received
+    // serialize_buffer costs no second copy), pooled (no allocation in the steady state):
+    // up to the small-object pool's largest, one block with its count (allocate_shared);
+    // beyond, a pooled message buffer with its count in a small-object block, given back
+    // to the buffer pool when the last holder lets go (with the second way at every size,
+    // posts of 16 KiB on tcp ran at 0.93x, 8 of 9 rounds behind).
+    constexpr std::size_t count_room = 64; // allocate_shared's count, with room to spare
+    std::shared_ptr<std::byte> block;
+    if (data.size() + count_room <= courier::detail::small_alloc_max) {
+        auto one = std::allocate_shared_for_overwrite<std::byte[]>(
+            courier::detail::pool_allocator<std::byte>{}, data.size());
+        block = std::shared_ptr<std::byte>(one, one.get());
     } else {
-        m = copy_index(data);
+        std::size_t const cls = class_for(data.size());
+        std::size_t const capacity = cls < buffer_classes ? class_capacity(cls) : data.size();
+        std::byte* b = cls < buffer_classes ? take_buffer(cls) : nullptr;
+        if (b == nullptr) {
+            b = static_cast<std::byte*>(std::malloc(capacity));
+            if (b == nullptr) {
+                throw std::bad_alloc();
+            }
+        }
+        block = std::shared_ptr<std::byte>(
+            b, [capacity](std::byte* x) { give_back(x, capacity); },
+            courier::detail::pool_allocator<std::byte>{}); // on failure, b is given back
     }
+    std::memcpy(block.get(), data.data(), data.size());
+    m.buffer_ = block.get();
+    m.size_ = data.size();
+    m.capacity_ = data.size();
+    m.borrowed_ = true; // never written in place: a loader may share it
+    m.index_owner_ = std::move(block);
+    return m;
+}
+
+message message::from_bytes(std::span<std::byte const> data) {
+    // Made in place either way (a message's move assignment costs ~160 instructions).
+    message m = data.size() >= shareable_index_min ? shared_index(data) : copy_index(data);
     if (!data.empty()) {
         m.add_chunk({chunk_type::index, data.size(), 0, nullptr, 0}); // inline: no vector
     }

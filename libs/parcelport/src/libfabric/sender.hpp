@@ -30,8 +30,8 @@ struct send_op : op {
 struct send_state {
     std::uint64_t id = 0; // its slot's id in the send table
     std::uint32_t dest = 0;
-    serialization::message msg;
-    std::vector<fid_mr*> mrs;                           // FI_MR_LOCAL registrations
+    serialization::message msg; // a rendezvous or index-apart send's, until it completes
+    std::vector<fid_mr*> mrs;   // FI_MR_LOCAL registrations
     std::vector<rma::registration_cache::lease> leases; // released when the send completes
     std::vector<std::byte*> boxed;                      // outbox blocks, released with them
     transport::sent_handler on_sent;
@@ -43,6 +43,7 @@ struct send_state {
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
+    bool msg_kept = false; // msg holds the send's message (recycle() frees it)
     // Set by the poller only (completions and DONEs are handled under the poll lock).
     bool eager_done = false;
     bool remote_done = false;
@@ -134,7 +135,7 @@ private:
     /// the inject size; see the definition).
     bool boxes_index(std::uint32_t dest, eager_layout const& whole, std::size_t index_bytes,
                      bool coalesce) const;
-    void build(send_state* s, bool coalesce);
+    void build(send_state* s, serialization::message const& m, bool coalesce);
     /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
     /// outbox when `stage` and there is room, else the memory itself (registered).
     std::pair<std::uint64_t, std::uint64_t> expose(send_state* s, void const* p, std::size_t n,

@@ -197,6 +197,8 @@ private:
     void release_chunks() noexcept;         // frees (or caches) chunks_' storage
     void add_chunk(serialization_chunk const& c);
     static message copy_index(std::span<std::byte const> data); // from_parts without chunks
+    // from_bytes of an index of shareable_index_min bytes or more: a shared block.
+    static message shared_index(std::span<std::byte const> data);
     check_result check() const; // validate(), returning what readers need
 };
 
