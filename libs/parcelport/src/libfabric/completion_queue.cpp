@@ -4,6 +4,7 @@
 #include "libfabric_transport.hpp"
 
 #include <courier/common/log.hpp>
+#include <courier/common/single_writer.hpp>
 
 #include <algorithm>
 
@@ -124,7 +125,8 @@ void libfabric_transport::on_success(op* o, std::size_t len) {
 }
 
 bool libfabric_transport::read_completion_queue() {
-    counters_.completion_queue_reads.fetch_add(1, std::memory_order_relaxed);
+    // One writer: the poller, under the poll lock (a locked addition here cost every pass).
+    courier::detail::add_single_writer(counters_.completion_queue_reads);
     bool found = false;
     fi_cq_msg_entry entries[16];
     for (;;) {
@@ -176,11 +178,32 @@ bool libfabric_transport::progress() {
         // A quiet network rail beside shm reads its queue only now and then (poll_pacer.hpp),
         // but on every pass while a rendezvous is under way: its bytes move only then, and no
         // completion marks their progress. (An eager send kicks the pacer itself.)
+        // shm whose every peer writes to this side through a message ring: the provider's
+        // queue then holds this side's own provider operations and the rare message no ring
+        // took (too large, or the ring full), so it is read on every pass only while hot
+        // (this side posted to the provider, a rendezvous of its own or of a peer's is under
+        // way, or the last read found something, within the last `hot_passes`), and every
+        // eighth pass otherwise. A read there (its locks, the shm provider's progress) was
+        // about a third of an idle pass.
+        bool read = true;
+        if (rings_ && rings_->unattached() == 0 &&
+            !read_now_.exchange(false, std::memory_order_relaxed)) {
+            if (backlog_.take_posted() || sender_->awaiting_done() || rendezvous_->busy()) {
+                cq_hot_ = hot_passes;
+            }
+            read = cq_hot_ > 0 || (progress_calls_ & 7) == 0;
+        }
         std::int64_t const now = pacer_.enabled() ? poll_pacer::now() : 0;
-        if (pacer_.due(now, [this] { return sender_->awaiting_done() || rendezvous_->busy(); })) {
+        if (read &&
+            pacer_.due(now, [this] { return sender_->awaiting_done() || rendezvous_->busy(); })) {
             bool const found = read_completion_queue();
             std::int64_t const cost = pacer_.quiet(now) ? poll_pacer::now() - now : 0;
             pacer_.polled(now, found, cost);
+            if (found) {
+                cq_hot_ = hot_passes;
+            } else if (cq_hot_ > 0) {
+                --cq_hot_;
+            }
             any = found || any;
         }
     } catch (...) {

@@ -181,10 +181,19 @@ public:
     /// then). Any other error throws network_error naming `what`.
     template <class Post>
     void post_or_defer(Post&& post, char const* what) {
+        if (!posted_.load(std::memory_order_relaxed)) {
+            posted_.store(true, std::memory_order_relaxed);
+        }
         long rc = post();
         if (rc != 0) {
             defer(rc, std::function<long()>(std::forward<Post>(post)), what);
         }
+    }
+    /// Whether anything was posted (or tried) since the last call: the poller then reads the
+    /// completion queue for a while (progress()). A locked instruction only when there was.
+    bool take_posted() noexcept {
+        return posted_.load(std::memory_order_relaxed) &&
+               posted_.exchange(false, std::memory_order_relaxed);
     }
     /// Retries queued posts from the front until one is refused again; true if any went.
     /// Costs one atomic load when empty.
@@ -198,6 +207,7 @@ private:
     std::mutex mutex_;
     std::deque<std::pair<std::function<long()>, char const*>> queue_;
     std::atomic<std::size_t> size_{0};
+    std::atomic<bool> posted_{false};
 };
 
 /// The parts every object of the transport works with (owned by libfabric_transport, which

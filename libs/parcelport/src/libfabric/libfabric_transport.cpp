@@ -260,6 +260,7 @@ bool libfabric_transport::can_sleep() {
     if (bell_ && bell_wait_) {
         // Raise the word, then look: a peer's post after this rings; one before it is found.
         bell_->arm();
+        read_now_.store(true, std::memory_order_relaxed); // the whole look, queue included
         if (progress()) {
             bell_->disarm();
             return false;

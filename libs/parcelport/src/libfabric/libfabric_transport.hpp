@@ -27,6 +27,7 @@
 
 #include <courier/parcelport/transport.hpp>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -125,6 +126,12 @@ private:
     std::unique_ptr<receiver> receiver_;
     std::mutex poll_mutex_;            // the completion queue is polled by one thread at a time
     std::uint64_t progress_calls_ = 0; // by the poller only
+    /// shm with rings from every peer: passes left that read the completion queue whatever
+    /// happens (progress()); by the poller only.
+    static constexpr std::uint32_t hot_passes = 64;
+    std::uint32_t cq_hot_ = 0;
+    /// The next pass reads the completion queue (can_sleep()'s look before a sleep).
+    std::atomic<bool> read_now_{false};
     /// Reads of the completion queue while quiet (transport_options::quiet_poll_us).
     poll_pacer pacer_{std::chrono::microseconds(opts_.quiet_poll_us), std::chrono::milliseconds(2)};
     std::vector<std::uint64_t> errors_; // by the poller only: error entries by first_error's peer
