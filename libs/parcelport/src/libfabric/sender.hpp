@@ -129,7 +129,8 @@ private:
                       transport::sent_handler* on_sent);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
     static bool last_part(send_state* s) noexcept { return s->split.last_part(); }
-    /// Builds `s`'s eager message and descriptors from its message.
+    /// Builds `s`'s eager message and descriptors from `m` (the send's message, which post()
+    /// moves into `s` afterwards only if the send still needs it: rendezvous, index apart).
     /// Whether a message laid out as `whole` for a receive buffer, with an index of
     /// `index_bytes`, goes to `dest` with its index staged in the outbox instead (laid out for
     /// the inject size; see the definition).

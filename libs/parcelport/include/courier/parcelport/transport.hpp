@@ -6,8 +6,10 @@
 // in-process loopback for tests (loopback.hpp).
 //
 // Messages. send() takes a serialization::message: an index buffer plus chunks in stream
-// order; pointer and rma chunks reference memory the caller owns. The transport owns the
-// message object until `on_sent` has run. The memory that pointer and rma chunks reference must
+// order; pointer and rma chunks reference memory the caller owns. The transport may keep the
+// message object (what it keeps alive) until `on_sent` has run, or leave it to the caller when
+// it copied everything it needs before send() returned (a libfabric eager message); a caller
+// must not use it after the call either way. The memory that pointer and rma chunks reference must
 // stay valid and unchanged until then: the receiver may read it in place (zero copy), so a
 // transport copies it only when it says so (the loopback does). A received message owns all
 // its bytes; the receive handler takes it by rvalue and may keep it as long as it likes.
