@@ -163,6 +163,10 @@ bool libfabric_transport::progress() {
     if (!poll_lock) {
         return false;
     }
+    return pass(false);
+}
+
+bool libfabric_transport::pass(bool read_queue) {
     bool any = false;
     try {
         any = rendezvous_->admit_deferred();
@@ -186,8 +190,7 @@ bool libfabric_transport::progress() {
         // eighth pass otherwise. A read there (its locks, the shm provider's progress) was
         // about a third of an idle pass.
         bool read = true;
-        if (rings_ && rings_->unattached() == 0 &&
-            !read_now_.exchange(false, std::memory_order_relaxed)) {
+        if (!read_queue && gated()) {
             if (backlog_.take_posted() || sender_->awaiting_done() || rendezvous_->busy()) {
                 cq_hot_ = hot_passes;
             }

@@ -172,6 +172,8 @@ bool backlog::retry() {
         }
         if (rc != 0) {
             logging::error("{}", error_of(item.second, rc).what());
+        } else if (!posted_.load(std::memory_order_relaxed)) {
+            posted_.store(true, std::memory_order_relaxed); // its completion: take_posted()
         }
         any = true;
     }

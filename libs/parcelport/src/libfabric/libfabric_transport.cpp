@@ -259,9 +259,16 @@ bool libfabric_transport::can_sleep() {
     }
     if (bell_ && bell_wait_) {
         // Raise the word, then look: a peer's post after this rings; one before it is found.
+        // The look is a whole pass, the completion queue included (a gated pass may skip it),
+        // made after the poller of the moment is done rather than skipped for it: a pass
+        // already under way may have decided not to read the queue.
         bell_->arm();
-        read_now_.store(true, std::memory_order_relaxed); // the whole look, queue included
-        if (progress()) {
+        bool found = false;
+        {
+            std::lock_guard lk(poll_mutex_);
+            found = pass(true);
+        }
+        if (found) {
             bell_->disarm();
             return false;
         }
@@ -271,7 +278,10 @@ bool libfabric_transport::can_sleep() {
         return false; // a coalesced message waits for progress(), or completions of ring sends
     }
     if (endpoint_->wait_fd() < 0) {
-        return true; // no fd to wait on: the scheduler sleeps briefly and polls again
+        // No fd to wait on: the scheduler sleeps briefly and polls again. A gated queue is
+        // read first (a completion or message in it would otherwise wait out the sleep).
+        std::lock_guard lk(poll_mutex_);
+        return !gated() || !pass(true);
     }
     // Wait for a poller to finish rather than stay awake: with two idle workers, each one's
     // polling would make the other's check fail, and they would keep each other awake.

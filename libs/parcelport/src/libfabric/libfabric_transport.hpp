@@ -83,6 +83,12 @@ private:
     /// Reads the completion queue (while it returns full batches) and dispatches what it
     /// holds; true if it held anything.
     bool read_completion_queue();
+    /// progress() under the poll lock, held by the caller; `read_queue`: read the completion
+    /// queue whether or not the pass would (can_sleep()'s look before a sleep).
+    bool pass(bool read_queue);
+    /// Whether progress() reads the completion queue only while hot (see there): shm with
+    /// every peer's ring mapped. Under the poll lock.
+    bool gated() const noexcept { return rings_ && rings_->unattached() == 0; }
     /// A successful completion of `o` (`len` bytes received, for a receive), dispatched.
     void on_success(op* o, std::size_t len);
     /// One completion-queue error entry, dispatched.
@@ -130,8 +136,6 @@ private:
     /// happens (progress()); by the poller only.
     static constexpr std::uint32_t hot_passes = 64;
     std::uint32_t cq_hot_ = 0;
-    /// The next pass reads the completion queue (can_sleep()'s look before a sleep).
-    std::atomic<bool> read_now_{false};
     /// Reads of the completion queue while quiet (transport_options::quiet_poll_us).
     poll_pacer pacer_{std::chrono::microseconds(opts_.quiet_poll_us), std::chrono::milliseconds(2)};
     std::vector<std::uint64_t> errors_; // by the poller only: error entries by first_error's peer
