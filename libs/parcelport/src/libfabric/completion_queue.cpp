@@ -179,9 +179,6 @@ bool libfabric_transport::pass(bool read_queue) {
                 receiver_->on_ring_message(source, p, len);
             }) || any;
         }
-        // A quiet network rail beside shm reads its queue only now and then (poll_pacer.hpp),
-        // but on every pass while a rendezvous is under way: its bytes move only then, and no
-        // completion marks their progress. (An eager send kicks the pacer itself.)
         // shm whose every peer writes to this side through a message ring: the provider's
         // queue then holds this side's own provider operations and the rare message no ring
         // took (too large, or the ring full), so it is read on every pass only while hot
@@ -196,6 +193,9 @@ bool libfabric_transport::pass(bool read_queue) {
             }
             read = cq_hot_ > 0 || (progress_calls_ & 7) == 0;
         }
+        // A quiet network rail beside shm reads its queue only now and then (poll_pacer.hpp),
+        // but on every pass while a rendezvous is under way: its bytes move only then, and no
+        // completion marks their progress. (An eager send kicks the pacer itself.)
         std::int64_t const now = pacer_.enabled() ? poll_pacer::now() : 0;
         if (read &&
             pacer_.due(now, [this] { return sender_->awaiting_done() || rendezvous_->busy(); })) {

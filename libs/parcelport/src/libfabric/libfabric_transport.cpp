@@ -280,6 +280,9 @@ bool libfabric_transport::can_sleep() {
     if (endpoint_->wait_fd() < 0) {
         // No fd to wait on: the scheduler sleeps briefly and polls again. A gated queue is
         // read first (a completion or message in it would otherwise wait out the sleep).
+        if (!rings_) {
+            return true;
+        }
         std::lock_guard lk(poll_mutex_);
         return !gated() || !pass(true);
     }

@@ -193,7 +193,6 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         // the slot and out again cost two of the message's moves (~190 instructions each) per
         // eager send.
         s->msg = std::move(m);
-        s->msg_kept = true;
     }
     fid_mr* eager_mr = nullptr;
     if (parts_.ep.mr_local()) {
@@ -419,9 +418,8 @@ void sender::recycle(send_table::slot* slot) noexcept {
     // What the send held goes now (the message and the handler's captures), as when the
     // state was destroyed; its vectors keep their capacity for the next send.
     send_state* s = &slot->value;
-    if (s->msg_kept) {
+    if (s->needs_done || s->index_apart) { // post() kept the message only then
         s->msg = serialization::message();
-        s->msg_kept = false;
     }
     s->on_sent = nullptr;
     s->mrs.clear();

@@ -43,7 +43,6 @@ struct send_state {
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
-    bool msg_kept = false; // msg holds the send's message (recycle() frees it)
     // Set by the poller only (completions and DONEs are handled under the poll lock).
     bool eager_done = false;
     bool remote_done = false;
@@ -129,13 +128,13 @@ private:
                       transport::sent_handler* on_sent);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
     static bool last_part(send_state* s) noexcept { return s->split.last_part(); }
-    /// Builds `s`'s eager message and descriptors from `m` (the send's message, which post()
-    /// moves into `s` afterwards only if the send still needs it: rendezvous, index apart).
     /// Whether a message laid out as `whole` for a receive buffer, with an index of
     /// `index_bytes`, goes to `dest` with its index staged in the outbox instead (laid out for
     /// the inject size; see the definition).
     bool boxes_index(std::uint32_t dest, eager_layout const& whole, std::size_t index_bytes,
                      bool coalesce) const;
+    /// Builds `s`'s eager message and descriptors from `m` (the send's message, which post()
+    /// moves into `s` afterwards only if the send still needs it: rendezvous, index apart).
     void build(send_state* s, serialization::message const& m, bool coalesce);
     /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
     /// outbox when `stage` and there is room, else the memory itself (registered).
