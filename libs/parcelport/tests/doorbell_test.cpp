@@ -3,12 +3,17 @@
 // endpoints are found by name; what a bell creates in /dev/shm goes with it. And through the
 // transport: a send to a shm endpoint whose workers are about to sleep makes its wait fd
 // readable, and a tcp endpoint that cannot open a peer's bell does not wait on its own.
+// The network doorbell (between hosts): rings by time, names that parse and names that do not,
+// and through the transport: a tcp endpoint with peers on other hosts waits on it instead of
+// the completion queue's fd, and a peer's post makes it readable.
 #include "../src/doorbell.hpp"
 #include "../src/libfabric/context.hpp"
+#include "../src/net_bell.hpp"
 #include "endpoint_pair.hpp"
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -143,4 +148,114 @@ TEST(transport_tcp_doorbell, a_peer_whose_bell_cannot_be_opened_leaves_this_side
     b->send(0, cs::save(std::string("to a")), nullptr);
     EXPECT_TRUE(pp::test::pump_both(
         *a, *b, [&] { return at_a == 1 && at_b == 1; }, std::chrono::seconds(30)));
+}
+
+namespace {
+
+TEST(net_bell, names_parse_and_others_are_refused) {
+    sockaddr_storage a{};
+    socklen_t len = 0;
+    EXPECT_TRUE(pp::detail::parse_net_bell_name("udp:127.0.0.1:4000", a, len));
+    EXPECT_EQ(a.ss_family, AF_INET);
+    EXPECT_EQ(len, sizeof(sockaddr_in));
+    EXPECT_TRUE(pp::detail::parse_net_bell_name("udp:[::1]:65535", a, len));
+    EXPECT_EQ(a.ss_family, AF_INET6);
+    for (char const* bad : {"", "udp:", "udp::12", "udp:127.0.0.1", "udp:127.0.0.1:0",
+                            "udp:127.0.0.1:65536", "udp:127.0.0.1:12x", "udp:somehost:12",
+                            "udp:[::1:12", "udp:[]:12", "courier-1234-0-99", "tcp:127.0.0.1:80"}) {
+        EXPECT_FALSE(pp::detail::parse_net_bell_name(bad, a, len)) << bad;
+    }
+}
+
+TEST(net_bell, a_peer_is_rung_on_the_first_post_and_after_the_quiet_time_only) {
+    using namespace std::chrono_literals;
+    // b's peer a waits an hour between rings (only a first post rings), c never waits.
+    pp::detail::net_bell a("lo", 3600s), b("lo", 3600s), c("lo", 0s);
+    std::vector<std::string> names = {a.name(), b.name(), c.name()};
+    EXPECT_TRUE(a.name().starts_with("udp:127.0.0.1:")) << a.name();
+    EXPECT_EQ(a.connect(names), 0u);
+    EXPECT_EQ(b.connect(names), 0u);
+    EXPECT_EQ(c.connect(names), 0u);
+    EXPECT_FALSE(readable(b.fd(), 0));
+    EXPECT_TRUE(a.ring(1)); // nothing posted to b before: it may sleep
+    EXPECT_TRUE(readable(b.fd(), 1000));
+    EXPECT_FALSE(a.ring(1)); // posted to b within the quiet time: b is awake
+    b.arm();                 // drops the rings that came while awake
+    EXPECT_FALSE(readable(b.fd(), 0));
+    EXPECT_TRUE(c.ring(1));
+    EXPECT_TRUE(c.ring(1));
+    EXPECT_TRUE(readable(b.fd(), 1000));
+    EXPECT_FALSE(a.ring(0)); // itself, and ranks it does not know
+    EXPECT_FALSE(a.ring(3));
+}
+
+TEST(net_bell, a_peer_without_a_name_is_counted_and_never_rung) {
+    using namespace std::chrono_literals;
+    pp::detail::net_bell a("lo", 0s);
+    EXPECT_EQ(a.connect({a.name(), "", "courier-1234-0-99", "udp:127.0.0.1:0"}), 3u);
+    for (std::uint32_t r = 0; r < 4; ++r) {
+        EXPECT_FALSE(a.ring(r)) << r;
+    }
+}
+
+TEST(net_bell, an_interface_without_an_address_is_refused_with_its_name) {
+    try {
+        pp::detail::net_bell a("nosuchif0", std::chrono::microseconds(250));
+        ADD_FAILURE() << "made a bell on a missing interface: " << a.name();
+    } catch (std::system_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("'nosuchif0'"), std::string::npos) << e.what();
+    }
+}
+
+} // namespace
+
+// Peers on other hosts (as this side is told; both run on lo here): the queue gets no wait fd
+// and idle workers wait on the network doorbell, whose name travels in the address; a send to
+// an idle side makes that fd readable before the side progresses. Asked not to, it is the
+// queue's fd as before, and the address carries no bell.
+TEST(transport_network_doorbell, a_tcp_side_with_peers_elsewhere_sleeps_on_it_and_a_post_rings_it) {
+    pp::transport_options o;
+    o.provider = "tcp;ofi_rxm";
+    o.job_token = 42;
+    o.interface = "lo";
+    o.peers_on_other_hosts = true;
+    o.tcp_doorbell = false;
+    std::unique_ptr<pp::transport> a, b;
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider tcp unavailable here: " << why;
+    }
+    auto addr_a = a->address(), addr_b = b->address();
+    EXPECT_TRUE(fab::split_address(addr_b, 1).bell.starts_with("udp:127.0.0.1:"));
+    a->set_peers({addr_a, addr_b}, 0);
+    b->set_peers({addr_a, addr_b}, 1);
+    int const fd = b->wait_fd();
+    ASSERT_GE(fd, 0);
+    EXPECT_TRUE(b->wait_fd_may_miss()); // a lost datagram: the scheduler's bounded sleep
+    int at_b = 0;
+    b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
+    ASSERT_TRUE(b->can_sleep());
+    EXPECT_FALSE(readable(fd, 0));
+    a->send(1, cs::save(std::string("wake up")), nullptr);
+    bool rang = false;
+    for (int i = 0; i < 5000 && !rang; ++i) {
+        a->progress();
+        rang = readable(fd, 1);
+    }
+    EXPECT_TRUE(rang);
+    EXPECT_GE(a->stats().doorbell_rings, 1u);
+    EXPECT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return at_b == 1; }, std::chrono::seconds(30)));
+    EXPECT_TRUE(b->can_sleep()); // the ring is dropped when it is about to sleep again
+    EXPECT_FALSE(readable(fd, 0));
+
+    o.network_doorbell = false;
+    std::unique_ptr<pp::transport> c, d;
+    std::string why;
+    ASSERT_TRUE(open_two(o, c, d, why)) << why;
+    auto addr_c = c->address(), addr_d = d->address();
+    EXPECT_TRUE(fab::split_address(addr_d, 1).bell.empty());
+    c->set_peers({addr_c, addr_d}, 0);
+    d->set_peers({addr_c, addr_d}, 1);
+    EXPECT_GE(d->wait_fd(), 0); // the completion queue's
+    EXPECT_FALSE(d->wait_fd_may_miss());
 }

@@ -138,6 +138,7 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     // only peers on this host: none between hosts.
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
     o.tcp_doorbell = !o.peers_on_other_hosts && (bell == "1" || (bell == "auto" && workers == 1));
+    o.network_doorbell = cfg.get_int("network_doorbell", 0, 1) != 0;
     o.quiet_poll_us =
         cfg.get("network_quiet_poll_us") == "auto"
             ? -1

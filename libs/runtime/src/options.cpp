@@ -123,6 +123,11 @@ std::vector<option_spec> const& option_table() {
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
          "workers wait on the completion queue's fd; auto = 1 with one worker, else 0"},
+        {"network_doorbell", "1",
+         "between hosts: 1 = the network rail's completion queue has no wait fd (its signals "
+         "cost ~1.4 us of every one-way trip on tcp); an idle locality sleeps on a datagram "
+         "socket of the network interface, which a peer rings when it sends after 250 us of "
+         "silence towards it; 0 = idle workers wait on the completion queue's fd"},
         {"network_quiet_poll_us", "auto",
          "jobs across hosts with several localities per host: while the network rail is quiet "
          "(nothing sent or received for 2 ms, no rendezvous under way) it reads its "

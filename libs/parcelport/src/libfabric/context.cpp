@@ -83,8 +83,8 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
 }
 
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
-                     std::uint32_t rank, detail::doorbell* bell, bool& bell_wait, outbox* box,
-                     direct_reader* direct) {
+                     std::uint32_t rank, detail::doorbell* bell, detail::net_bell* net,
+                     bool& bell_wait, outbox* box, direct_reader* direct) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
     std::vector<std::string> bells(addresses.size()), boxes(addresses.size()),
         identities(addresses.size()), rings(addresses.size());
@@ -106,6 +106,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
     ring_names_ = std::move(rings);
     rank_ = rank;
     bell_ = bell;
+    net_bell_ = net;
     if (box != nullptr && box->connect(boxes) != 0) {
         logging::warn("could not map every peer's outbox; chunks from those peers are read from "
                       "their memory instead");
@@ -127,6 +128,13 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
             // whose bells opened are still rung.
             bell_wait = false;
         }
+    }
+    if (net != nullptr && net->connect(bells) > unserved(addresses, rank)) {
+        // A peer without a network doorbell (its own could not be made, or it runs without
+        // one) never rings this side: idle workers poll in the bounded backoff instead.
+        logging::warn("a peer on another host has no network doorbell; idle workers here will "
+                      "poll instead of sleeping until one rings");
+        bell_wait = false;
     }
 }
 

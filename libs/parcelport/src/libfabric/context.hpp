@@ -6,6 +6,7 @@
 
 #include "../doorbell.hpp"
 #include "../message_rings.hpp"
+#include "../net_bell.hpp"
 #include "../wire.hpp"
 #include "fabric.hpp"
 
@@ -119,8 +120,10 @@ public:
     /// Parses each locality's address (split_address), inserts it into the endpoint's address
     /// vector and opens the doorbells and outboxes, and checks the peers' direct-read
     /// identities.
+    /// `net` (between hosts, instead of `bell`) takes the peers' bell names the same way.
     void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
-             detail::doorbell* bell, bool& bell_wait, outbox* box, direct_reader* direct);
+             detail::doorbell* bell, detail::net_bell* net, bool& bell_wait, outbox* box,
+             direct_reader* direct);
     std::size_t size() const noexcept { return addrs_.size(); }
     /// The message ring names the addresses carried, by rank (set() fills them; the transport
     /// connects its rings with them).
@@ -155,7 +158,8 @@ public:
     /// (-FI_EAGAIN: the peer must progress, e.g. shm's first contact or a full queue): rings
     /// the peer's doorbell, if there is one. Passes `rc` through.
     long wake(std::uint32_t rank, long rc) noexcept {
-        if ((rc == 0 || rc == -FI_EAGAIN) && bell_ != nullptr && bell_->ring(rank)) {
+        if ((rc == 0 || rc == -FI_EAGAIN) && ((bell_ != nullptr && bell_->ring(rank)) ||
+                                              (net_bell_ != nullptr && net_bell_->ring(rank)))) {
             ++counters_.doorbell_rings;
         }
         return rc;
@@ -170,6 +174,7 @@ private:
     transport::read_handler on_read_;
     std::uint64_t token_ = 0;
     detail::doorbell* bell_ = nullptr;
+    detail::net_bell* net_bell_ = nullptr;
 };
 
 /// Posts the provider refused with -FI_EAGAIN, retried in order by progress(). A post is a

@@ -147,12 +147,21 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                           ep.shm() ? "poll" : "wait on the completion queue");
         }
     }
+    // Between hosts the network doorbell (net_bell.hpp) stands in for the queue's wait fd.
+    if (!ep.shm() && !bell_ && opts_.network_doorbell && opts_.peers_on_other_hosts) {
+        opening_step("network doorbell");
+        try {
+            net_bell_ = std::make_unique<detail::net_bell>(opts_.interface, net_bell_quiet);
+        } catch (std::exception const& e) {
+            logging::warn("{}; idle workers will wait on the completion queue", e.what());
+        }
+    }
     // A wait fd lets idle workers sleep until a completion arrives, but costs on every message.
     // libfabric 1.17's shm never signals it when a peer writes into our region (fi_trywait
     // always says "busy") while every completion still costs a write and a read on it; rxm over
     // tcp signals it through nested epoll sets. With a doorbell, peers wake us instead; shm
     // without one gets the scheduler's bounded-backoff sleep.
-    ep.enable(!ep.shm() && !bell_, name);
+    ep.enable(!ep.shm() && !bell_ && !net_bell_, name);
     try {
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
         if (ep.shm() && opts_.shm_outbox != 0) {
@@ -215,15 +224,17 @@ libfabric_transport::~libfabric_transport() {
 
 std::vector<std::byte> libfabric_transport::address() const {
     return join_address({endpoint_->name(), outbox_ ? outbox_->name() : std::string(),
-                         bell_ ? bell_->name() : std::string(),
+                         bell_       ? bell_->name()
+                         : net_bell_ ? net_bell_->name()
+                                     : std::string(),
                          rings_ ? rings_->name() : std::string(),
                          direct_ ? direct_reader::identity() : std::string()});
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,
                                     std::uint32_t my_rank) {
-    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), bell_wait_, outbox_.get(),
-               direct_.get());
+    peers_.set(*endpoint_, addresses, my_rank, bell_.get(), net_bell_.get(), bell_wait_,
+               outbox_.get(), direct_.get());
     coalescer_->set_peers(addresses.size());
     sender_->set_peers(addresses.size());
     if (rings_) {
@@ -273,6 +284,14 @@ bool libfabric_transport::can_sleep() {
             return false;
         }
         return true;
+    }
+    if (net_bell_ && bell_wait_) {
+        // Drop the rings that came while awake, then look once more: a message whose ring was
+        // dropped is found now, and one posted after this rings, or comes within the quiet
+        // time of a message this side received, whose receipt keeps it awake (net_bell.hpp).
+        net_bell_->arm();
+        std::lock_guard lk(poll_mutex_);
+        return !pass(true);
     }
     if (coalescer_->has_open() || !local_.empty()) {
         return false; // a coalesced message waits for progress(), or completions of ring sends

@@ -67,9 +67,12 @@ public:
     bool progress() override;
     std::string debug_state() const override;
     int wait_fd() const override {
-        return bell_ && bell_wait_ ? bell_->fd() : endpoint_->wait_fd();
+        if (bell_wait_ && (bell_ || net_bell_)) {
+            return bell_ ? bell_->fd() : net_bell_->fd();
+        }
+        return endpoint_->wait_fd();
     }
-    bool wait_fd_may_miss() const override { return bell_ && bell_wait_; }
+    bool wait_fd_may_miss() const override { return (bell_ || net_bell_) && bell_wait_; }
     bool can_sleep() override;
     statistics stats() const override;
     std::string provider_name() const override { return endpoint_->provider(); }
@@ -105,7 +108,12 @@ private:
     counters counters_;
     peer_table peers_{counters_};
     std::unique_ptr<detail::doorbell> bell_; // shm, and tcp if asked: peers' posts wake us
-    bool bell_wait_ = true; ///< idle workers wait on bell_ (false: some peer cannot ring it)
+    /// Between hosts (transport_options::network_doorbell): peers on other hosts wake us.
+    std::unique_ptr<detail::net_bell> net_bell_;
+    /// A peer rings the network doorbell when it posts after this long without posting to us:
+    /// a quarter of the 1 ms a worker that found work polls before it sleeps (worker_idle.cpp).
+    static constexpr std::chrono::microseconds net_bell_quiet{250};
+    bool bell_wait_ = true; ///< idle workers wait on a bell (false: some peer cannot ring it)
     backlog backlog_{counters_};
     std::unique_ptr<memory> memory_;
     /// shm: the outbox and its registration (closed before the endpoint's domain).

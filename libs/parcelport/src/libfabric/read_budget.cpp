@@ -67,9 +67,11 @@ void rendezvous::admit(wire::header const& h, std::byte const* p, std::size_t le
         if (must_wait(rma_bytes)) {
             deferred_.push(h, p, len, rma_bytes);
             ++parts_.stats.deferred_rendezvous;
+            publish_busy();
             return;
         }
         reading_bytes_ += rma_bytes;
+        publish_busy();
     }
     try {
         start(h, p, len, rma_bytes);
@@ -85,6 +87,7 @@ void rendezvous::release_budget(std::size_t bytes, bool landed) {
     }
     std::lock_guard g(mutex_);
     reading_bytes_ -= bytes;
+    publish_busy();
     if (landed) {
         landed_in_pass_.store(landed_in_pass_.load(std::memory_order_relaxed) + bytes,
                               std::memory_order_relaxed);
@@ -115,6 +118,7 @@ bool rendezvous::admit_deferred() {
             }
             deferred_.pop_into(next);
             reading_bytes_ += next.rma_bytes;
+            publish_busy();
         }
         any = true;
         try {
@@ -125,6 +129,7 @@ bool rendezvous::admit_deferred() {
                                    next.h.source, e.what());
             std::lock_guard g(mutex_);
             reading_bytes_ -= next.rma_bytes; // give it back and try the next one
+            publish_busy();
         }
     }
 }
@@ -190,9 +195,8 @@ void rendezvous::release_stalled() {
     release_budget(freed);
 }
 
-bool rendezvous::busy() const {
-    std::lock_guard g(mutex_);
-    return reading_bytes_ != 0 || !deferred_.empty();
+void rendezvous::publish_busy() noexcept {
+    busy_.store(reading_bytes_ != 0 || !deferred_.empty(), std::memory_order_release);
 }
 
 std::string rendezvous::debug_state() const {

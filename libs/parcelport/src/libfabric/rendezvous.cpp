@@ -422,6 +422,7 @@ void rendezvous::continue_after_table(held& e) {
     {
         std::lock_guard g(mutex_); // admitted already: its payload joins the reads in flight
         reading_bytes_ += payload;
+        publish_busy();
     }
     std::size_t budget = in->rma_bytes + payload;
     try {

@@ -216,6 +216,13 @@ struct transport_options {
     /// through nested epoll sets at a cost on every message. A doorbell reaches only peers on
     /// this host; when a peer's cannot be opened, idle workers poll in a bounded backoff.
     bool tcp_doorbell = true;
+    /// Between hosts (peers_on_other_hosts; a provider other than shm, without the doorbell
+    /// above): no wait fd on the completion queue, whose signals through rxm/tcp's nested epoll
+    /// sets cost ~1.4 us of every one-way trip; idle workers sleep on a datagram socket of the
+    /// network interface instead, which a peer rings when it posts after 250 us of silence
+    /// towards this locality (src/net_bell.hpp). When some peer has none, idle workers poll in
+    /// a bounded backoff. false: idle workers wait on the completion queue's fd.
+    bool network_doorbell = true;
     /// Microseconds between reads of the completion queue while this transport is quiet
     /// (nothing found or sent for 2 ms, no transfer under way; fabric/poll_pacer.hpp); 0:
     /// every progress pass reads it; -1: 20 times what a quiet read costs (2 - 100 us).

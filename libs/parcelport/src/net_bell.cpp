@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: BSL-1.0
+#include "net_bell.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <system_error>
+
+namespace courier::parcelport::detail {
+
+namespace {
+
+[[noreturn]] void fail(int e, std::string const& what) {
+    throw std::system_error(e, std::generic_category(), "courier network doorbell: " + what);
+}
+
+/// The first IPv4 address of `interface`, else its first IPv6 address (port 0).
+bool interface_address(std::string const& interface, sockaddr_storage& out, socklen_t& len) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) {
+        return false;
+    }
+    bool found = false;
+    for (int family : {AF_INET, AF_INET6}) {
+        for (ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
+            if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != family ||
+                interface != i->ifa_name) {
+                continue;
+            }
+            len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+            std::memcpy(&out, i->ifa_addr, len);
+            found = true;
+        }
+    }
+    ::freeifaddrs(list);
+    return found;
+}
+
+std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+} // namespace
+
+bool parse_net_bell_name(std::string const& name, sockaddr_storage& addr, socklen_t& len) {
+    std::string_view s = name;
+    if (!s.starts_with("udp:")) {
+        return false;
+    }
+    s.remove_prefix(4);
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+        return false;
+    }
+    std::string_view host = s.substr(0, colon), port_text = s.substr(colon + 1);
+    unsigned port = 0;
+    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+        port > 65535) {
+        return false;
+    }
+    addr = {};
+    if (host.front() == '[') {
+        if (host.size() < 3 || host.back() != ']') {
+            return false;
+        }
+        std::string h(host.substr(1, host.size() - 2));
+        auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(static_cast<std::uint16_t>(port));
+        len = sizeof(sockaddr_in6);
+        return ::inet_pton(AF_INET6, h.c_str(), &a->sin6_addr) == 1;
+    }
+    std::string h(host);
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(static_cast<std::uint16_t>(port));
+    len = sizeof(sockaddr_in);
+    return ::inet_pton(AF_INET, h.c_str(), &a->sin_addr) == 1;
+}
+
+net_bell::net_bell(std::string const& interface, std::chrono::nanoseconds quiet)
+    : quiet_ns_(quiet.count()) {
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    if (interface.empty() || !interface_address(interface, addr, len)) {
+        fail(EADDRNOTAVAIL, "interface '" + interface + "' has no IP address");
+    }
+    fd_ = ::socket(addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+        fail(errno, "socket");
+    }
+    if (::bind(fd_, reinterpret_cast<sockaddr const*>(&addr), len) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        int e = errno;
+        ::close(fd_);
+        fail(e, "bind on interface '" + interface + "'");
+    }
+    char host[INET6_ADDRSTRLEN] = {};
+    unsigned port = 0;
+    if (addr.ss_family == AF_INET) {
+        auto const* a = reinterpret_cast<sockaddr_in const*>(&addr);
+        ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        port = ntohs(a->sin_port);
+        name_ = std::string("udp:") + host + ":" + std::to_string(port);
+    } else {
+        auto const* a = reinterpret_cast<sockaddr_in6 const*>(&addr);
+        ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        port = ntohs(a->sin6_port);
+        name_ = std::string("udp:[") + host + "]:" + std::to_string(port);
+    }
+}
+
+net_bell::~net_bell() {
+    ::close(fd_);
+}
+
+std::size_t net_bell::connect(std::vector<std::string> const& names) {
+    peers_ = std::make_unique<peer[]>(names.size());
+    peer_count_ = names.size();
+    std::size_t missing = 0;
+    for (std::size_t r = 0; r < names.size(); ++r) {
+        if (names[r] == name_) {
+            continue; // this bell: never rung
+        }
+        if (!parse_net_bell_name(names[r], peers_[r].addr, peers_[r].len)) {
+            peers_[r].len = 0;
+            ++missing;
+        }
+    }
+    return missing;
+}
+
+void net_bell::arm() noexcept {
+    char drop[16];
+    while (::recv(fd_, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+    }
+}
+
+bool net_bell::ring(std::uint32_t rank) noexcept {
+    if (rank >= peer_count_ || peers_[rank].len == 0) {
+        return false;
+    }
+    std::int64_t const now = now_ns();
+    // A plain load and store: two threads posting at once may both ring (one datagram more),
+    // never neither (each rings unless it sees the other's post, made before its store).
+    std::int64_t const last = peers_[rank].last_ns.load(std::memory_order_relaxed);
+    peers_[rank].last_ns.store(now, std::memory_order_relaxed);
+    if (now - last < quiet_ns_) {
+        return false;
+    }
+    char one = 1;
+    ::sendto(fd_, &one, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&peers_[rank].addr),
+             peers_[rank].len);
+    return true;
+}
+
+} // namespace courier::parcelport::detail

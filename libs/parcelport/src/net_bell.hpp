@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: BSL-1.0
+// net_bell: wake-ups across hosts for a network rail whose completion queue has no wait object.
+// rxm over tcp signals a queue's wait fd through nested epoll sets on every message: across
+// hosts that cost ~1.4 us of each one-way trip (benchmarks/RESULTS.md, Across hosts). Without
+// it an idle worker has nothing to sleep on; this bell gives it a datagram socket instead, bound
+// to the address of the network interface the endpoint uses, that peers on other hosts send a
+// byte to.
+//
+// Peers cannot see whether this side sleeps (the shm doorbell's shared word), so a sender rings
+// by time: after posting something for a peer, when nothing had been posted for it for `quiet`
+// before. That suffices because of the scheduler's idle rule: a worker that found work keeps
+// polling for at least 1 ms before it sleeps (worker_idle.cpp). A message posted within `quiet`
+// of the previous one to the same peer arrives while that previous one's receipt still keeps
+// the peer awake, unless it takes `1 ms - quiet` longer to arrive than that one (a lost
+// datagram or a retransmitted segment); the scheduler's bounded sleep (wait_fd_may_miss) is
+// the safety net for those.
+//
+// Names: "udp:ADDRESS:PORT" ("udp:[ADDRESS]:PORT" for IPv6), carried in the transport's address
+// like the shm doorbell's name. Thread safety: ring() and arm() may run on any thread;
+// connect() at set-up, before any ring().
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace courier::parcelport::detail {
+
+class net_bell {
+public:
+    /// A bell on the first address of network interface `interface` (IPv4 before IPv6), rung
+    /// by peers after `quiet` of silence towards this side. Throws std::system_error when the
+    /// interface has no address or the socket cannot be made.
+    net_bell(std::string const& interface, std::chrono::nanoseconds quiet);
+    ~net_bell();
+    net_bell(net_bell const&) = delete;
+    net_bell& operator=(net_bell const&) = delete;
+
+    /// The name peers ring this bell by.
+    std::string const& name() const noexcept { return name_; }
+    /// Readable when a peer rang.
+    int fd() const noexcept { return fd_; }
+    /// The peers' bells by name, indexed by rank (empty, or not a net bell's name: that rank
+    /// has none and is never rung; this bell's own name is skipped). Returns how many ranks
+    /// have none.
+    std::size_t connect(std::vector<std::string> const& names);
+
+    /// Before sleeping: drops the rings that came while awake (the caller then looks for work
+    /// once more before it sleeps).
+    void arm() noexcept;
+    /// After posting something `rank` will receive: rings it when nothing was posted for it
+    /// in the last `quiet` (see above). True if a datagram was sent.
+    bool ring(std::uint32_t rank) noexcept;
+
+private:
+    struct peer {
+        sockaddr_storage addr{};
+        socklen_t len = 0;
+        /// When something was last posted for this peer (steady clock, ns); the oldest
+        /// representable time until the first post.
+        std::atomic<std::int64_t> last_ns{std::numeric_limits<std::int64_t>::min() / 2};
+    };
+
+    std::int64_t quiet_ns_;
+    int fd_ = -1;
+    std::string name_;
+    std::unique_ptr<peer[]> peers_;
+    std::size_t peer_count_ = 0;
+};
+
+/// Parses a net bell's name into a socket address; false if `name` is not one.
+bool parse_net_bell_name(std::string const& name, sockaddr_storage& addr, socklen_t& len);
+
+} // namespace courier::parcelport::detail
