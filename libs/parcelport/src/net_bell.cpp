@@ -32,6 +32,12 @@ bool interface_address(std::string const& interface, sockaddr_storage& out, sock
                 interface != i->ifa_name) {
                 continue;
             }
+            // A link-local address needs a scope that a name cannot carry to other hosts.
+            if (family == AF_INET6 &&
+                IN6_IS_ADDR_LINKLOCAL(
+                    &reinterpret_cast<sockaddr_in6 const*>(i->ifa_addr)->sin6_addr)) {
+                continue;
+            }
             len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
             std::memcpy(&out, i->ifa_addr, len);
             found = true;
@@ -93,15 +99,21 @@ net_bell::net_bell(std::string const& interface, std::chrono::nanoseconds quiet)
     if (interface.empty() || !interface_address(interface, addr, len)) {
         fail(EADDRNOTAVAIL, "interface '" + interface + "' has no IP address");
     }
-    fd_ = ::socket(addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
+    int const fd = ::socket(addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
         fail(errno, "socket");
     }
-    if (::bind(fd_, reinterpret_cast<sockaddr const*>(&addr), len) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        int e = errno;
-        ::close(fd_);
-        fail(e, "bind on interface '" + interface + "'");
+    struct closer {
+        int fd;
+        ~closer() {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        }
+    } owner{fd};
+    if (::bind(fd, reinterpret_cast<sockaddr const*>(&addr), len) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        fail(errno, "bind on interface '" + interface + "'");
     }
     char host[INET6_ADDRSTRLEN] = {};
     unsigned port = 0;
@@ -116,18 +128,20 @@ net_bell::net_bell(std::string const& interface, std::chrono::nanoseconds quiet)
         port = ntohs(a->sin6_port);
         name_ = std::string("udp:[") + host + "]:" + std::to_string(port);
     }
+    fd_ = fd;
+    owner.fd = -1;
 }
 
 net_bell::~net_bell() {
     ::close(fd_);
 }
 
-std::size_t net_bell::connect(std::vector<std::string> const& names) {
+std::size_t net_bell::connect(std::vector<std::string> const& names, std::uint32_t self) {
     peers_ = std::make_unique<peer[]>(names.size());
     peer_count_ = names.size();
     std::size_t missing = 0;
     for (std::size_t r = 0; r < names.size(); ++r) {
-        if (names[r] == name_) {
+        if (r == self) {
             continue; // this bell: never rung
         }
         if (!parse_net_bell_name(names[r], peers_[r].addr, peers_[r].len)) {
@@ -138,28 +152,36 @@ std::size_t net_bell::connect(std::vector<std::string> const& names) {
     return missing;
 }
 
-void net_bell::arm() noexcept {
+bool net_bell::arm() noexcept {
     char drop[16];
+    bool any = false;
     while (::recv(fd_, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+        any = true;
     }
+    return any;
 }
 
-bool net_bell::ring(std::uint32_t rank) noexcept {
+bool net_bell::ring(std::uint32_t rank, bool posted) noexcept {
     if (rank >= peer_count_ || peers_[rank].len == 0) {
         return false;
     }
+    peer& p = peers_[rank];
     std::int64_t const now = now_ns();
-    // A plain load and store: two threads posting at once may both ring (one datagram more),
-    // never neither (each rings unless it sees the other's post, made before its store).
-    std::int64_t const last = peers_[rank].last_ns.load(std::memory_order_relaxed);
-    peers_[rank].last_ns.store(now, std::memory_order_relaxed);
-    if (now - last < quiet_ns_) {
+    // Plain loads and stores: two threads posting at once may both ring (one datagram more),
+    // never neither (each rings unless it sees the other's post, stored after that post).
+    bool const quiet = now - p.posted_ns.load(std::memory_order_relaxed) >= quiet_ns_;
+    if (posted) {
+        p.posted_ns.store(now, std::memory_order_relaxed);
+    } else if (now - p.rung_ns.load(std::memory_order_relaxed) < quiet_ns_) {
+        return false; // a deferred post retried on every pass: one ring per quiet time
+    }
+    if (!quiet) {
         return false;
     }
+    p.rung_ns.store(now, std::memory_order_relaxed);
     char one = 1;
-    ::sendto(fd_, &one, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&peers_[rank].addr),
-             peers_[rank].len);
-    return true;
+    return ::sendto(fd_, &one, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&p.addr),
+                    p.len) == 1;
 }
 
 } // namespace courier::parcelport::detail

@@ -7,13 +7,14 @@
 // byte to.
 //
 // Peers cannot see whether this side sleeps (the shm doorbell's shared word), so a sender rings
-// by time: after posting something for a peer, when nothing had been posted for it for `quiet`
-// before. That suffices because of the scheduler's idle rule: a worker that found work keeps
-// polling for at least 1 ms before it sleeps (worker_idle.cpp). A message posted within `quiet`
-// of the previous one to the same peer arrives while that previous one's receipt still keeps
-// the peer awake, unless it takes `1 ms - quiet` longer to arrive than that one (a lost
-// datagram or a retransmitted segment); the scheduler's bounded sleep (wait_fd_may_miss) is
-// the safety net for those.
+// by time: after posting something for a peer when nothing had been posted for it for `quiet`
+// before (a post the provider deferred rings too, at most once per `quiet`, and does not count
+// as posted). The receiving transport keeps its workers awake for a while after anything
+// arrives or a ring comes (libfabric_transport's net_bell_awake, four times `quiet`), so a
+// message posted within `quiet` of the previous one to the same peer finds it awake unless it
+// arrives that much later than the previous one (a retransmitted segment) or the ring came too
+// early (the bytes left the sender late: rxm's first contact); a lost datagram is the third
+// case. The scheduler's bounded sleep (wait_fd_may_miss) is the safety net for those.
 //
 // Names: "udp:ADDRESS:PORT" ("udp:[ADDRESS]:PORT" for IPv6), carried in the transport's address
 // like the shm doorbell's name. Thread safety: ring() and arm() may run on any thread;
@@ -34,9 +35,9 @@ namespace courier::parcelport::detail {
 
 class net_bell {
 public:
-    /// A bell on the first address of network interface `interface` (IPv4 before IPv6), rung
-    /// by peers after `quiet` of silence towards this side. Throws std::system_error when the
-    /// interface has no address or the socket cannot be made.
+    /// A bell on the first address of network interface `interface` (IPv4 before IPv6, no
+    /// link-local IPv6), rung by peers after `quiet` of silence towards this side. Throws
+    /// std::system_error when the interface has no such address or the socket cannot be made.
     net_bell(std::string const& interface, std::chrono::nanoseconds quiet);
     ~net_bell();
     net_bell(net_bell const&) = delete;
@@ -47,24 +48,28 @@ public:
     /// Readable when a peer rang.
     int fd() const noexcept { return fd_; }
     /// The peers' bells by name, indexed by rank (empty, or not a net bell's name: that rank
-    /// has none and is never rung; this bell's own name is skipped). Returns how many ranks
+    /// has none and is never rung; `self` is skipped). Returns how many ranks other than `self`
     /// have none.
-    std::size_t connect(std::vector<std::string> const& names);
+    std::size_t connect(std::vector<std::string> const& names, std::uint32_t self);
 
     /// Before sleeping: drops the rings that came while awake (the caller then looks for work
-    /// once more before it sleeps).
-    void arm() noexcept;
-    /// After posting something `rank` will receive: rings it when nothing was posted for it
-    /// in the last `quiet` (see above). True if a datagram was sent.
-    bool ring(std::uint32_t rank) noexcept;
+    /// once more before it sleeps). True if there was one.
+    bool arm() noexcept;
+    /// After posting something `rank` will receive (`posted`), or after the provider deferred
+    /// such a post (-FI_EAGAIN: !`posted`): rings it when nothing was posted for it in the
+    /// last `quiet` (a deferred post rings at most once per `quiet` and is not counted as
+    /// posted). True if a datagram was sent.
+    bool ring(std::uint32_t rank, bool posted) noexcept;
 
 private:
-    struct peer {
+    /// One cache line per peer for the times every posting thread updates.
+    struct alignas(64) peer {
+        static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::min() / 2;
         sockaddr_storage addr{};
         socklen_t len = 0;
-        /// When something was last posted for this peer (steady clock, ns); the oldest
-        /// representable time until the first post.
-        std::atomic<std::int64_t> last_ns{std::numeric_limits<std::int64_t>::min() / 2};
+        /// When something was last posted for this peer, and when it was last rung (steady
+        /// clock, ns); `never` at first.
+        std::atomic<std::int64_t> posted_ns{never}, rung_ns{never};
     };
 
     std::int64_t quiet_ns_;

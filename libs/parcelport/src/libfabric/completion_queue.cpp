@@ -163,7 +163,11 @@ bool libfabric_transport::progress() {
     if (!poll_lock) {
         return false;
     }
-    return pass(false);
+    bool const any = pass(false);
+    if (any && net_bell_) {
+        note_active();
+    }
+    return any;
 }
 
 bool libfabric_transport::pass(bool read_queue) {
@@ -195,10 +199,12 @@ bool libfabric_transport::pass(bool read_queue) {
         }
         // A quiet network rail beside shm reads its queue only now and then (poll_pacer.hpp),
         // but on every pass while a rendezvous is under way: its bytes move only then, and no
-        // completion marks their progress. (An eager send kicks the pacer itself.)
+        // completion marks their progress. (An eager send kicks the pacer itself.) The look
+        // before a sleep reads it whatever the pacer says.
         std::int64_t const now = pacer_.enabled() ? poll_pacer::now() : 0;
-        if (read &&
-            pacer_.due(now, [this] { return sender_->awaiting_done() || rendezvous_->busy(); })) {
+        if (read && (read_queue || pacer_.due(now, [this] {
+                return sender_->awaiting_done() || rendezvous_->busy();
+            }))) {
             bool const found = read_completion_queue();
             std::int64_t const cost = pacer_.quiet(now) ? poll_pacer::now() - now : 0;
             pacer_.polled(now, found, cost);

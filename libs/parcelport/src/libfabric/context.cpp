@@ -129,7 +129,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
             bell_wait = false;
         }
     }
-    if (net != nullptr && net->connect(bells) > unserved(addresses, rank)) {
+    if (net != nullptr && net->connect(bells, rank) > unserved(addresses, rank)) {
         // A peer without a network doorbell (its own could not be made, or it runs without
         // one) never rings this side: idle workers poll in the bounded backoff instead.
         logging::warn("a peer on another host has no network doorbell; idle workers here will "

@@ -158,8 +158,9 @@ public:
     /// (-FI_EAGAIN: the peer must progress, e.g. shm's first contact or a full queue): rings
     /// the peer's doorbell, if there is one. Passes `rc` through.
     long wake(std::uint32_t rank, long rc) noexcept {
-        if ((rc == 0 || rc == -FI_EAGAIN) && ((bell_ != nullptr && bell_->ring(rank)) ||
-                                              (net_bell_ != nullptr && net_bell_->ring(rank)))) {
+        if ((rc == 0 || rc == -FI_EAGAIN) &&
+            ((bell_ != nullptr && bell_->ring(rank)) ||
+             (net_bell_ != nullptr && net_bell_->ring(rank, rc == 0)))) {
             ++counters_.doorbell_rings;
         }
         return rc;

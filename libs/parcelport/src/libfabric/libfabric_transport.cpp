@@ -148,7 +148,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         }
     }
     // Between hosts the network doorbell (net_bell.hpp) stands in for the queue's wait fd.
-    if (!ep.shm() && !bell_ && opts_.network_doorbell && opts_.peers_on_other_hosts) {
+    if (ep.core() == "tcp" && !bell_ && opts_.network_doorbell && opts_.peers_on_other_hosts) {
         opening_step("network doorbell");
         try {
             net_bell_ = std::make_unique<detail::net_bell>(opts_.interface, net_bell_quiet);
@@ -286,12 +286,25 @@ bool libfabric_transport::can_sleep() {
         return true;
     }
     if (net_bell_ && bell_wait_) {
-        // Drop the rings that came while awake, then look once more: a message whose ring was
-        // dropped is found now, and one posted after this rings, or comes within the quiet
-        // time of a message this side received, whose receipt keeps it awake (net_bell.hpp).
-        net_bell_->arm();
+        // Awake for net_bell_awake after anything arrived or a ring came (net_bell.hpp: a peer
+        // that posted within its quiet time of that does not ring), and while a deferred post
+        // waits (no completion of ours would wake us for it). Then drop the rings that came
+        // while awake and look once more: a message whose ring was dropped is found now, and
+        // one posted after this rings.
+        if (net_bell_->arm()) {
+            note_active();
+        }
+        if (backlog_.size() != 0 ||
+            poll_pacer::now() - last_active_ns_.load(std::memory_order_relaxed) <
+                std::chrono::nanoseconds(net_bell_awake).count()) {
+            return false;
+        }
         std::lock_guard lk(poll_mutex_);
-        return !pass(true);
+        if (pass(true)) {
+            note_active();
+            return false;
+        }
+        return true;
     }
     if (coalescer_->has_open() || !local_.empty()) {
         return false; // a coalesced message waits for progress(), or completions of ring sends

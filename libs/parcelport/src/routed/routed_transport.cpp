@@ -95,6 +95,14 @@ routed_transport::routed_transport(std::string host, std::vector<std::unique_ptr
     if (rails_.empty() || rails_.size() > 2 || (local_rail_ && rails_.size() != 2)) {
         throw std::invalid_argument("routed_transport: one network rail, optionally a local one");
     }
+    gather_wait_fds();
+}
+
+void routed_transport::gather_wait_fds() {
+    if (epoll_fd_ >= 0) {
+        ::close(epoll_fd_);
+    }
+    may_miss_ = false;
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
         throw network_error(std::string("courier: epoll_create1: ") + std::strerror(errno));
@@ -170,6 +178,8 @@ void routed_transport::set_peers(std::vector<std::vector<std::byte>> const& addr
     for (std::size_t k = 0; k < rails_.size(); ++k) {
         rails_[k]->set_peers(per_rail[k], my_rank);
     }
+    // A rail's fd may change with its peers (a doorbell some peer cannot ring: it polls then).
+    gather_wait_fds();
 }
 
 void routed_transport::set_receive_handler(receive_handler h) {

@@ -71,6 +71,9 @@ private:
     std::vector<std::uint8_t> route_; // by rank: index into rails_
     std::vector<bool> local_;         // by rank: on this host
     int epoll_fd_ = -1;               // every rail's wait fd; -1 if one has none
+    /// (Re)builds epoll_fd_ and may_miss_ from the rails' wait fds (at construction, and after
+    /// set_peers: a rail's fd may change with its peers).
+    void gather_wait_fds();
     bool may_miss_ = false;
 };
 
