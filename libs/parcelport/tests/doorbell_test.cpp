@@ -224,6 +224,17 @@ TEST(net_bell, an_interface_without_an_address_is_refused_with_its_name) {
     }
 }
 
+/// tcp on lo for a transport told that its peers are on other hosts (no shm doorbell).
+pp::transport_options elsewhere_options() {
+    pp::transport_options o;
+    o.provider = "tcp;ofi_rxm";
+    o.job_token = 42;
+    o.interface = "lo";
+    o.peers_on_other_hosts = true;
+    o.tcp_doorbell = false;
+    return o;
+}
+
 } // namespace
 
 // Peers on other hosts (as this side is told; both run on lo here): the queue gets no wait fd
@@ -231,12 +242,7 @@ TEST(net_bell, an_interface_without_an_address_is_refused_with_its_name) {
 // an idle side makes that fd readable before the side progresses. Asked not to, it is the
 // queue's fd as before, and the address carries no bell.
 TEST(transport_network_doorbell, a_tcp_side_with_peers_elsewhere_sleeps_on_it_and_a_post_rings_it) {
-    pp::transport_options o;
-    o.provider = "tcp;ofi_rxm";
-    o.job_token = 42;
-    o.interface = "lo";
-    o.peers_on_other_hosts = true;
-    o.tcp_doorbell = false;
+    pp::transport_options o = elsewhere_options();
     std::unique_ptr<pp::transport> a, b;
     if (std::string why; !open_two(o, a, b, why)) {
         GTEST_SKIP() << "provider tcp unavailable here: " << why;
@@ -285,12 +291,7 @@ TEST(transport_network_doorbell, a_tcp_side_with_peers_elsewhere_sleeps_on_it_an
 // just now, and a message comes: the first look finds the ring, the second (after the time
 // a ring keeps it awake) the message, which the pacer would have left for a second.
 TEST(transport_network_doorbell, a_paced_side_reads_its_queue_before_it_sleeps) {
-    pp::transport_options o;
-    o.provider = "tcp;ofi_rxm";
-    o.job_token = 42;
-    o.interface = "lo";
-    o.peers_on_other_hosts = true;
-    o.tcp_doorbell = false;
+    pp::transport_options o = elsewhere_options();
     o.quiet_poll_us = 1'000'000;
     std::unique_ptr<pp::transport> a, b;
     if (std::string why; !open_two(o, a, b, why)) {
@@ -328,12 +329,7 @@ TEST(transport_network_doorbell, a_paced_side_reads_its_queue_before_it_sleeps) 
 // A peer whose address has no network doorbell (its own could not be made) can never ring
 // this side: its idle workers poll in the scheduler's bounded backoff instead (no wait fd).
 TEST(transport_network_doorbell, a_peer_without_one_leaves_this_side_polling) {
-    pp::transport_options o;
-    o.provider = "tcp;ofi_rxm";
-    o.job_token = 42;
-    o.interface = "lo";
-    o.peers_on_other_hosts = true;
-    o.tcp_doorbell = false;
+    pp::transport_options o = elsewhere_options();
     std::unique_ptr<pp::transport> a, b;
     if (std::string why; !open_two(o, a, b, why)) {
         GTEST_SKIP() << "provider tcp unavailable here: " << why;
