@@ -270,14 +270,16 @@ bool libfabric_transport::can_sleep() {
     }
     if (bell_ && bell_wait_) {
         // Raise the word, then look: a peer's post after this rings; one before it is found.
-        // The look is a whole pass, the completion queue included (a gated pass may skip it),
-        // made after the poller of the moment is done rather than skipped for it: a pass
-        // already under way may have decided not to read the queue.
+        // The look is a whole pass, the completion queue included (a gated pass may skip it).
+        // While another thread polls, this one does not sleep (that pass may have decided not
+        // to read the queue) and does not wait for the lock either: a poller that starts pass
+        // after pass (a large transfer's read steps) kept a worker waiting here, inside a
+        // transport call, for seconds, which the liveness watchdog took for a wedged call.
         bell_->arm();
         bool found = false;
         {
-            std::lock_guard lk(poll_mutex_);
-            found = pass(true);
+            std::unique_lock lk(poll_mutex_, std::try_to_lock);
+            found = !lk || pass(true);
         }
         if (found) {
             bell_->disarm();
