@@ -152,11 +152,22 @@ std::size_t net_bell::connect(std::vector<std::string> const& names, std::uint32
     return missing;
 }
 
+void net_bell::heard() noexcept {
+    heard_ns_.store(now_ns(), std::memory_order_relaxed);
+}
+
+bool net_bell::awake() const noexcept {
+    return now_ns() - heard_ns_.load(std::memory_order_relaxed) < 4 * quiet_ns_;
+}
+
 bool net_bell::arm() noexcept {
     char drop[16];
     bool any = false;
     while (::recv(fd_, drop, sizeof drop, MSG_DONTWAIT) > 0) {
         any = true;
+    }
+    if (any) {
+        heard(); // its message may follow
     }
     return any;
 }

@@ -9,8 +9,8 @@
 // Peers cannot see whether this side sleeps (the shm doorbell's shared word), so a sender rings
 // by time: after posting something for a peer when nothing had been posted for it for `quiet`
 // before (a post the provider deferred rings too, at most once per `quiet`, and does not count
-// as posted). The receiving transport keeps its workers awake for a while after anything
-// arrives or a ring comes (libfabric_transport's net_bell_awake, four times `quiet`), so a
+// as posted). The receiving side stays awake for four times `quiet` after anything arrives or
+// a ring comes (heard(), awake(): its transport tells the bell what it received), so a
 // message posted within `quiet` of the previous one to the same peer finds it awake unless it
 // arrives that much later than the previous one (a retransmitted segment) or the ring came too
 // early (the bytes left the sender late: rxm's first contact); a lost datagram is the third
@@ -52,8 +52,13 @@ public:
     /// have none.
     std::size_t connect(std::vector<std::string> const& names, std::uint32_t self);
 
+    /// Something arrived for this side: it stays awake for four times `quiet` after it (see
+    /// above).
+    void heard() noexcept;
+    /// Whether something arrived, or a ring came, in the last four times `quiet`.
+    bool awake() const noexcept;
     /// Before sleeping: drops the rings that came while awake (the caller then looks for work
-    /// once more before it sleeps). True if there was one.
+    /// once more before it sleeps); a ring dropped counts as heard(). True if there was one.
     bool arm() noexcept;
     /// After posting something `rank` will receive (`posted`), or after the provider deferred
     /// such a post (-FI_EAGAIN: !`posted`): rings it when nothing was posted for it in the
@@ -73,6 +78,7 @@ private:
     };
 
     std::int64_t quiet_ns_;
+    std::atomic<std::int64_t> heard_ns_{peer::never}; // heard() (steady clock, ns)
     int fd_ = -1;
     std::string name_;
     std::unique_ptr<peer[]> peers_;

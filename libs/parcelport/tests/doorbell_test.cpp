@@ -31,6 +31,13 @@ std::string unique_name(char const* what) {
            std::to_string(std::random_device{}());
 }
 
+/// Gives a (rank 0) and b (rank 1) each other's addresses.
+void introduce(pp::transport& a, pp::transport& b) {
+    std::vector<std::vector<std::byte>> addrs = {a.address(), b.address()};
+    a.set_peers(addrs, 0);
+    b.set_peers(addrs, 1);
+}
+
 bool readable(int fd, int timeout_ms) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
@@ -81,9 +88,7 @@ TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readabl
     if (std::string why; !open_two(o, a, b, why)) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
-    a->set_peers(addrs, 0);
-    b->set_peers(addrs, 1);
+    introduce(*a, *b);
     int got = 0;
     b->set_receive_handler([&](std::uint32_t, courier::serialization::message&&) { ++got; });
     ASSERT_GE(b->wait_fd(), 0);
@@ -215,6 +220,49 @@ TEST(net_bell, a_peer_without_a_name_is_counted_and_never_rung) {
     }
 }
 
+TEST(net_bell, a_side_stays_awake_after_it_heard_something_and_a_ring_counts) {
+    using namespace std::chrono_literals;
+    pp::detail::net_bell a("lo", 3600s), b("lo", 3600s), quick("lo", 0s);
+    EXPECT_FALSE(a.awake()); // nothing heard yet
+    a.heard();
+    EXPECT_TRUE(a.awake()); // for four times its quiet time
+    quick.heard();
+    EXPECT_FALSE(quick.awake());
+    std::vector<std::string> names = {a.name(), b.name()};
+    a.connect(names, 0);
+    b.connect(names, 1);
+    EXPECT_FALSE(b.awake());
+    ASSERT_TRUE(a.ring(1, true));
+    ASSERT_TRUE(readable(b.fd(), 1000));
+    EXPECT_TRUE(b.arm()); // a dropped ring: its message may follow
+    EXPECT_TRUE(b.awake());
+}
+
+// Datagrams from anywhere (large, many, not from a peer) only wake the side: the look before a
+// sleep drops them all, and the socket is quiet again.
+TEST(net_bell, a_flood_of_foreign_datagrams_is_dropped_before_a_sleep) {
+    using namespace std::chrono_literals;
+    pp::detail::net_bell b("lo", 250us);
+    sockaddr_storage to{};
+    socklen_t len = 0;
+    ASSERT_TRUE(pp::detail::parse_net_bell_name(b.name(), to, len));
+    int const s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(s, 0);
+    std::vector<char> junk(60'000, 'x');
+    int sent = 0;
+    for (int i = 0; i < 200; ++i) {
+        std::size_t const n = i % 2 == 0 ? junk.size() : static_cast<std::size_t>(i);
+        sent +=
+            ::sendto(s, junk.data(), n, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&to), len) > 0;
+    }
+    ::close(s);
+    ASSERT_GT(sent, 0);
+    EXPECT_TRUE(readable(b.fd(), 1000));
+    EXPECT_TRUE(b.arm());
+    EXPECT_FALSE(readable(b.fd(), 0));
+    EXPECT_FALSE(b.arm());
+}
+
 TEST(net_bell, an_interface_without_an_address_is_refused_with_its_name) {
     try {
         pp::detail::net_bell a("nosuchif0", std::chrono::microseconds(250));
@@ -297,9 +345,7 @@ TEST(transport_network_doorbell, a_paced_side_reads_its_queue_before_it_sleeps) 
     if (std::string why; !open_two(o, a, b, why)) {
         GTEST_SKIP() << "provider tcp unavailable here: " << why;
     }
-    std::vector<std::vector<std::byte>> addrs = {a->address(), b->address()};
-    a->set_peers(addrs, 0);
-    b->set_peers(addrs, 1);
+    introduce(*a, *b);
     int at_b = 0;
     b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
     a->send(1, cs::save(std::string("connect")), nullptr); // rxm's first contact

@@ -165,7 +165,7 @@ bool libfabric_transport::progress() {
     }
     bool const any = pass(false);
     if (any && net_bell_) {
-        note_active();
+        net_bell_->heard();
     }
     return any;
 }

@@ -288,22 +288,18 @@ bool libfabric_transport::can_sleep() {
         return true;
     }
     if (net_bell_ && bell_wait_) {
-        // Awake for net_bell_awake after anything arrived or a ring came (net_bell.hpp: a peer
-        // that posted within its quiet time of that does not ring), and while a deferred post
-        // waits (no completion of ours would wake us for it). Then drop the rings that came
-        // while awake and look once more: a message whose ring was dropped is found now, and
-        // one posted after this rings.
-        if (net_bell_->arm()) {
-            note_active();
-        }
-        if (backlog_.size() != 0 ||
-            poll_pacer::now() - last_active_ns_.load(std::memory_order_relaxed) <
-                std::chrono::nanoseconds(net_bell_awake).count()) {
+        // Drop the rings that came while awake; then awake for a while after anything arrived
+        // or a ring came (net_bell.hpp: a peer that posted within its quiet time of that does
+        // not ring), and while a deferred post waits (no completion of ours would wake us for
+        // it). Else look once more: a message whose ring was dropped is found now, and one
+        // posted after this rings.
+        net_bell_->arm();
+        if (backlog_.size() != 0 || net_bell_->awake()) {
             return false;
         }
         std::lock_guard lk(poll_mutex_);
         if (pass(true)) {
-            note_active();
+            net_bell_->heard();
             return false;
         }
         return true;

@@ -110,16 +110,9 @@ private:
     std::unique_ptr<detail::doorbell> bell_; // shm, and tcp if asked: peers' posts wake us
     /// Between hosts (transport_options::network_doorbell): peers on other hosts wake us.
     std::unique_ptr<detail::net_bell> net_bell_;
-    /// A peer rings the network doorbell when it posts after this long without posting to us,
-    /// and this side stays awake for net_bell_awake after anything arrived (or a ring came):
-    /// a post within the quiet time of the last one then arrives while it is awake unless it
-    /// takes 750 us longer to get here (net_bell.hpp).
-    static constexpr std::chrono::microseconds net_bell_quiet{250}, net_bell_awake{1000};
-    /// With net_bell_: when a pass last found something or a ring came (poll_pacer::now()).
-    std::atomic<std::int64_t> last_active_ns_{0};
-    void note_active() noexcept {
-        last_active_ns_.store(poll_pacer::now(), std::memory_order_relaxed);
-    }
+    /// A peer rings the network doorbell when it posts after this long without posting to us;
+    /// this side stays awake for four times as long after anything arrived (net_bell.hpp).
+    static constexpr std::chrono::microseconds net_bell_quiet{250};
     bool bell_wait_ = true; ///< idle workers wait on a bell (false: some peer cannot ring it)
     backlog backlog_{counters_};
     std::unique_ptr<memory> memory_;
