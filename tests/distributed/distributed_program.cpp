@@ -1377,7 +1377,7 @@ void scenario_idle() {
 // A request to a locality whose workers sleep wakes it through its doorbell (shm; tcp unless
 // --courier:tcp_doorbell=0, which waits on the completion queue's fd and rings nothing). Five
 // requests, each after 100 ms of idleness: the target's workers are asleep for all but ~50 us
-// of every 10 ms (their safety-net timeout), so at least one of them must ring.
+// of every 10-100 ms (their safety-net timeout), so at least one of them must ring.
 void doorbell_check(bool expect_rings) {
     auto there = courier::find_all_localities()[1];
     auto before = courier::get_parcelport_statistics().doorbell_rings;

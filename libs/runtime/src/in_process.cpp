@@ -60,7 +60,8 @@ in_process_job::in_process_job(in_process_options const& o)
         parcelport::transport* tp = l->state.tp.get();
         l->hook = l->sched->register_hook([tp] { return tp->progress(); }, tp->wait_fd(),
                                           [tp] { return tp->can_sleep(); },
-                                          /*fd_may_miss=*/true); // delayed messages ring nothing
+                                          // delayed messages ring nothing when due
+                                          parcelport::wait_coverage::partial);
         l->sched->start();
     }
 }

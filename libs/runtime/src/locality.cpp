@@ -279,7 +279,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
             transport_watch::call in_transport;
             return tp->can_sleep();
         },
-        tp->wait_fd_may_miss());
+        tp->wait_fd_coverage());
     st.monitor = std::thread([&st] {
         for (;;) {
             auto notice = st.boot->wait_for_notice();

@@ -12,7 +12,8 @@
 namespace courier::detail {
 
 std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
-                                     std::function<bool()> can_sleep, bool fd_may_miss) {
+                                     std::function<bool()> can_sleep,
+                                     parcelport::wait_coverage coverage) {
     std::lock_guard g(hooks_lock_);
     for (std::size_t i = 0; i < max_hooks; ++i) {
         auto& h = hooks_[i];
@@ -21,7 +22,7 @@ std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
             h.poll = std::move(poll);
             h.can_sleep = std::move(can_sleep);
             h.fd.store(fd, std::memory_order_release);
-            h.fd_may_miss.store(fd_may_miss, std::memory_order_release);
+            h.fd_coverage.store(coverage, std::memory_order_release);
             h.active.store(true, std::memory_order_release);
             hook_count_.fetch_add(1, std::memory_order_acq_rel);
             notify_one();

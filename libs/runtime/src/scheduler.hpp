@@ -12,6 +12,7 @@
 #include "traffic.hpp"
 #include "work_stealing_deque.hpp"
 
+#include <courier/parcelport/wait_coverage.hpp>
 #include <courier/runtime/detail/spinlock.hpp>
 #include <courier/runtime/detail/task.hpp>
 
@@ -109,9 +110,10 @@ public:
     std::atomic<std::size_t> timer_count{0};
     std::uint32_t rng;
     std::uint32_t since_progress = 0;
-    std::uint32_t blind_sleep_us = 0; // backoff of sleeps with a hook that has no wait fd
-    bool worked_since_sleep = true;   // found work since it last slept
-    std::uint64_t trace_handoff = 0;  // tracing: the stamp a direct hand-off's slices share
+    std::uint32_t blind_sleep_us = 0;  // backoff of sleeps with a hook that has no wait fd
+    std::uint32_t safety_sleep_us = 0; // backoff of sleeps on fds that miss only on faults
+    bool worked_since_sleep = true;    // found work since it last slept
+    std::uint64_t trace_handoff = 0;   // tracing: the stamp a direct hand-off's slices share
     // Accounting (written by the owner, read by anyone).
     std::atomic<std::uint64_t> spawned{0};
     std::atomic<std::uint64_t> completed{0};
@@ -142,7 +144,8 @@ struct progress_hook {
     std::function<bool()> poll;
     std::function<bool()> can_sleep;
     std::atomic<int> fd{-1}; // read by sleeping workers without the hook's running count
-    std::atomic<bool> fd_may_miss{false}; // sleep with a timeout even with the fd
+    /// What the fd may miss: how long a sleep on it may last (worker::idle()).
+    std::atomic<parcelport::wait_coverage> fd_coverage{parcelport::wait_coverage::complete};
     std::atomic<bool> active{false};
     std::atomic<int> running{0};
 };
@@ -181,10 +184,13 @@ public:
     /// True when every worker sleeps and nothing is queued or timed.
     bool all_idle() const noexcept;
 
-    /// `fd`: readable when poll() has work (-1: none); `fd_may_miss`: the fd may stay quiet
-    /// although there is work (a sleeper then wakes after at most 10 ms to poll anyway).
-    std::size_t register_hook(std::function<bool()> poll, int fd,
-                              std::function<bool()> can_sleep = nullptr, bool fd_may_miss = false);
+    /// `fd`: readable when poll() has work (-1: none); `coverage`: what the fd may miss. A
+    /// sleeper wakes to poll anyway after at most 100 ms on a complete fd, after 10 ms on a
+    /// partial one, and on one that misses only on faults after 10 ms doubling to 100 ms while
+    /// nothing happens.
+    std::size_t
+    register_hook(std::function<bool()> poll, int fd, std::function<bool()> can_sleep = nullptr,
+                  parcelport::wait_coverage coverage = parcelport::wait_coverage::complete);
     /// Asks every hook whether a worker may block now (false: keep polling).
     bool hooks_allow_sleep();
     void unregister_hook(std::size_t id);

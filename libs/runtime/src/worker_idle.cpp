@@ -58,11 +58,13 @@ bool worker_has_work(worker const& w) noexcept {
 bool worker::poll_once() {
     if (sched.has_hooks() && sched.run_hooks()) {
         blind_sleep_us = 0;
+        safety_sleep_us = 0;
         worked_since_sleep = true;
         return true;
     }
     if (worker_has_work(*this) || sched.stopping()) {
         blind_sleep_us = 0;
+        safety_sleep_us = 0;
         worked_since_sleep = true;
         return true;
     }
@@ -117,8 +119,8 @@ void worker::idle() {
     pollfd fds[1 + scheduler::max_hooks];
     nfds_t nfds = 0;
     fds[nfds++] = {event_fd, POLLIN, 0};
-    bool blind = false;    // a hook that nothing can wake us for: sleep briefly, poll again
-    bool may_miss = false; // a hook whose fd may miss events (shm's doorbell): a safety net
+    bool blind = false; // a hook that nothing can wake us for: sleep briefly, poll again
+    auto coverage = parcelport::wait_coverage::complete; // the least complete fd's
     for (auto& h : sched.hooks_) {
         if (!h.active.load(std::memory_order_acquire)) {
             continue;
@@ -126,12 +128,25 @@ void worker::idle() {
         int fd = h.fd.load(std::memory_order_acquire);
         if (fd >= 0) {
             fds[nfds++] = {fd, POLLIN, 0};
-            may_miss |= h.fd_may_miss.load(std::memory_order_acquire);
+            coverage = std::max(coverage, h.fd_coverage.load(std::memory_order_acquire));
         } else {
             blind = true;
         }
     }
-    long long timeout_us = may_miss ? 10'000 : 100'000;
+    // Every wake-up costs (100s of us of CPU in a VM guest), so a sleep lasts as long as what
+    // the fds may miss allows. An fd that some peers never ring (MPI across hosts): 10 ms, the
+    // latency an idle locality adds for them. One that misses only on faults (a doorbell's lost
+    // datagram): 10 ms after the last work, doubling to 100 ms while nothing happens, so that
+    // an idle locality wakes ~10 times a second and a miss soon after a conversation still
+    // costs little.
+    long long timeout_us = 100'000;
+    if (coverage == parcelport::wait_coverage::partial) {
+        timeout_us = 10'000;
+    } else if (coverage == parcelport::wait_coverage::rare_misses) {
+        safety_sleep_us =
+            safety_sleep_us == 0 ? 10'000 : std::min<std::uint32_t>(safety_sleep_us * 2, 100'000);
+        timeout_us = safety_sleep_us;
+    }
     if (blind) {
         // Bounded backoff: 50 us after the last work, doubling to 1 ms while nothing happens.
         // Wake-up latency of an idle locality is then at most 1 ms, at ~1000 wake-ups/s.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // Stress and behaviour of the scheduler: a million tasks, deep fork-join on one worker, yield,
 // sleep_for, progress hooks (and their wait fds), shutdown rules, stack overflow.
+#include "../src/scheduler.hpp"
 #include "runtime_fixture.hpp"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -185,6 +189,54 @@ TEST(scheduler, progress_hooks_run_when_idle_and_their_fd_wakes_sleepers) {
                              },
                              {"--courier:idle_spin_us=0"}),
               0);
+}
+
+// How long an idle worker sleeps on a hook's wait fd that nothing signals follows what the fd
+// may miss: 10 ms sleeps on one that some peers never ring (partial), sleeps lengthening from
+// 10 to 100 ms on one that misses only on faults (a doorbell), 100 ms on one that misses
+// nothing. Counted as the sleeps (gaps of over 2 ms between the hook's polls) of one worker in
+// an idle second after 200 ms: ~10 for a doorbell (10 + 20 + 40 + 80 ms, then 100 ms each),
+// ~100 for a partial fd. Load only makes a sleeper wake later than asked, so the upper bounds
+// hold on a busy machine; the partial fd's lower bound is a third of what it should reach.
+TEST(scheduler, idle_sleeps_on_a_hooks_fd_last_as_long_as_what_it_may_miss_allows) {
+    using courier::detail::scheduler;
+    using courier::detail::scheduler_options;
+    using courier::parcelport::wait_coverage;
+    using clock = std::chrono::steady_clock;
+    auto sleeps_in_an_idle_second = [](wait_coverage coverage) {
+        scheduler s(scheduler_options{
+            .threads = 1, .bind = false, .idle_spin = std::chrono::microseconds(0)});
+        int fd = ::eventfd(0, EFD_NONBLOCK); // never written: only timeouts end a sleep
+        std::atomic<int> sleeps{0};
+        clock::time_point last{};
+        s.start();
+        auto id = s.register_hook(
+            [&] {
+                auto now = clock::now(); // one worker: only it calls the hook
+                if (now - last > std::chrono::milliseconds(2)) {
+                    sleeps.fetch_add(1, std::memory_order_relaxed);
+                }
+                last = now;
+                return false;
+            },
+            fd, nullptr, coverage);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        int const before = sleeps.load();
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        int const n = sleeps.load() - before;
+        s.unregister_hook(id);
+        s.stop();
+        ::close(fd);
+        return n;
+    };
+    int const doorbell = sleeps_in_an_idle_second(wait_coverage::rare_misses);
+    int const partial = sleeps_in_an_idle_second(wait_coverage::partial);
+    int const complete = sleeps_in_an_idle_second(wait_coverage::complete);
+    std::printf("sleeps in an idle second: %d doorbell, %d partial, %d complete\n", doorbell,
+                partial, complete);
+    EXPECT_LE(doorbell, 15);
+    EXPECT_LE(complete, 15);
+    EXPECT_GE(partial, 33);
 }
 
 TEST(init, courier_main_result_and_arguments) {

@@ -84,7 +84,7 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
 
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
                      std::uint32_t rank, detail::doorbell* bell, detail::net_bell* net,
-                     bool& bell_wait, outbox* box, direct_reader* direct) {
+                     bool& bell_wait, bool& bell_partial, outbox* box, direct_reader* direct) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
     std::vector<std::string> bells(addresses.size()), boxes(addresses.size()),
         identities(addresses.size()), rings(addresses.size());
@@ -122,6 +122,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
         if (ep.shm()) {
             logging::warn("could not open every peer's doorbell; idle localities will answer some "
                           "peers late");
+            bell_partial = true; // those peers never ring: sleeps stay short
         } else {
             // A peer that cannot ring (another host) would find this locality asleep with
             // nothing to wake it: its idle workers poll in the bounded backoff instead. Peers

@@ -122,8 +122,8 @@ public:
     /// identities.
     /// `net` (between hosts, instead of `bell`) takes the peers' bell names the same way.
     void set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses, std::uint32_t rank,
-             detail::doorbell* bell, detail::net_bell* net, bool& bell_wait, outbox* box,
-             direct_reader* direct);
+             detail::doorbell* bell, detail::net_bell* net, bool& bell_wait, bool& bell_partial,
+             outbox* box, direct_reader* direct);
     std::size_t size() const noexcept { return addrs_.size(); }
     /// The message ring names the addresses carried, by rank (set() fills them; the transport
     /// connects its rings with them).

@@ -234,7 +234,7 @@ std::vector<std::byte> libfabric_transport::address() const {
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,
                                     std::uint32_t my_rank) {
     peers_.set(*endpoint_, addresses, my_rank, bell_.get(), net_bell_.get(), bell_wait_,
-               outbox_.get(), direct_.get());
+               bell_partial_, outbox_.get(), direct_.get());
     coalescer_->set_peers(addresses.size());
     sender_->set_peers(addresses.size());
     if (rings_) {

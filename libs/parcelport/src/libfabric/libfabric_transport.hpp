@@ -72,7 +72,14 @@ public:
         }
         return endpoint_->wait_fd();
     }
-    bool wait_fd_may_miss() const override { return (bell_ || net_bell_) && bell_wait_; }
+    /// A bell misses a ring only on faults (net_bell.hpp, doorbell.hpp), unless some peer
+    /// could not open it; the completion queue's fd misses nothing.
+    wait_coverage wait_fd_coverage() const override {
+        if (!(bell_wait_ && (bell_ || net_bell_))) {
+            return wait_coverage::complete;
+        }
+        return bell_partial_ ? wait_coverage::partial : wait_coverage::rare_misses;
+    }
     bool can_sleep() override;
     statistics stats() const override;
     std::string provider_name() const override { return endpoint_->provider(); }
@@ -113,7 +120,8 @@ private:
     /// A peer rings the network doorbell when it posts after this long without posting to us;
     /// this side stays awake for four times as long after anything arrived (net_bell.hpp).
     static constexpr std::chrono::microseconds net_bell_quiet{250};
-    bool bell_wait_ = true; ///< idle workers wait on a bell (false: some peer cannot ring it)
+    bool bell_wait_ = true;     ///< idle workers wait on a bell (false: some peer cannot ring it)
+    bool bell_partial_ = false; ///< some peer could not open the shm bell: it never rings
     backlog backlog_{counters_};
     std::unique_ptr<memory> memory_;
     /// shm: the outbox and its registration (closed before the endpoint's domain).

@@ -58,8 +58,9 @@ public:
     bool progress() override;
     std::string debug_state() const override;
     int wait_fd() const override { return event_fd_; }
-    bool wait_fd_may_miss() const override {
-        return delayed_count_.load(std::memory_order_relaxed) != 0;
+    wait_coverage wait_fd_coverage() const override {
+        return delayed_count_.load(std::memory_order_relaxed) != 0 ? wait_coverage::partial
+                                                                   : wait_coverage::complete;
     }
     bool can_sleep() override;
     statistics stats() const override;

@@ -96,8 +96,9 @@ void mpi_transport::set_peers(std::vector<std::vector<std::byte>> const& address
     }
     if (bell_) {
         // Peers on other hosts have bells this host cannot open: never rung (a sleeping
-        // worker there wakes by its scheduler's bounded sleep).
-        bell_->connect(bells);
+        // worker there wakes by its scheduler's short bounded sleep). Taken to be mutual: a
+        // peer whose bell this side cannot open cannot ring this side's either.
+        bell_partial_ = bell_->connect(bells) != 0;
     }
     my_rank_ = my_rank;
     next_tag_.assign(addresses.size(), 0);

@@ -232,8 +232,11 @@ public:
     std::string debug_state() const override;
 
     int wait_fd() const override { return bell_ ? bell_->fd() : -1; }
-    /// A peer on another host (or without a bell) never rings.
-    bool wait_fd_may_miss() const override { return true; }
+    /// A peer on another host (or without a bell) never rings: partial; with every peer on
+    /// this host, the bell misses only on faults.
+    wait_coverage wait_fd_coverage() const override {
+        return bell_partial_ ? wait_coverage::partial : wait_coverage::rare_misses;
+    }
 
     bool can_sleep() override;
 
@@ -406,6 +409,7 @@ private:
         std::make_shared<receive_buffer_pool>(std::size_t{256} << 20);
 
     std::unique_ptr<detail::doorbell> bell_; // null: doorbell off or not available
+    bool bell_partial_ = true;               // some peer cannot ring bell_ (set_peers)
     std::atomic<std::uint64_t> rings_{0};
 
     /// Control messages that found mutex_ taken (send_control), moved to the backlog by the

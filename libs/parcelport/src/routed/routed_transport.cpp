@@ -102,13 +102,13 @@ void routed_transport::gather_wait_fds() {
     if (epoll_fd_ >= 0) {
         ::close(epoll_fd_);
     }
-    may_miss_ = false;
+    coverage_ = wait_coverage::complete;
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
         throw network_error(std::string("courier: epoll_create1: ") + std::strerror(errno));
     }
     for (auto& r : rails_) {
-        may_miss_ = may_miss_ || r->wait_fd_may_miss();
+        coverage_ = std::max(coverage_, r->wait_fd_coverage());
         int fd = r->wait_fd();
         epoll_event ev{};
         ev.events = EPOLLIN;

@@ -53,7 +53,7 @@ public:
     bool progress() override;
     std::string debug_state() const override;
     int wait_fd() const override { return epoll_fd_; }
-    bool wait_fd_may_miss() const override { return may_miss_; }
+    wait_coverage wait_fd_coverage() const override { return coverage_; }
     bool can_sleep() override;
     statistics stats() const override;
     std::string provider_name() const override;
@@ -71,10 +71,10 @@ private:
     std::vector<std::uint8_t> route_; // by rank: index into rails_
     std::vector<bool> local_;         // by rank: on this host
     int epoll_fd_ = -1;               // every rail's wait fd; -1 if one has none
-    /// (Re)builds epoll_fd_ and may_miss_ from the rails' wait fds (at construction, and after
+    /// (Re)builds epoll_fd_ and coverage_ from the rails' wait fds (at construction, and after
     /// set_peers: a rail's fd may change with its peers).
     void gather_wait_fds();
-    bool may_miss_ = false;
+    wait_coverage coverage_ = wait_coverage::complete; // the least complete rail's
 };
 
 } // namespace courier::parcelport::routed

@@ -156,11 +156,11 @@ private:
 /// and the rank; set_peers() accepts exactly the addresses of the hub's ranks, in rank order.
 /// The wait fd is an eventfd, readable when a message or a send completion has been queued
 /// for this endpoint since its last progress(); a delayed or held message rings nothing when
-/// it falls due, so wait_fd_may_miss() is true while one waits here. Throws std::invalid_argument
-/// for a null hub, std::out_of_range for a rank not below hub->localities(), std::logic_error when
-/// the rank has a live endpoint already, std::system_error when no eventfd can be made. send()
-/// throws std::out_of_range for a destination not below localities() and serialization_error for a
-/// message that does not validate (nothing is queued then).
+/// it falls due, so wait_fd_coverage() is partial while one waits here. Throws
+/// std::invalid_argument for a null hub, std::out_of_range for a rank not below hub->localities(),
+/// std::logic_error when the rank has a live endpoint already, std::system_error when no eventfd
+/// can be made. send() throws std::out_of_range for a destination not below localities() and
+/// serialization_error for a message that does not validate (nothing is queued then).
 std::unique_ptr<transport> make_loopback_transport(std::shared_ptr<loopback_hub> hub,
                                                    std::uint32_t rank);
 

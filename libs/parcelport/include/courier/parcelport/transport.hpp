@@ -39,6 +39,7 @@
 #pragma once
 
 #include <courier/parcelport/error.hpp>
+#include <courier/parcelport/wait_coverage.hpp>
 #include <courier/serialization/message.hpp>
 
 #include <chrono>
@@ -384,9 +385,9 @@ public:
     /// A file descriptor readable when progress() has work; -1 if there is none: the caller may
     /// then sleep only briefly and must poll again.
     virtual int wait_fd() const = 0;
-    /// True when wait_fd() may stay quiet although progress() has work: the caller then sleeps
-    /// with a timeout.
-    virtual bool wait_fd_may_miss() const { return false; }
+    /// Whether wait_fd() may stay quiet although progress() has work (wait_coverage): the
+    /// caller bounds its sleeps on it accordingly.
+    virtual wait_coverage wait_fd_coverage() const { return wait_coverage::complete; }
     /// Whether the caller may now sleep on wait_fd(). False means progress() has work: keep
     /// polling.
     virtual bool can_sleep() = 0;
