@@ -41,7 +41,7 @@ measure() {
     # The time limit ends the job after the window (status 124, expected).
     "$dir/bin/courier-run" -n "$slots" --courier-run-job-timeout=$((window + 6)) \
         --hostfile="$COURIER_CLUSTER_HOSTFILE" --agent="$COURIER_CLUSTER_AGENT" \
-        "$prog" stuck "--courier:threads=$threads" --courier:bind=none "--$tag" "${extra[@]}" \
+        "$prog" stuck "--courier:threads=$threads" --courier:bind=none "--$tag" ${extra[@]+"${extra[@]}"} \
         > /dev/null 2>&1 &
     local job=$!
     sleep 3 # startup, connections, the first sleeps

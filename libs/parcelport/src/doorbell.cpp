@@ -111,8 +111,24 @@ std::size_t doorbell::connect(std::vector<std::string> const& names) {
             ++missing;
             continue;
         }
-        peers_[r].p = static_cast<page*>(p);
-        socket_address(names[r], peers_[r].addr, peers_[r].len);
+        peer& q = peers_[r];
+        socket_address(names[r], q.addr, q.len);
+        // The word alone does not make a bell: hosts that share /dev/shm but not a network
+        // namespace (containers, the project's namespace cluster) see the word but cannot
+        // reach the socket, and every ring would be lost. A datagram socket connects to an
+        // abstract name only if it is bound in this namespace.
+        int probe = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        bool reachable =
+            probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr const*>(&q.addr), q.len) == 0;
+        if (probe >= 0) {
+            ::close(probe);
+        }
+        if (!reachable) {
+            ::munmap(p, page_bytes);
+            ++missing;
+            continue;
+        }
+        q.p = static_cast<page*>(p);
     }
     return missing;
 }

@@ -9,9 +9,12 @@
 //
 // Protocol (a Dekker pair): the sleeper raises its word, then checks for work (progress());
 // a sender posts, then reads the word. With a full fence on each side, either the sleeper sees
-// the message or the sender sees the word and rings. Rings can still be missed when a peer
-// could not open this bell; the scheduler therefore keeps a bounded sleep as a safety net and
-// the bell only shortens it.
+// the message or the sender sees the word and rings. A peer whose word or socket cannot be
+// reached (another host, or another network namespace over a shared /dev/shm) is counted
+// missing by connect() and never rung; the transport then takes it that the peer cannot ring
+// this side either and reports its wait fd's coverage as partial (short sleeps). Otherwise a
+// ring is missed only on a fault (one side alone failing to open the other's bell, for want
+// of file descriptors or memory), and the scheduler's lengthening safety-net sleep covers it.
 //
 // Thread safety: arm/disarm/ring may run on any thread. Names: "/NAME-bell" in /dev/shm (NAME
 // is the endpoint's shm name, so courier-run's cleanup of a killed job's names covers it) and

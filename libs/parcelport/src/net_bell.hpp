@@ -12,9 +12,11 @@
 // as posted). The receiving side stays awake for four times `quiet` after anything arrives or
 // a ring comes (heard(), awake(): its transport tells the bell what it received), so a
 // message posted within `quiet` of the previous one to the same peer finds it awake unless it
-// arrives that much later than the previous one (a retransmitted segment) or the ring came too
-// early (the bytes left the sender late: rxm's first contact); a lost datagram is the third
-// case. The scheduler's bounded sleep (wait_fd_may_miss) is the safety net for those.
+// arrives that much later than the previous one (a retransmitted segment) or the datagram is
+// lost. A first contact, whose bytes wait for rxm's connection, is a deferred post: it rings
+// again on each retry. Those misses are faults: the transport's wait_fd_coverage() is
+// rare_misses, and the scheduler's safety-net sleep (10 ms after work, up to 100 ms) covers
+// them.
 //
 // Names: "udp:ADDRESS:PORT" ("udp:[ADDRESS]:PORT" for IPv6), carried in the transport's address
 // like the shm doorbell's name. Thread safety: ring() and arm() may run on any thread;

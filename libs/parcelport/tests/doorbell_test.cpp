@@ -13,10 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -75,10 +79,61 @@ TEST(doorbell, a_missing_peer_is_counted_and_never_rung_and_the_shm_object_goes_
     EXPECT_FALSE(std::filesystem::exists(obj));
 }
 
+// A peer's word in /dev/shm without its socket (hosts that share /dev/shm but not a network
+// namespace: containers, the project's namespace cluster) is no bell: every ring would be lost,
+// so it is counted missing and never rung.
+TEST(doorbell, a_word_without_a_reachable_socket_is_counted_missing) {
+    std::string na = unique_name("w");
+    std::string other = unique_name("wordonly");
+    std::string path = "/" + other + "-bell";
+    int fd = ::shm_open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::ftruncate(fd, 4096), 0);
+    ::close(fd);
+    {
+        pp::detail::doorbell a(na);
+        EXPECT_EQ(a.connect({na, other}), 1u);
+        EXPECT_FALSE(a.ring(1));
+    }
+    ::shm_unlink(path.c_str());
+}
+
 TEST(doorbell, two_bells_of_one_name_cannot_coexist) {
     std::string n = unique_name("d");
     pp::detail::doorbell a(n);
     EXPECT_THROW(pp::detail::doorbell b(n), std::system_error);
+}
+
+// A send the provider refused for now (-FI_EAGAIN: the peer's queue is full until it
+// progresses) waits in the sender's backlog; the peer is rung, but nothing rings the sender
+// when it may retry, so the sender must not sleep on its bell while its backlog holds
+// anything. Sends to a peer that never progresses fill its queue.
+TEST(doorbell, a_shm_endpoint_with_a_deferred_send_does_not_sleep) {
+    pp::transport_options o;
+    o.provider = "shm";
+    std::unique_ptr<pp::transport> a, b;
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    introduce(*a, *b);
+    int sent = 0, n = 0;
+    auto deferred = [&] { return a->debug_state().find("backlog 0,") == std::string::npos; };
+    while (n < 20000 && !deferred()) {
+        a->send(1, courier::serialization::save(n), [&](std::error_code) { ++sent; });
+        ++n;
+        a->progress();
+    }
+    ASSERT_TRUE(deferred()) << n << " sends to a peer that does not progress were all taken: "
+                            << a->debug_state();
+    EXPECT_FALSE(a->can_sleep()) << a->debug_state();
+    int got = 0;
+    b->set_receive_handler([&](std::uint32_t, courier::serialization::message&&) { ++got; });
+    for (int i = 0; i < 1000000 && (got < n || sent < n); ++i) {
+        b->progress();
+        a->progress();
+    }
+    EXPECT_EQ(got, n);
+    EXPECT_EQ(sent, n);
 }
 
 TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readable) {
@@ -158,8 +213,9 @@ TEST(transport_tcp_doorbell, a_peer_whose_bell_cannot_be_opened_leaves_this_side
 
 // shm with a peer whose bell cannot be opened: as for tcp above, this side takes it that the
 // peer cannot open its bell either (another host, as far as it can tell), so its bell's
-// coverage is partial (the scheduler keeps its sleeps short); a side that opened every peer's
-// bell misses rings only on faults (long sleeps). Messages flow both ways.
+// coverage is partial (the scheduler keeps its sleeps short). The peer, which opened every
+// bell, reports rare_misses: it cannot tell that this side failed, and such a one-sided failure
+// (file descriptors, memory) is a fault its safety-net sleep covers. Messages flow both ways.
 TEST(transport_shm_doorbell, a_peer_that_cannot_ring_makes_the_coverage_partial) {
     pp::transport_options o;
     o.provider = "shm";

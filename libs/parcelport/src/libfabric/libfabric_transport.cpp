@@ -275,6 +275,11 @@ bool libfabric_transport::can_sleep() {
         // to read the queue) and does not wait for the lock either: a poller that starts pass
         // after pass (a large transfer's read steps) kept a worker waiting here, inside a
         // transport call, for seconds, which the liveness watchdog took for a wedged call.
+        // No sleep while a deferred post waits either: the peer was rung to make room, but
+        // nothing rings this side when it has (the safety-net sleep would retry it late).
+        if (backlog_.size() != 0) {
+            return false;
+        }
         bell_->arm();
         bool found = false;
         {
