@@ -128,10 +128,8 @@ TEST(doorbell, a_shm_endpoint_with_a_deferred_send_does_not_sleep) {
     EXPECT_FALSE(a->can_sleep()) << a->debug_state();
     int got = 0;
     b->set_receive_handler([&](std::uint32_t, courier::serialization::message&&) { ++got; });
-    for (int i = 0; i < 1000000 && (got < n || sent < n); ++i) {
-        b->progress();
-        a->progress();
-    }
+    EXPECT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return got == n && sent == n; }, std::chrono::seconds(30)));
     EXPECT_EQ(got, n);
     EXPECT_EQ(sent, n);
 }

@@ -56,13 +56,7 @@ bool worker_has_work(worker const& w) noexcept {
 }
 
 bool worker::poll_once() {
-    if (sched.has_hooks() && sched.run_hooks()) {
-        blind_sleep_us = 0;
-        safety_sleep_us = 0;
-        worked_since_sleep = true;
-        return true;
-    }
-    if (worker_has_work(*this) || sched.stopping()) {
+    if ((sched.has_hooks() && sched.run_hooks()) || worker_has_work(*this) || sched.stopping()) {
         blind_sleep_us = 0;
         safety_sleep_us = 0;
         worked_since_sleep = true;

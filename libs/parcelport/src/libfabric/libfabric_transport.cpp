@@ -268,6 +268,11 @@ bool libfabric_transport::can_sleep() {
         // would stall it until its timeout.
         return false;
     }
+    if (backlog_.size() != 0) {
+        // A deferred post (-FI_EAGAIN) goes out only from this side's progress, and nothing
+        // (no ring, no completion) wakes this side when the peer has made room.
+        return false;
+    }
     if (bell_ && bell_wait_) {
         // Raise the word, then look: a peer's post after this rings; one before it is found.
         // The look is a whole pass, the completion queue included (a gated pass may skip it).
@@ -275,11 +280,6 @@ bool libfabric_transport::can_sleep() {
         // to read the queue) and does not wait for the lock either: a poller that starts pass
         // after pass (a large transfer's read steps) kept a worker waiting here, inside a
         // transport call, for seconds, which the liveness watchdog took for a wedged call.
-        // No sleep while a deferred post waits either: the peer was rung to make room, but
-        // nothing rings this side when it has (the safety-net sleep would retry it late).
-        if (backlog_.size() != 0) {
-            return false;
-        }
         bell_->arm();
         bool found = false;
         {
@@ -295,11 +295,10 @@ bool libfabric_transport::can_sleep() {
     if (net_bell_ && bell_wait_) {
         // Drop the rings that came while awake; then awake for a while after anything arrived
         // or a ring came (net_bell.hpp: a peer that posted within its quiet time of that does
-        // not ring), and while a deferred post waits (no completion of ours would wake us for
-        // it). Else look once more: a message whose ring was dropped is found now, and one
-        // posted after this rings.
+        // not ring). Else look once more: a message whose ring was dropped is found now, and
+        // one posted after this rings.
         net_bell_->arm();
-        if (backlog_.size() != 0 || net_bell_->awake()) {
+        if (net_bell_->awake()) {
             return false;
         }
         std::lock_guard lk(poll_mutex_);
