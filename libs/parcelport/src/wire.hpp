@@ -45,7 +45,9 @@ inline constexpr std::uint16_t version = 2;
 enum kind : std::uint8_t { parcel = 1, done = 2, batch = 3, fragment = 4 };
 /// The most send ids one DONE message carries (the header's and the ones after it).
 inline constexpr std::size_t max_done_ids = 64;
-enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2 };
+/// quiet: a control message (transport::send_control, a liveness beat): it rang no doorbell,
+/// and its arrival is no activity at the receiver (libfabric_transport::pass()).
+enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2, quiet = 4 };
 
 struct header {
     std::uint32_t magic;

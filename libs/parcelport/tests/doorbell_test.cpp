@@ -47,6 +47,60 @@ bool readable(int fd, int timeout_ms) {
     return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
 }
 
+/// A control message (send_control: a liveness beat) from a to b, whose wait fd is `fd`: it
+/// rings no doorbell and waits in b until b progresses, and a pass that finds only it (b's), or
+/// only its send's end (a's), reports no work and keeps no side awake. A parcel sent the same
+/// way rings b and is work. a and b are introduced; b's receive handler is set here.
+void check_control_is_quiet(pp::transport& a, pp::transport& b, int fd) {
+    using namespace std::chrono_literals;
+    int at_b = 0;
+    b.set_receive_handler([&](std::uint32_t, courier::serialization::message&&) { ++at_b; });
+    // First contact (shm's, rxm's connection) through a parcel; then both sides quiet.
+    bool sent = false;
+    a.send(1, courier::serialization::save(1), [&](std::error_code) { sent = true; });
+    ASSERT_TRUE(pp::test::pump_both(
+        a, b, [&] { return sent && at_b == 1; }, 30s));
+    ASSERT_TRUE(pp::test::pump_all([&] { return b.can_sleep(); }, 5s, a));
+    while (a.progress()) {
+    }
+    auto const rings = a.stats().doorbell_rings;
+
+    bool control_sent = false;
+    a.send_control(1, courier::serialization::save(2),
+                   [&](std::error_code ec) { control_sent = !ec; });
+    bool a_worked = false;
+    for (int i = 0; i < 100000 && !control_sent; ++i) {
+        a_worked = a.progress() || a_worked;
+    }
+    EXPECT_TRUE(control_sent);
+    EXPECT_FALSE(a_worked); // its send's end alone is no work
+    EXPECT_EQ(a.stats().doorbell_rings, rings);
+    EXPECT_FALSE(readable(fd, 20)); // nothing rang b
+    bool b_worked = false;
+    for (int i = 0; i < 100000 && at_b < 2; ++i) {
+        b_worked = b.progress() || b_worked;
+    }
+    EXPECT_EQ(at_b, 2);         // delivered all the same
+    EXPECT_FALSE(b_worked);     // but no work
+    EXPECT_TRUE(b.can_sleep()); // and nothing to stay awake for (the network bell's heard())
+
+    ::usleep(2'000); // past the network bell's quiet time since a's last parcel
+    a.send(1, courier::serialization::save(3), nullptr);
+    bool rang = false;
+    for (int i = 0; i < 5000 && !rang; ++i) {
+        a.progress();
+        rang = readable(fd, 1);
+    }
+    EXPECT_TRUE(rang);
+    EXPECT_GT(a.stats().doorbell_rings, rings);
+    b_worked = false;
+    for (int i = 0; i < 100000 && at_b < 3; ++i) {
+        b_worked = b.progress() || b_worked;
+    }
+    EXPECT_EQ(at_b, 3);
+    EXPECT_TRUE(b_worked);
+}
+
 TEST(doorbell, a_ring_reaches_only_an_armed_bell_and_only_once_per_arming) {
     std::string na = unique_name("a"), nb = unique_name("b");
     pp::detail::doorbell a(na), b(nb);
@@ -132,6 +186,18 @@ TEST(doorbell, a_shm_endpoint_with_a_deferred_send_does_not_sleep) {
         *a, *b, [&] { return got == n && sent == n; }, std::chrono::seconds(30)));
     EXPECT_EQ(got, n);
     EXPECT_EQ(sent, n);
+}
+
+TEST(doorbell, a_control_message_rings_no_bell_and_is_no_work_on_shm) {
+    pp::transport_options o;
+    o.provider = "shm";
+    std::unique_ptr<pp::transport> a, b;
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    introduce(*a, *b);
+    ASSERT_GE(b->wait_fd(), 0);
+    check_control_is_quiet(*a, *b, b->wait_fd());
 }
 
 TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readable) {
@@ -461,6 +527,20 @@ TEST(transport_network_doorbell, a_paced_side_reads_its_queue_before_it_sleeps) 
 
 // A peer whose address has no network doorbell (its own could not be made) can never ring
 // this side: its idle workers poll in the scheduler's bounded backoff instead (no wait fd).
+// Between hosts, a control message neither rings the network doorbell nor keeps the receiving
+// side awake (no heard()): an idle locality's heartbeats cost it no polling.
+TEST(transport_network_doorbell, a_control_message_rings_no_bell_and_is_no_work) {
+    pp::transport_options o = elsewhere_options();
+    std::unique_ptr<pp::transport> a, b;
+    if (std::string why; !open_two(o, a, b, why)) {
+        GTEST_SKIP() << "provider tcp unavailable here: " << why;
+    }
+    introduce(*a, *b);
+    ASSERT_GE(b->wait_fd(), 0);
+    EXPECT_EQ(b->wait_fd_coverage(), pp::wait_coverage::rare_misses);
+    check_control_is_quiet(*a, *b, b->wait_fd());
+}
+
 TEST(transport_network_doorbell, a_peer_without_one_leaves_this_side_polling) {
     pp::transport_options o = elsewhere_options();
     std::unique_ptr<pp::transport> a, b;

@@ -3,7 +3,8 @@
 // so, whichever launcher started the job. A thread per locality ticks every peer_timeout/10:
 // it drives the transport once (so heartbeats flow while every worker is busy in a long task),
 // sends each peer a heartbeat (one queued at most per peer: a stopped peer cannot make them pile
-// up), and declares failed a peer from which nothing (heartbeat or parcel) arrived for 8 ticks:
+// up; by send_control, which need not wake an idle peer: its own tick reads it), and declares
+// failed a peer from which nothing (heartbeat or parcel) arrived for 8 ticks:
 // detection within peer_timeout of a kill, SIGSTOP or cut link. A tick in which this locality
 // could not receive (another thread inside one long progress pass) counts as no silence, up to
 // 2 x peer_timeout in a row (silence_clock.hpp): a peer is not blamed for this locality's

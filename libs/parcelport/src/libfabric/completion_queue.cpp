@@ -135,6 +135,7 @@ bool libfabric_transport::read_completion_queue() {
             break;
         }
         if (n == -FI_EAVAIL) {
+            ++tally_.events;
             on_error_entry();
             found = true;
             continue;
@@ -143,6 +144,7 @@ bool libfabric_transport::read_completion_queue() {
             throw error_of("fi_cq_read", n);
         }
         found = true;
+        tally_.events += static_cast<std::uint32_t>(n);
         for (ssize_t i = 0; i < n; ++i) {
             on_success(static_cast<op*>(entries[i].op_context), entries[i].len);
         }
@@ -171,15 +173,22 @@ bool libfabric_transport::progress() {
 }
 
 bool libfabric_transport::pass(bool read_queue) {
+    tally_ = {};
     bool any = false;
+    bool other = false; // work that is no message or completion
     try {
-        any = rendezvous_->admit_deferred();
-        any = rendezvous_->advance_direct() || any;
+        other = rendezvous_->admit_deferred();
+        other = rendezvous_->advance_direct() || other;
+        any = other;
         if (rings_) {
             // Sends that went through the rings complete first: their parcels' handlers may
             // free what the next messages need. Then the messages waiting in the rings.
-            any = local_.drain([this](op* o) { on_success(o, 0); }) || any;
+            any = local_.drain([this](op* o) {
+                ++tally_.events;
+                on_success(o, 0);
+            }) || any;
             any = rings_->poll([this](std::uint32_t source, std::byte const* p, std::size_t len) {
+                ++tally_.events;
                 receiver_->on_ring_message(source, p, len);
             }) || any;
         }
@@ -225,13 +234,18 @@ bool libfabric_transport::pass(bool read_queue) {
         receiver_->housekeeping();
     }
     // The DONEs of the parcels this pass finished, one message per sender.
-    any = sender_->flush_dones() || any;
+    other = sender_->flush_dones() || other;
     // Coalesced parcels wait at most until here (the message before them has had the time this
     // pass took to complete; if it has not, the batch follows it anyway).
-    any = coalescer_->flush() || any;
+    other = coalescer_->flush() || other;
     // Retry what -FI_EAGAIN deferred, in order (the empty case costs one atomic load).
-    any = backlog_.retry() || any;
-    return any;
+    other = backlog_.retry() || other;
+    // Only control messages arrived or ended (send_control: liveness beats): nothing for the
+    // caller to do, and no conversation to stay awake for.
+    if (!other && tally_.quiet != 0 && tally_.quiet == tally_.events) {
+        return false;
+    }
+    return any || other;
 }
 
 } // namespace courier::parcelport::fabric

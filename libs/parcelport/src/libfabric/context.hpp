@@ -216,6 +216,15 @@ private:
     std::atomic<bool> posted_{false};
 };
 
+/// What the poller's current pass handled (under the poll lock): messages and completions
+/// (`events`), and how many of those were quiet: a control message's arrival or the end of its
+/// send (transport::send_control). A pass whose every event was quiet did no work
+/// (libfabric_transport::pass()).
+struct pass_tally {
+    std::uint32_t events = 0;
+    std::uint32_t quiet = 0;
+};
+
 /// The parts every object of the transport works with (owned by libfabric_transport, which
 /// outlives them all).
 struct transport_parts {
@@ -226,19 +235,22 @@ struct transport_parts {
     /// shm: the message rings (null: none) and the completions of what went through them.
     detail::message_rings* rings = nullptr;
     local_completions* local = nullptr;
+    pass_tally* tally = nullptr; // the poller's current pass
 
     /// Sends the `n` bytes at `p` to `dest` through its message ring if it takes them: then
     /// `o` (if any: a DONE has no completion) completes in the next progress pass, the peer is
-    /// woken, and true is returned. After that the caller must not touch what `o` belongs to
-    /// (it may complete at once).
-    bool send_by_ring(std::uint32_t dest, void const* p, std::size_t n, op* o) {
+    /// woken (unless the message is `quiet`: wire::quiet), and true is returned. After that the
+    /// caller must not touch what `o` belongs to (it may complete at once).
+    bool send_by_ring(std::uint32_t dest, void const* p, std::size_t n, op* o, bool quiet = false) {
         if (rings == nullptr || !rings->send(dest, p, n)) {
             return false;
         }
         if (o != nullptr) {
             local->push(o);
         }
-        peers.wake(dest, 0);
+        if (!quiet) {
+            peers.wake(dest, 0);
+        }
         return true;
     }
 };

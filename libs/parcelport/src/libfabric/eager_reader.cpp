@@ -69,6 +69,9 @@ void eager_reader::handle_done(wire::header const& h, std::byte const* p, std::s
 }
 
 void eager_reader::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len) {
+    if ((h.flags & wire::quiet) != 0) {
+        sink_.quiet_parcel();
+    }
     try {
         std::size_t rma = rendezvous_bytes(h, p, len);
         bool eager_only = (h.flags & wire::index_inline) != 0 &&

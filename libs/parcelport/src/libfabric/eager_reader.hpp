@@ -43,6 +43,8 @@ public:
                                    std::size_t rma_bytes) = 0;
     /// A receive buffer the reader held (part 0 of a split message) is free again.
     virtual void release(recv_op* r) = 0;
+    /// The parcel about to be handed over is a control message (wire::quiet).
+    virtual void quiet_parcel() {}
     virtual ~message_sink() = default;
 };
 

@@ -64,6 +64,15 @@ public:
         pacer_.kick();
         return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
     }
+    /// Quiet (sender::send_quiet): it rings no doorbell and does not kick the pacer, and a pass
+    /// that finds only such messages arriving or ending returns false, calls no net_bell
+    /// heard() and lets can_sleep() sleep: a liveness beat neither wakes an idle locality nor
+    /// keeps it polling. The peer reads it at its next pass (its liveness thread's tick, or a
+    /// worker's bounded sleep).
+    void send_control(std::uint32_t dest, serialization::message&& m,
+                      sent_handler on_sent) override {
+        sender_->send_quiet(dest, std::move(m), std::move(on_sent));
+    }
     bool progress() override;
     std::string debug_state() const override;
     int wait_fd() const override {
@@ -91,10 +100,11 @@ private:
     /// Sends not yet completed, or rendezvous reads under way or waiting for the budget.
     bool transfers_pending() const { return rendezvous_->busy() || sender_->in_flight() != 0; }
     /// Reads the completion queue (while it returns full batches) and dispatches what it
-    /// holds; true if it held anything.
+    /// holds, counting its entries in tally_; true if it held anything.
     bool read_completion_queue();
     /// progress() under the poll lock, held by the caller; `read_queue`: read the completion
-    /// queue whether or not the pass would (can_sleep()'s look before a sleep).
+    /// queue whether or not the pass would (can_sleep()'s look before a sleep). False also
+    /// when all it found were quiet messages arriving or ending (send_control).
     bool pass(bool read_queue);
     /// Whether progress() reads the completion queue only while hot (see there): shm with
     /// every peer's ring mapped. Under the poll lock.
@@ -138,6 +148,7 @@ private:
     /// sent.
     std::unique_ptr<detail::message_rings> rings_;
     local_completions local_;
+    pass_tally tally_; // the current pass's (under the poll lock)
     /// shm: reads of peers' chunks without fi_read (descriptors hold virtual addresses).
     std::unique_ptr<direct_reader> direct_;
     receive_handler on_receive_;

@@ -168,8 +168,16 @@ bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
         dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
 }
 
+void sender::send_quiet(std::uint32_t dest, serialization::message&& m,
+                        transport::sent_handler on_sent) {
+    if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
+        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
+    }
+    post(dest, std::move(m), std::move(on_sent), false, true);
+}
+
 bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
-                  bool coalesce) {
+                  bool coalesce, bool quiet) {
     send_table::slot* slot = sends_.acquire();
     // Until the message is posted, a failure gives the slot back.
     struct slot_guard {
@@ -185,7 +193,11 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     s->id = slot->id();
     s->dest = dest;
     s->on_sent = std::move(on_sent);
+    s->quiet = quiet;
     build(s, m, coalesce);
+    if (quiet) {
+        s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
+    }
     if (s->needs_done || s->index_apart) {
         // Its chunks are read by the receiver, or its index sent from where it is: the message
         // (what it keeps alive) stays until the send completes. Otherwise everything travels in
@@ -250,7 +262,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         // this host goes through its message ring when that takes it (whole: no split), else
         // through the provider.
         if (eager_mr == nullptr && !raw->index_apart &&
-            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op)) {
+            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, quiet)) {
             return false;
         }
         if (eager_mr == nullptr && !raw->index_apart && raw->eager.size() > split_part_ &&
@@ -260,7 +272,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         }
         void* desc = eager_mr != nullptr ? fi_mr_desc(eager_mr) : nullptr;
         parts_.posts.post_or_defer(
-            [this, raw, desc, to, dest] {
+            [this, raw, desc, to, dest, quiet] {
                 // Once posted, `raw` may complete and be reused at any moment: only copies
                 // (`dest`) after the call.
                 long rc = 0;
@@ -275,7 +287,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
                     rc = fi_send(parts_.ep.ep(), raw->eager.data(), raw->eager.size(), desc, to,
                                  &raw->op.ctx);
                 }
-                return parts_.peers.wake(dest, rc);
+                return quiet && rc == 0 ? rc : parts_.peers.wake(dest, rc);
             },
             "fi_send");
     } catch (...) {
@@ -359,6 +371,9 @@ void sender::post_split(send_state* s) {
 
 void sender::on_completion(send_op* o, bool failed) {
     send_state* s = o->s;
+    if (s->quiet && parts_.tally != nullptr) {
+        ++parts_.tally->quiet;
+    }
     if (failed) {
         s->split.failed.store(true, std::memory_order_relaxed);
     }

@@ -40,6 +40,7 @@ struct send_state {
     send_op op{this};
     split_parts<send_op> split{this}; // a message sent as two parts (sender::post_split)
     bool needs_done = false;          // the receiver reads chunks and answers with DONE
+    bool quiet = false;               // a control message (wire::quiet): wakes no one
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
@@ -84,6 +85,12 @@ public:
     /// the send), with its batch's others when it waits in one.
     bool send_counted(std::uint32_t dest, serialization::message&& m,
                       transport::counted_handler const& counted, bool coalesce);
+    /// As send() without a batch, for a control message (transport::send_control): marked
+    /// quiet (wire::quiet), it rings no doorbell once posted (one the provider defers still
+    /// rings: the peer must progress for it to go), and its end counts as quiet in the pass
+    /// that handles it (pass_tally).
+    void send_quiet(std::uint32_t dest, serialization::message&& m,
+                    transport::sent_handler on_sent);
     /// A send's (or one part's) completion came, with an error if `failed`.
     void on_completion(send_op* o, bool failed);
     /// The receiver read every chunk of send `id` (its DONE came).
@@ -120,7 +127,7 @@ private:
                  transport::sent_handler* on_sent, bool coalesce);
     /// send()'s work once the parcel did not go into a batch.
     bool post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
-              bool coalesce);
+              bool coalesce, bool quiet = false);
     /// Sends `m` in a batch if it is eager-only and small and its destination is busy (see
     /// coalescer): true if it went there; false leaves `on_sent` to the caller (null: a
     /// counted send, coalescer::try_coalesce).

@@ -372,7 +372,10 @@ public:
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
     /// behind progress(): a transport whose progress() can hold its lock through one long
     /// call (MPI copies a whole matched message inside one) queues it for the next pass
-    /// instead of waiting for the lock.
+    /// instead of waiting for the lock. It need not wake the peer: the libfabric transport
+    /// rings no doorbell for it, and a pass that finds only such messages arriving or ending
+    /// returns false (the peer reads it at its next progress(): the caller sends it from a
+    /// thread that calls progress() on its own).
     virtual void send_control(std::uint32_t dest, serialization::message&& m,
                               sent_handler on_sent) {
         send(dest, std::move(m), std::move(on_sent));
