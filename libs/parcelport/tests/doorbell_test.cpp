@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -98,6 +99,28 @@ void check_control_is_quiet(pp::transport& a, pp::transport& b, int fd) {
         b_worked = b.progress() || b_worked;
     }
     EXPECT_EQ(at_b, 3);
+    EXPECT_TRUE(b_worked);
+
+    // A control message whose chunk b reads goes as any send: it rings b, and b's pass that
+    // takes it (and starts the read) is work, or b could sleep with the read unfinished.
+    ASSERT_TRUE(pp::test::pump_all([&] { return b.can_sleep(); }, 5s, a));
+    courier::serialization::serialize_buffer<char> big(std::size_t{1} << 20);
+    std::fill(big.data(), big.data() + big.size(), 'x');
+    auto const rendezvous = a.stats().rendezvous_sends;
+    auto const rings_before = a.stats().doorbell_rings;
+    bool big_sent = false;
+    a.send_control(1, courier::serialization::save(big),
+                   [&](std::error_code ec) { big_sent = !ec; });
+    EXPECT_EQ(a.stats().rendezvous_sends, rendezvous + 1);
+    EXPECT_GT(a.stats().doorbell_rings, rings_before); // its announcement woke b
+    b_worked = false;
+    auto const until = std::chrono::steady_clock::now() + 30s;
+    while ((at_b < 4 || !big_sent) && std::chrono::steady_clock::now() < until) {
+        a.progress();
+        b_worked = b.progress() || b_worked;
+    }
+    EXPECT_EQ(at_b, 4);
+    EXPECT_TRUE(big_sent);
     EXPECT_TRUE(b_worked);
 }
 

@@ -42,7 +42,7 @@ void eager_reader::handle_message(std::byte const* p, std::size_t len) {
     } else if (h.kind == wire::done) {
         handle_done(h, p, len);
     } else if (h.kind == wire::parcel) {
-        handle_parcel(h, p, len);
+        handle_parcel(h, p, len, true);
     } else if (h.kind == wire::batch) {
         handle_batch(h, p, len);
     } else {
@@ -68,15 +68,18 @@ void eager_reader::handle_done(wire::header const& h, std::byte const* p, std::s
     }
 }
 
-void eager_reader::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len) {
-    if ((h.flags & wire::quiet) != 0) {
-        sink_.quiet_parcel();
-    }
+void eager_reader::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
+                                 bool whole_message) {
     try {
         std::size_t rma = rendezvous_bytes(h, p, len);
         bool eager_only = (h.flags & wire::index_inline) != 0 &&
                           (h.flags & wire::descriptors_remote) == 0 && rma == 0;
         if (eager_only) {
+            // Quiet only as a message of its own: one that starts reads, or a record of a
+            // batch (whose other records are work), is work whatever its flags say.
+            if (whole_message && (h.flags & wire::quiet) != 0) {
+                sink_.quiet_parcel();
+            }
             deliver_eager(h, p, len);
         } else {
             sink_.rendezvous_parcel(h, p, len, rma);
@@ -188,7 +191,7 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
                     batch_.push_back(s);
                 } else {
                     flush_batch(h.source); // in order: the small parcels before it go first
-                    handle_parcel(ih, r, rl);
+                    handle_parcel(ih, r, rl, false);
                 }
             });
         flush_batch(h.source);

@@ -43,7 +43,8 @@ public:
                                    std::size_t rma_bytes) = 0;
     /// A receive buffer the reader held (part 0 of a split message) is free again.
     virtual void release(recv_op* r) = 0;
-    /// The parcel about to be handed over is a control message (wire::quiet).
+    /// The eager-only parcel about to be handed over, a message of its own, is a control
+    /// message (wire::quiet).
     virtual void quiet_parcel() {}
     virtual ~message_sink() = default;
 };
@@ -71,7 +72,9 @@ public:
 private:
     /// A DONE, with the ids after its header (wire.hpp); a malformed one is logged, dropped.
     void handle_done(wire::header const& h, std::byte const* p, std::size_t len);
-    void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len);
+    /// A parcel: a message of its own (`whole_message`) or a record of a batch.
+    void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
+                       bool whole_message);
     void handle_batch(wire::header const& h, std::byte const* p, std::size_t len);
     /// Builds an eager-only parcel's message straight from the receive buffer (one copy of
     /// the index data, no bookkeeping object).

@@ -193,9 +193,12 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     s->id = slot->id();
     s->dest = dest;
     s->on_sent = std::move(on_sent);
-    s->quiet = quiet;
     build(s, m, coalesce);
-    if (quiet) {
+    // Quiet only as one eager message: a send whose chunks are read, or split in two parts,
+    // goes as any other (the receiver's reads and the parts need the peer's progress).
+    s->quiet = quiet && !s->needs_done && !s->index_apart &&
+               !(s->eager.size() > split_part_ && s->eager.size() <= split_max_);
+    if (s->quiet) {
         s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
     }
     if (s->needs_done || s->index_apart) {
@@ -257,12 +260,18 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     }
     coalescer_->posted(dest);
     fi_addr_t to = parts_.peers[dest];
+    // A quiet message rings no doorbell when it goes through the peer's message ring, nor
+    // through the provider on a transport without rings. Where rings exist, the provider's
+    // queue of a peer whose rings all work is read only now and then while quiet (pass()):
+    // a message that missed the ring (full) rings there as any other.
+    bool const quiet_ring = raw->quiet;
+    bool const quiet_post = raw->quiet && parts_.rings == nullptr;
     try {
         // An eager message (a parcel, or a rendezvous parcel's announcement) to a peer on
         // this host goes through its message ring when that takes it (whole: no split), else
         // through the provider.
         if (eager_mr == nullptr && !raw->index_apart &&
-            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, quiet)) {
+            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, quiet_ring)) {
             return false;
         }
         if (eager_mr == nullptr && !raw->index_apart && raw->eager.size() > split_part_ &&
@@ -272,7 +281,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         }
         void* desc = eager_mr != nullptr ? fi_mr_desc(eager_mr) : nullptr;
         parts_.posts.post_or_defer(
-            [this, raw, desc, to, dest, quiet] {
+            [this, raw, desc, to, dest, quiet_post] {
                 // Once posted, `raw` may complete and be reused at any moment: only copies
                 // (`dest`) after the call.
                 long rc = 0;
@@ -287,7 +296,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
                     rc = fi_send(parts_.ep.ep(), raw->eager.data(), raw->eager.size(), desc, to,
                                  &raw->op.ctx);
                 }
-                return quiet && rc == 0 ? rc : parts_.peers.wake(dest, rc);
+                return quiet_post && rc == 0 ? rc : parts_.peers.wake(dest, rc);
             },
             "fi_send");
     } catch (...) {
@@ -437,6 +446,7 @@ void sender::recycle(send_table::slot* slot) noexcept {
         s->msg = serialization::message();
     }
     s->on_sent = nullptr;
+    s->quiet = false;
     s->mrs.clear();
     s->leases.clear();
     s->boxed.clear();

@@ -85,10 +85,11 @@ public:
     /// the send), with its batch's others when it waits in one.
     bool send_counted(std::uint32_t dest, serialization::message&& m,
                       transport::counted_handler const& counted, bool coalesce);
-    /// As send() without a batch, for a control message (transport::send_control): marked
-    /// quiet (wire::quiet), it rings no doorbell once posted (one the provider defers still
-    /// rings: the peer must progress for it to go), and its end counts as quiet in the pass
-    /// that handles it (pass_tally).
+    /// As send() without a batch, for a control message (transport::send_control): if it goes
+    /// as one eager message (no reads, not split), it is marked quiet (wire::quiet), rings no
+    /// doorbell once posted through a message ring or on a transport without rings (a post
+    /// the provider defers still rings: the peer must progress for it to go), and its end
+    /// counts as quiet in the pass that handles it (pass_tally). Otherwise it goes as send().
     void send_quiet(std::uint32_t dest, serialization::message&& m,
                     transport::sent_handler on_sent);
     /// A send's (or one part's) completion came, with an error if `failed`.

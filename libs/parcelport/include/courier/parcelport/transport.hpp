@@ -373,9 +373,10 @@ public:
     /// behind progress(): a transport whose progress() can hold its lock through one long
     /// call (MPI copies a whole matched message inside one) queues it for the next pass
     /// instead of waiting for the lock. It need not wake the peer: the libfabric transport
-    /// rings no doorbell for it, and a pass that finds only such messages arriving or ending
-    /// returns false (the peer reads it at its next progress(): the caller sends it from a
-    /// thread that calls progress() on its own).
+    /// rings no doorbell for a small one, and a pass that finds only such messages arriving
+    /// or ending returns false. The peer reads it at its next progress(), so every locality
+    /// must call progress() on its own now and then (the runtime's liveness thread does each
+    /// tick).
     virtual void send_control(std::uint32_t dest, serialization::message&& m,
                               sent_handler on_sent) {
         send(dest, std::move(m), std::move(on_sent));
