@@ -43,6 +43,29 @@ void introduce(pp::transport& a, pp::transport& b) {
     b.set_peers(addrs, 1);
 }
 
+/// open_two(), then introduce(); false (and why) if the provider cannot be opened here.
+bool open_introduced(pp::transport_options const& o, std::unique_ptr<pp::transport>& a,
+                     std::unique_ptr<pp::transport>& b, std::string& why) {
+    if (!open_two(o, a, b, why)) {
+        return false;
+    }
+    introduce(*a, *b);
+    return true;
+}
+
+pp::transport_options shm_options() {
+    pp::transport_options o;
+    o.provider = "shm";
+    return o;
+}
+
+/// A transport as pump_all() progresses it, remembering whether any pass reported work.
+struct work_seen {
+    pp::transport& t;
+    bool worked = false;
+    void progress() { worked = t.progress() || worked; }
+};
+
 bool readable(int fd, int timeout_ms) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
@@ -69,20 +92,14 @@ void check_control_is_quiet(pp::transport& a, pp::transport& b, int fd) {
     bool control_sent = false;
     a.send_control(1, courier::serialization::save(2),
                    [&](std::error_code ec) { control_sent = !ec; });
-    bool a_worked = false;
-    for (int i = 0; i < 100000 && !control_sent; ++i) {
-        a_worked = a.progress() || a_worked;
-    }
-    EXPECT_TRUE(control_sent);
-    EXPECT_FALSE(a_worked); // its send's end alone is no work
+    work_seen at_a{a};
+    EXPECT_TRUE(pp::test::pump_all([&] { return control_sent; }, 30s, at_a));
+    EXPECT_FALSE(at_a.worked); // its send's end alone is no work
     EXPECT_EQ(a.stats().doorbell_rings, rings);
     EXPECT_FALSE(readable(fd, 20)); // nothing rang b
-    bool b_worked = false;
-    for (int i = 0; i < 100000 && at_b < 2; ++i) {
-        b_worked = b.progress() || b_worked;
-    }
-    EXPECT_EQ(at_b, 2);         // delivered all the same
-    EXPECT_FALSE(b_worked);     // but no work
+    work_seen quiet_b{b};
+    EXPECT_TRUE(pp::test::pump_all([&] { return at_b == 2; }, 30s, quiet_b)); // delivered
+    EXPECT_FALSE(quiet_b.worked);                                             // but no work
     EXPECT_TRUE(b.can_sleep()); // and nothing to stay awake for (the network bell's heard())
 
     ::usleep(2'000); // past the network bell's quiet time since a's last parcel
@@ -94,12 +111,9 @@ void check_control_is_quiet(pp::transport& a, pp::transport& b, int fd) {
     }
     EXPECT_TRUE(rang);
     EXPECT_GT(a.stats().doorbell_rings, rings);
-    b_worked = false;
-    for (int i = 0; i < 100000 && at_b < 3; ++i) {
-        b_worked = b.progress() || b_worked;
-    }
-    EXPECT_EQ(at_b, 3);
-    EXPECT_TRUE(b_worked);
+    work_seen parcel_b{b};
+    EXPECT_TRUE(pp::test::pump_all([&] { return at_b == 3; }, 30s, parcel_b));
+    EXPECT_TRUE(parcel_b.worked);
 
     // A control message whose chunk b reads goes as any send: it rings b, and b's pass that
     // takes it (and starts the read) is work, or b could sleep with the read unfinished.
@@ -113,15 +127,9 @@ void check_control_is_quiet(pp::transport& a, pp::transport& b, int fd) {
                    [&](std::error_code ec) { big_sent = !ec; });
     EXPECT_EQ(a.stats().rendezvous_sends, rendezvous + 1);
     EXPECT_GT(a.stats().doorbell_rings, rings_before); // its announcement woke b
-    b_worked = false;
-    auto const until = std::chrono::steady_clock::now() + 30s;
-    while ((at_b < 4 || !big_sent) && std::chrono::steady_clock::now() < until) {
-        a.progress();
-        b_worked = b.progress() || b_worked;
-    }
-    EXPECT_EQ(at_b, 4);
-    EXPECT_TRUE(big_sent);
-    EXPECT_TRUE(b_worked);
+    work_seen big_b{b};
+    EXPECT_TRUE(pp::test::pump_all([&] { return at_b == 4 && big_sent; }, 30s, a, big_b));
+    EXPECT_TRUE(big_b.worked);
 }
 
 TEST(doorbell, a_ring_reaches_only_an_armed_bell_and_only_once_per_arming) {
@@ -186,13 +194,10 @@ TEST(doorbell, two_bells_of_one_name_cannot_coexist) {
 // when it may retry, so the sender must not sleep on its bell while its backlog holds
 // anything. Sends to a peer that never progresses fill its queue.
 TEST(doorbell, a_shm_endpoint_with_a_deferred_send_does_not_sleep) {
-    pp::transport_options o;
-    o.provider = "shm";
     std::unique_ptr<pp::transport> a, b;
-    if (std::string why; !open_two(o, a, b, why)) {
+    if (std::string why; !open_introduced(shm_options(), a, b, why)) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    introduce(*a, *b);
     int sent = 0, n = 0;
     auto deferred = [&] { return a->debug_state().find("backlog 0,") == std::string::npos; };
     while (n < 20000 && !deferred()) {
@@ -212,25 +217,19 @@ TEST(doorbell, a_shm_endpoint_with_a_deferred_send_does_not_sleep) {
 }
 
 TEST(doorbell, a_control_message_rings_no_bell_and_is_no_work_on_shm) {
-    pp::transport_options o;
-    o.provider = "shm";
     std::unique_ptr<pp::transport> a, b;
-    if (std::string why; !open_two(o, a, b, why)) {
+    if (std::string why; !open_introduced(shm_options(), a, b, why)) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    introduce(*a, *b);
     ASSERT_GE(b->wait_fd(), 0);
     check_control_is_quiet(*a, *b, b->wait_fd());
 }
 
 TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readable) {
-    pp::transport_options o;
-    o.provider = "shm";
     std::unique_ptr<pp::transport> a, b;
-    if (std::string why; !open_two(o, a, b, why)) {
+    if (std::string why; !open_introduced(shm_options(), a, b, why)) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    introduce(*a, *b);
     int got = 0;
     b->set_receive_handler([&](std::uint32_t, courier::serialization::message&&) { ++got; });
     ASSERT_GE(b->wait_fd(), 0);
@@ -255,6 +254,7 @@ TEST(doorbell, a_send_to_a_shm_endpoint_about_to_sleep_makes_its_wait_fd_readabl
     EXPECT_EQ(got, 1);
     EXPECT_TRUE(sent);
     // Without a doorbell, shm has no wait fd at all.
+    pp::transport_options o = shm_options();
     o.doorbell = false;
     auto c = pp::make_libfabric_transport(o);
     EXPECT_EQ(c->wait_fd(), -1);
@@ -518,10 +518,9 @@ TEST(transport_network_doorbell, a_paced_side_reads_its_queue_before_it_sleeps) 
     pp::transport_options o = elsewhere_options();
     o.quiet_poll_us = 1'000'000;
     std::unique_ptr<pp::transport> a, b;
-    if (std::string why; !open_two(o, a, b, why)) {
+    if (std::string why; !open_introduced(o, a, b, why)) {
         GTEST_SKIP() << "provider tcp unavailable here: " << why;
     }
-    introduce(*a, *b);
     int at_b = 0;
     b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
     a->send(1, cs::save(std::string("connect")), nullptr); // rxm's first contact
@@ -553,12 +552,10 @@ TEST(transport_network_doorbell, a_paced_side_reads_its_queue_before_it_sleeps) 
 // Between hosts, a control message neither rings the network doorbell nor keeps the receiving
 // side awake (no heard()): an idle locality's heartbeats cost it no polling.
 TEST(transport_network_doorbell, a_control_message_rings_no_bell_and_is_no_work) {
-    pp::transport_options o = elsewhere_options();
     std::unique_ptr<pp::transport> a, b;
-    if (std::string why; !open_two(o, a, b, why)) {
+    if (std::string why; !open_introduced(elsewhere_options(), a, b, why)) {
         GTEST_SKIP() << "provider tcp unavailable here: " << why;
     }
-    introduce(*a, *b);
     ASSERT_GE(b->wait_fd(), 0);
     EXPECT_EQ(b->wait_fd_coverage(), pp::wait_coverage::rare_misses);
     check_control_is_quiet(*a, *b, b->wait_fd());

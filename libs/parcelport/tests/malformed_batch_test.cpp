@@ -82,6 +82,27 @@ TEST_P(malformed, compact_records_deliver_each_parcel_and_bad_ones_are_dropped_a
     EXPECT_NE(err.find("a record of 0 bytes"), std::string::npos) << err;
 }
 
+// wire::quiet marks a control message of its own (send_control), whose arrival alone is no
+// work. A peer that sets it on a batch's record (one with two chunks, so it is not taken as a
+// small stream) does not make the batch quiet: the receiver's pass that delivers it is work.
+TEST_P(malformed, a_quiet_flag_on_a_batch_record_is_work) {
+    cs::message m = cs::save(std::string("payload"), 12345, std::vector<int>{1, 2, 3});
+    std::vector<std::byte> index(m.data().begin(), m.data().end());
+    auto const index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
+    auto const pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);
+    forged record = eager(parcel_header(2, index.size(), wire::index_inline | wire::quiet),
+                          {desc(index_t, index.size()), desc(pointer_t, 0)}, index);
+    e_->raw(batch({record}).bytes);
+    bool worked = false;
+    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (e_->got_b.empty() && std::chrono::steady_clock::now() < until) {
+        e_->forger->progress();
+        worked = e_->b->progress() || worked;
+    }
+    ASSERT_EQ(e_->got_b.size(), 1u);
+    EXPECT_TRUE(worked);
+}
+
 TEST_P(malformed, malformed_batches_and_unknown_kinds_are_dropped) {
     std::vector<forged> fs;
     // The header's size is not the message's.

@@ -235,7 +235,7 @@ struct transport_parts {
     /// shm: the message rings (null: none) and the completions of what went through them.
     detail::message_rings* rings = nullptr;
     local_completions* local = nullptr;
-    pass_tally* tally = nullptr; // the poller's current pass
+    pass_tally& tally; // the poller's current pass
 
     /// Sends the `n` bytes at `p` to `dest` through its message ring if it takes them: then
     /// `o` (if any: a DONE has no completion) completes in the next progress pass, the peer is

@@ -188,7 +188,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         if (ep.shm() && ep.mr_virt_addr() && opts_.shm_direct_read) {
             direct_ = std::make_unique<direct_reader>();
         }
-        transport_parts parts{ep, peers_, backlog_, counters_, rings_.get(), &local_, &tally_};
+        transport_parts parts{ep, peers_, backlog_, counters_, rings_.get(), &local_, tally_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
         sender_->set_outbox(outbox_.get(), opts_.shm_outbox_idle < 0 ? fabric::amd_processor()
                                                                      : opts_.shm_outbox_idle != 0);

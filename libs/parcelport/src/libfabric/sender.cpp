@@ -142,11 +142,15 @@ void sender::release_exposed(send_state* s) noexcept {
     s->boxed.clear();
 }
 
-bool sender::batched(std::uint32_t dest, serialization::message const& m,
-                     transport::sent_handler* on_sent, bool coalesce) {
+void sender::require_peer(std::uint32_t dest) const {
     if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
         throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
     }
+}
+
+bool sender::batched(std::uint32_t dest, serialization::message const& m,
+                     transport::sent_handler* on_sent, bool coalesce) {
+    require_peer(dest);
     return coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
            try_coalesce(dest, m, on_sent);
 }
@@ -170,9 +174,7 @@ bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
 
 void sender::send_quiet(std::uint32_t dest, serialization::message&& m,
                         transport::sent_handler on_sent) {
-    if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
-        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
-    }
+    require_peer(dest);
     post(dest, std::move(m), std::move(on_sent), false, true);
 }
 
@@ -194,13 +196,6 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     s->dest = dest;
     s->on_sent = std::move(on_sent);
     build(s, m, coalesce);
-    // Quiet only as one eager message: a send whose chunks are read, or split in two parts,
-    // goes as any other (the receiver's reads and the parts need the peer's progress).
-    s->quiet = quiet && !s->needs_done && !s->index_apart &&
-               !(s->eager.size() > split_part_ && s->eager.size() <= split_max_);
-    if (s->quiet) {
-        s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
-    }
     if (s->needs_done || s->index_apart) {
         // Its chunks are read by the receiver, or its index sent from where it is: the message
         // (what it keeps alive) stays until the send completes. Otherwise everything travels in
@@ -218,6 +213,15 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
             throw;
         }
         s->mrs.push_back(eager_mr);
+    }
+    // Larger than an inject and not registered: two parts (post_split), unless a ring takes it.
+    bool const split = eager_mr == nullptr && !s->index_apart && s->eager.size() > split_part_ &&
+                       s->eager.size() <= split_max_;
+    // Quiet only as one eager message: a send whose chunks are read, or split in two parts,
+    // goes as any other (the receiver's reads and the parts need the peer's progress).
+    s->quiet = quiet && !s->needs_done && !s->index_apart && !split;
+    if (s->quiet) {
+        s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
     }
     // A rendezvous parcel's announcement may join a batch like an eager-only parcel where
     // batches leave by count (coalescer::try_coalesce): the receiver takes its record from the
@@ -264,18 +268,16 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     // through the provider on a transport without rings. Where rings exist, the provider's
     // queue of a peer whose rings all work is read only now and then while quiet (pass()):
     // a message that missed the ring (full) rings there as any other.
-    bool const quiet_ring = raw->quiet;
     bool const quiet_post = raw->quiet && parts_.rings == nullptr;
     try {
         // An eager message (a parcel, or a rendezvous parcel's announcement) to a peer on
         // this host goes through its message ring when that takes it (whole: no split), else
         // through the provider.
         if (eager_mr == nullptr && !raw->index_apart &&
-            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, quiet_ring)) {
+            parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, raw->quiet)) {
             return false;
         }
-        if (eager_mr == nullptr && !raw->index_apart && raw->eager.size() > split_part_ &&
-            raw->eager.size() <= split_max_) {
+        if (split) {
             post_split(raw);
             return false;
         }
@@ -380,8 +382,8 @@ void sender::post_split(send_state* s) {
 
 void sender::on_completion(send_op* o, bool failed) {
     send_state* s = o->s;
-    if (s->quiet && parts_.tally != nullptr) {
-        ++parts_.tally->quiet;
+    if (s->quiet) {
+        ++parts_.tally.quiet;
     }
     if (failed) {
         s->split.failed.store(true, std::memory_order_relaxed);

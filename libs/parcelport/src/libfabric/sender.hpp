@@ -122,8 +122,10 @@ private:
     void post_split(send_state* s);
     /// Posts one DONE message to `dest` of ids[0, n) (n <= wire::max_done_ids).
     void post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n);
-    /// Throws std::out_of_range for a destination this sender does not serve; else true if `m`
-    /// went into a batch (coalesce, see try_coalesce; on_sent null: a counted send).
+    /// Throws std::out_of_range for a destination this sender does not serve.
+    void require_peer(std::uint32_t dest) const;
+    /// require_peer(dest); then true if `m` went into a batch (coalesce, see try_coalesce;
+    /// on_sent null: a counted send).
     bool batched(std::uint32_t dest, serialization::message const& m,
                  transport::sent_handler* on_sent, bool coalesce);
     /// send()'s work once the parcel did not go into a batch.
