@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace courier::detail {
 
@@ -34,6 +35,57 @@ serialization::options send_options(locality_state const& st, std::uint32_t dest
     return dest < st.same_host_dest.size() && st.same_host_dest[dest] != 0 ? st.local_send_options
                                                                            : parcel_options();
 }
+
+/// The message a thread's send_request builds its parcels in, kept from one call to the next:
+/// a parcel that leaves in a batch or as an eager copy (the small ones) leaves the message
+/// with its caller, who would otherwise give its buffer back to the pool and destroy it, and
+/// the next call would take a buffer again (~200 instructions per post). A call holds it
+/// while it runs, also while it waits for flow control: a call that finds it taken (another
+/// Courier thread of this worker, suspended in its send) builds in a message of its own. A
+/// transport that keeps a message moves it away, leaving the spare empty.
+struct spare_message {
+    std::unique_ptr<serialization::message> m;
+    bool made = false; // once per thread: later a null `m` means taken
+};
+thread_local spare_message tl_spare;
+
+// Opaque (noinline): a Courier thread may resume on another OS thread, so the address of a
+// thread_local must not be kept across a suspension (flow control's wait).
+[[gnu::noinline]] spare_message& thread_spare() noexcept {
+    return tl_spare;
+}
+
+/// The spare message for one send_request, given back (cleared: no reference it held stays
+/// alive) to the thread the call ends on, if that thread has none.
+class spare_lease {
+public:
+    spare_lease() {
+        spare_message& s = thread_spare();
+        if (s.m == nullptr && !s.made) {
+            s.m = std::make_unique<serialization::message>();
+            s.made = true;
+        }
+        held_ = std::move(s.m);
+    }
+    ~spare_lease() {
+        if (held_ == nullptr) {
+            return;
+        }
+        held_->clear();
+        spare_message& s = thread_spare();
+        if (s.m == nullptr) {
+            s.m = std::move(held_);
+            s.made = true;
+        }
+    }
+    spare_lease(spare_lease const&) = delete;
+    spare_lease& operator=(spare_lease const&) = delete;
+    /// The spare message, else null (taken by another call).
+    serialization::message* get() const noexcept { return held_.get(); }
+
+private:
+    std::unique_ptr<serialization::message> held_;
+};
 
 /// A parcel has left (or failed to): a failed request fails its caller's future at once.
 void sent(std::uint64_t rid, std::error_code const& ec) {
@@ -298,10 +350,12 @@ void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
     }
 }
 
-void send_request(std::uint32_t dest, std::uint64_t action_id,
-                  function_ref<void(serialization::output_archive&)> write_args,
-                  completion complete, std::function<void(std::error_code const&)> on_sent,
-                  bool wants_reply, bool ordered) {
+namespace {
+/// send_request, building the parcel in `m` (empty).
+void send_request_in(serialization::message& m, std::uint32_t dest, std::uint64_t action_id,
+                     function_ref<void(serialization::output_archive&)> write_args,
+                     completion& complete, std::function<void(std::error_code const&)>& on_sent,
+                     bool wants_reply, bool ordered) {
     locality_state& st = here();
     if (!runtime_running()) {
         throw std::logic_error("courier: remote actions need a running runtime");
@@ -330,7 +384,6 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     // gives it back.
     locality_state::pending_table::slot* slot = wants_reply ? st.pending.acquire() : nullptr;
     std::uint64_t rid = slot != nullptr ? slot->id() : 0;
-    serialization::message m;
     try {
         serialization::output_archive ar(m, send_options(st, dest));
         if (ordered) {
@@ -419,6 +472,23 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         }
         throw;
     }
+}
+
+} // namespace
+
+void send_request(std::uint32_t dest, std::uint64_t action_id,
+                  function_ref<void(serialization::output_archive&)> write_args,
+                  completion complete, std::function<void(std::error_code const&)> on_sent,
+                  bool wants_reply, bool ordered) {
+    spare_lease spare;
+    if (serialization::message* m = spare.get(); m != nullptr) {
+        send_request_in(*m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
+        return;
+    }
+    // The spare is taken: a message of this call's own (built only here: an empty message's
+    // construction and destruction cost ~100 instructions).
+    serialization::message own;
+    send_request_in(own, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
 }
 
 ordered_state& ordered_streams(locality_state& st) {
