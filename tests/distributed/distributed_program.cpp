@@ -513,6 +513,34 @@ void scenario_senders_share_a_worker() {
     CHECK(waits > 0); // the senders did suspend while sending
 }
 
+// Calls whose actions suspend before they return (run with one worker on the callee): each
+// answer is built while the others' actions are suspended in the middle of theirs, and each
+// caller gets its own (handle_request's per-thread spare message for replies is held by one
+// action at a time).
+std::vector<int> suspended_answer(int i) {
+    courier::this_thread::sleep_for(std::chrono::microseconds(200 + 50 * (i % 7)));
+    return std::vector<int>(static_cast<std::size_t>(1 + i % 13), i);
+}
+COURIER_PLAIN_ACTION(suspended_answer, suspended_answer_action);
+
+void scenario_answers_stay_apart() {
+    CHECK(courier::get_config_entry("threads").value_or("") == "1");
+    auto to = courier::find_remote_localities().at(0);
+    constexpr int n = 200;
+    std::vector<courier::future<std::vector<int>>> fs;
+    fs.reserve(n);
+    for (int i = 0; i < n; ++i) {
+        fs.push_back(courier::async<suspended_answer_action>(to, i));
+    }
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) {
+        std::vector<int> v = fs[static_cast<std::size_t>(i)].get();
+        wrong += v != std::vector<int>(static_cast<std::size_t>(1 + i % 13), i);
+    }
+    std::printf("answers_stay_apart: %d of %d answers wrong\n", wrong, n);
+    CHECK(wrong == 0);
+}
+
 // A post's arguments that are not saved straight from the caller's (here a vector) are copied
 // for the message, which keeps the copy alive: once the message left, nothing of them is kept
 // (the message they were built in is send_request's spare, kept for the next call, and lets
@@ -1929,6 +1957,7 @@ int courier_main(int argc, char** argv) {
         {"posts_take_no_pool_blocks", scenario_posts_take_no_pool_blocks},
         {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"senders_share_a_worker", scenario_senders_share_a_worker},
+        {"answers_stay_apart", scenario_answers_stay_apart},
         {"posts_let_go_of_their_arguments", scenario_posts_let_go_of_their_arguments},
         {"burst_then_compute", scenario_burst_then_compute},
         {"blocked_requests", scenario_blocked_requests},

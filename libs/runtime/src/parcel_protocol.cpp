@@ -36,31 +36,37 @@ serialization::options send_options(locality_state const& st, std::uint32_t dest
                                                                            : parcel_options();
 }
 
-/// The message a thread's send_request builds its parcels in, kept from one call to the next:
-/// a parcel that leaves in a batch or as an eager copy (the small ones) leaves the message
-/// with its caller, who would otherwise give its buffer back to the pool and destroy it, and
-/// the next call would take a buffer again (~200 instructions per post). A call holds it
-/// while it runs, also while it waits for flow control: a call that finds it taken (another
-/// Courier thread of this worker, suspended in its send) builds in a message of its own. A
-/// transport that keeps a message moves it away, leaving the spare empty.
+/// The messages a thread builds its parcels in, kept from one parcel to the next: a parcel
+/// that leaves in a batch or as an eager copy (the small ones) leaves the message with its
+/// caller, who would otherwise give its buffer back to the pool and destroy it, and the next
+/// parcel would take a buffer again (~200 instructions per post). Two per thread: one for
+/// send_request, one for the replies of handle_request (held while the action runs, so that
+/// the action's own calls still find the first). A parcel holds its spare while it is built
+/// and sent, also while it waits for flow control or its action suspends: one that finds it
+/// taken (another Courier thread of this worker is in the middle of one) builds in a message
+/// of its own. A transport that keeps a message moves it away, leaving the spare empty.
 struct spare_message {
     std::unique_ptr<serialization::message> m;
     bool made = false; // once per thread: later a null `m` means taken
 };
-thread_local spare_message tl_spare;
+thread_local spare_message tl_request_spare;
+thread_local spare_message tl_reply_spare;
 
 // Opaque (noinline): a Courier thread may resume on another OS thread, so the address of a
-// thread_local must not be kept across a suspension (flow control's wait).
-[[gnu::noinline]] spare_message& thread_spare() noexcept {
-    return tl_spare;
+// thread_local must not be kept across a suspension (flow control's wait, an action's).
+[[gnu::noinline]] spare_message& request_spare() noexcept {
+    return tl_request_spare;
+}
+[[gnu::noinline]] spare_message& reply_spare() noexcept {
+    return tl_reply_spare;
 }
 
-/// The spare message for one send_request, given back (cleared: no reference it held stays
-/// alive) to the thread the call ends on, if that thread has none.
+/// One parcel's use of a spare message, given back (cleared: no reference it held stays
+/// alive) to the thread the parcel's call ends on, if that thread has none.
 class spare_lease {
 public:
-    spare_lease() {
-        spare_message& s = thread_spare();
+    explicit spare_lease(spare_message& (*slot)() noexcept) : slot_(slot) {
+        spare_message& s = slot_();
         if (s.m == nullptr && !s.made) {
             s.m = std::make_unique<serialization::message>();
             s.made = true;
@@ -72,7 +78,7 @@ public:
             return;
         }
         held_->clear();
-        spare_message& s = thread_spare();
+        spare_message& s = slot_();
         if (s.m == nullptr) {
             s.m = std::move(held_);
             s.made = true;
@@ -84,6 +90,7 @@ public:
     serialization::message* get() const noexcept { return held_.get(); }
 
 private:
+    spare_message& (*slot_)() noexcept;
     std::unique_ptr<serialization::message> held_;
 };
 
@@ -220,6 +227,27 @@ public:
 
 /// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,
 /// for flow control) and answers it unless it was posted.
+namespace {
+/// Runs a called action (`invoke`), writing its result into `result` (empty), and answers; on
+/// an exception, answers with it.
+void run_answering(serialization::message& result, request_context& ctx, action_invoker invoke,
+                   serialization::input_archive& in) {
+    try {
+        serialization::output_archive ar(result, send_options(here(), ctx.source));
+        write_reply_head(ar, ctx, true);
+        request_scope scope(ctx);
+        invoke(in, &ar);
+    } catch (...) {
+        send_failure_reply(ctx, std::current_exception());
+        return;
+    }
+    if (ctx.deferred) {
+        return;
+    }
+    send_reply(ctx, std::move(result));
+}
+} // namespace
+
 void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
@@ -257,20 +285,13 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         }
         return;
     }
-    serialization::message result;
-    try {
-        serialization::output_archive ar(result, send_options(here(), ctx.source));
-        write_reply_head(ar, ctx, true);
-        request_scope scope(ctx);
-        found.invoke(in, &ar);
-    } catch (...) {
-        send_failure_reply(ctx, std::current_exception());
+    spare_lease spare(reply_spare);
+    if (serialization::message* m = spare.get(); m != nullptr) {
+        run_answering(*m, ctx, found.invoke, in);
         return;
     }
-    if (ctx.deferred) {
-        return;
-    }
-    send_reply(ctx, std::move(result));
+    serialization::message own; // the spare is taken (see send_request)
+    run_answering(own, ctx, found.invoke, in);
 }
 
 serialization::options parcel_options() noexcept {
@@ -480,7 +501,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                   function_ref<void(serialization::output_archive&)> write_args,
                   completion complete, std::function<void(std::error_code const&)> on_sent,
                   bool wants_reply, bool ordered) {
-    spare_lease spare;
+    spare_lease spare(request_spare);
     if (serialization::message* m = spare.get(); m != nullptr) {
         send_request_in(*m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
         return;
