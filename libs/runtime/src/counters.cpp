@@ -249,12 +249,14 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     auto const& f = st.flow;
     std::int64_t out_parcels = 0, out_bytes = 0, in_parcels = 0, in_bytes = 0;
     for (auto const& k : f.out) {
-        out_parcels += k.parcels.load(std::memory_order_relaxed);
-        out_bytes += k.bytes.load(std::memory_order_relaxed);
+        std::uint64_t const w = k.word.load(std::memory_order_relaxed);
+        out_parcels += flow_state::counts::parcels_of(w);
+        out_bytes += flow_state::counts::bytes_of(w);
     }
     for (auto const& k : f.in) {
-        in_parcels += k.parcels.load(std::memory_order_relaxed);
-        in_bytes += k.bytes.load(std::memory_order_relaxed);
+        std::uint64_t const w = k.word.load(std::memory_order_relaxed);
+        in_parcels += flow_state::counts::parcels_of(w);
+        in_bytes += flow_state::counts::bytes_of(w);
     }
     put("/flow/window/parcels", f.window_parcels);
     put("/flow/window/bytes", f.window_bytes);

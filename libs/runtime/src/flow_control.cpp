@@ -31,25 +31,42 @@ bool may_wait() noexcept {
     return current_fiber() != nullptr || current_worker() == nullptr;
 }
 
-bool try_take(flow_state& f, flow_state::counts& c, std::int64_t bytes) noexcept {
-    std::int64_t p = c.parcels.load(std::memory_order_relaxed);
+using counts = flow_state::counts;
+
+/// What a parcel of `bytes` counts as: at most 2^36 (64 GiB; larger ones are over any window
+/// anyway), the same on both sides, so that credits return what was taken.
+std::int64_t flow_bytes(std::int64_t bytes) noexcept {
+    return std::clamp<std::int64_t>(bytes, 0, std::int64_t{1} << 36);
+}
+
+/// `w` plus `parcels` and `bytes`, each field saturated at its largest value.
+std::uint64_t saturating_add(std::uint64_t w, std::int64_t parcels, std::int64_t bytes) noexcept {
+    auto const p = std::min<std::uint64_t>(static_cast<std::uint64_t>(counts::parcels_of(w)) +
+                                               static_cast<std::uint64_t>(parcels),
+                                           counts::parcel_max);
+    auto const b = std::min<std::uint64_t>(static_cast<std::uint64_t>(counts::bytes_of(w)) +
+                                               static_cast<std::uint64_t>(bytes),
+                                           counts::byte_mask);
+    return counts::pack(static_cast<std::int64_t>(p), static_cast<std::int64_t>(b));
+}
+
+bool try_take(flow_state& f, counts& c, std::int64_t bytes) noexcept {
+    std::uint64_t w = c.word.load(std::memory_order_relaxed);
     do {
+        std::int64_t const p = counts::parcels_of(w); // in flight before this parcel
+        std::int64_t const b = counts::bytes_of(w);
         if (p >= f.window_parcels) {
             return false;
         }
-    } while (!c.parcels.compare_exchange_weak(p, p + 1, std::memory_order_acq_rel));
-    // `p` is what was in flight before this parcel.
-    std::int64_t b = c.bytes.load(std::memory_order_relaxed);
-    do {
         // Fits; or less than half the window is in use (so a parcel of any size gets through);
         // or fewer parcels are in flight than large_in_flight, so that parcels of more than
         // half the window travel two at a time: one at a time, the receiver waited for each
         // next one (its credit back, then its header) after landing the last.
         if (b + bytes > f.window_bytes && b >= f.window_bytes / 2 && p >= f.large_in_flight) {
-            c.parcels.fetch_sub(1, std::memory_order_acq_rel);
             return false;
         }
-    } while (!c.bytes.compare_exchange_weak(b, b + bytes, std::memory_order_acq_rel));
+    } while (
+        !c.word.compare_exchange_weak(w, saturating_add(w, 1, bytes), std::memory_order_acq_rel));
     return true;
 }
 
@@ -79,6 +96,9 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
     if (parcels == 0 || bytes == 0) {
         return {0, 0};
     }
+    // Within flow_state::counts' fields, with room above the window for what may go past it.
+    parcels = std::min(parcels, 1LL << 22);
+    bytes = std::min(bytes, 1LL << 38);
     long long peers = std::max<long long>(1, static_cast<long long>(localities) - 1);
     if (total_parcels != 0) {
         parcels = std::min(parcels, std::max(16LL, total_parcels / peers));
@@ -102,13 +122,16 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
     if (f.window_parcels == 0 || dest >= f.out.size()) {
         return true;
     }
+    bytes = flow_bytes(bytes);
     auto& c = f.out[dest];
     if (try_take(f, c, bytes)) {
         return true;
     }
     if (!may_wait()) {
-        c.parcels.fetch_add(1, std::memory_order_acq_rel);
-        c.bytes.fetch_add(bytes, std::memory_order_acq_rel);
+        std::uint64_t w = c.word.load(std::memory_order_relaxed);
+        while (!c.word.compare_exchange_weak(w, saturating_add(w, 1, bytes),
+                                             std::memory_order_acq_rel)) {
+        } // an overdraft: saturating, never carrying into the other field
         f.overdrafts.fetch_add(1, std::memory_order_relaxed);
         return true;
     }
@@ -134,7 +157,7 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
 }
 
 void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
-    flow_credit(st, dest, 1, bytes);
+    flow_credit(st, dest, 1, flow_bytes(bytes));
 }
 
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) {
@@ -143,13 +166,19 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) 
         return;
     }
     auto& c = f.in[source];
-    auto p = c.parcels.fetch_add(1, std::memory_order_acq_rel) + 1;
-    auto b = c.bytes.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
-    if (p < f.window_parcels / 4 && b < f.window_bytes / 4) {
+    // One compare-exchange (uncontended: one locked instruction), saturating as try_take's.
+    std::uint64_t w = c.word.load(std::memory_order_relaxed);
+    std::uint64_t next = 0;
+    do {
+        next = saturating_add(w, 1, flow_bytes(bytes));
+    } while (!c.word.compare_exchange_weak(w, next, std::memory_order_acq_rel));
+    w = next;
+    if (counts::parcels_of(w) < f.window_parcels / 4 && counts::bytes_of(w) < f.window_bytes / 4) {
         return;
     }
-    p = c.parcels.exchange(0, std::memory_order_acq_rel);
-    b = c.bytes.exchange(0, std::memory_order_acq_rel);
+    std::uint64_t const taken = c.word.exchange(0, std::memory_order_acq_rel);
+    std::int64_t const p = counts::parcels_of(taken);
+    std::int64_t const b = counts::bytes_of(taken);
     if ((p == 0 && b == 0) || has_failed(st, source)) {
         return; // another task's flush took them
     }
@@ -158,13 +187,19 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) 
 }
 
 namespace {
-/// Takes `n` from `c`, never below 0: credits for more than was taken (a confused or forged
-/// peer) must not let this side send past its window. Returns the excess.
-std::int64_t give_back(std::atomic<std::int64_t>& c, std::int64_t n) noexcept {
-    std::int64_t v = c.load(std::memory_order_relaxed);
-    while (!c.compare_exchange_weak(v, v - std::min(v, n), std::memory_order_acq_rel)) {
-    }
-    return n - std::min(v, n);
+/// Takes `parcels` and `bytes` from `c`, each never below 0: credits for more than was taken (a
+/// confused or forged peer) must not let this side send past its window. True if they were
+/// more than was taken.
+bool give_back(counts& c, std::int64_t parcels, std::int64_t bytes) noexcept {
+    std::uint64_t w = c.word.load(std::memory_order_relaxed);
+    std::int64_t p = 0, b = 0;
+    do {
+        p = counts::parcels_of(w);
+        b = counts::bytes_of(w);
+    } while (!c.word.compare_exchange_weak(
+        w, counts::pack(p - std::min(p, parcels), b - std::min(b, bytes)),
+        std::memory_order_acq_rel));
+    return parcels > p || bytes > b;
 }
 } // namespace
 
@@ -180,9 +215,7 @@ void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, s
                                dest, parcels, bytes);
         return;
     }
-    auto extra_parcels = give_back(f.out[dest].parcels, parcels);
-    auto extra_bytes = give_back(f.out[dest].bytes, bytes);
-    if (extra_parcels != 0 || extra_bytes != 0) {
+    if (give_back(f.out[dest], parcels, bytes)) {
         f.excess_credits.fetch_add(1, std::memory_order_relaxed);
     }
     wake_waiters(f);
@@ -191,8 +224,7 @@ void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, s
 void flow_peer_failed(locality_state& st, std::uint32_t rank) {
     flow_state& f = st.flow;
     if (rank < f.out.size()) {
-        f.out[rank].parcels.store(0, std::memory_order_release);
-        f.out[rank].bytes.store(0, std::memory_order_release);
+        f.out[rank].word.store(0, std::memory_order_release);
     }
     wake_waiters(f);
 }

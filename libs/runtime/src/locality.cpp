@@ -380,12 +380,14 @@ flow_statistics get_flow_statistics() {
     s.window_parcels = f.window_parcels;
     s.window_bytes = f.window_bytes;
     for (auto const& c : f.out) {
-        s.parcels_in_flight += c.parcels.load(std::memory_order_relaxed);
-        s.bytes_in_flight += c.bytes.load(std::memory_order_relaxed);
+        std::uint64_t const w = c.word.load(std::memory_order_relaxed);
+        s.parcels_in_flight += detail::flow_state::counts::parcels_of(w);
+        s.bytes_in_flight += detail::flow_state::counts::bytes_of(w);
     }
     for (auto const& c : f.in) {
-        s.parcels_unreturned += c.parcels.load(std::memory_order_relaxed);
-        s.bytes_unreturned += c.bytes.load(std::memory_order_relaxed);
+        std::uint64_t const w = c.word.load(std::memory_order_relaxed);
+        s.parcels_unreturned += detail::flow_state::counts::parcels_of(w);
+        s.bytes_unreturned += detail::flow_state::counts::bytes_of(w);
     }
     s.waits = f.waits.load(std::memory_order_relaxed);
     s.overdrafts = f.overdrafts.load(std::memory_order_relaxed);

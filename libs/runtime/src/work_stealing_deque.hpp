@@ -39,6 +39,12 @@ public:
 
     /// Owner only. Returns 0 when empty.
     std::uintptr_t pop() {
+        // Empty at a glance: only the owner moves bottom, and thieves only raise top, so a top
+        // read late can only make the deque look fuller than it is. An idle worker pops on
+        // every pass; the sequentially consistent store below is a locked instruction.
+        if (bottom_.load(std::memory_order_relaxed) <= top_.load(std::memory_order_relaxed)) {
+            return 0;
+        }
         std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
         array* a = array_.load(std::memory_order_relaxed);
         bottom_.store(b, std::memory_order_seq_cst);

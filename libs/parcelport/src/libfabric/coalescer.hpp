@@ -272,7 +272,7 @@ private:
     transport::counted_handler const* counted_ = nullptr;
     std::atomic<std::uint32_t> open_batches_{0};
     std::atomic<std::size_t> parcels_in_flight_{0};
-    std::mutex batch_mutex_; // open_list_, all_, free_
+    courier::detail::spinlock batch_mutex_; // open_list_, all_, free_ (a few instructions)
     std::vector<std::uint32_t> open_list_;
     std::vector<std::uint32_t> flushing_; // flush's copy of open_list_ (the poller's)
     std::vector<std::unique_ptr<batch_op>> all_;
