@@ -152,11 +152,13 @@ std::vector<option_spec> const& option_table() {
         {"parcels_in_flight", "1024",
          "flow control: requests (async, post) a locality may have in flight to one other, "
          "sent and not yet started there; more suspend the sending Courier thread until the "
-         "destination starts some; 0 = no flow control (unbounded queues on both sides)"},
+         "destination starts some (at most 4194304); 0 = no flow control (unbounded queues on "
+         "both sides)"},
         {"bytes_in_flight", "8388608",
          "flow control: bytes of requests in flight to one locality (a larger request goes "
          "while less than half of this is in use, or while no other is in flight, or one on "
-         "libfabric); 0 = no flow control"},
+         "libfabric; at most 256 GiB, and a request counts as at most 64 GiB); 0 = no flow "
+         "control"},
         {"total_parcels_in_flight", "65536",
          "flow control: requests in flight from (and admitted to) one locality in all; each "
          "pair's window is at most this divided among the other localities (at least 16); "
