@@ -46,9 +46,9 @@ struct flow_state {
     /// Parcels of more than half the byte window that may be in flight to a destination at
     /// once (set by flow_configure from the transport; at least 1).
     std::int64_t large_in_flight = 1;
-    /// Parcels and bytes in one word, so that taking or returning both is one atomic
-    /// instruction (a locked one costs 7-10 ns on the AMD EPYC guest; two per parcel on each
-    /// side were a sixth of the locked instructions of an 8 B post). Parcels in the top 24
+    /// Parcels and bytes in one word, so that taking or returning both is one locked
+    /// instruction, not two (per parcel on each side; benchmarks/RESULTS.md, Per-parcel cost,
+    /// counts them). Parcels in the top 24
     /// bits, bytes in the low 40: flow_window_from bounds the windows to fit (at most 2^22
     /// parcels and 2^38 bytes) and a parcel counts as at most 2^36 bytes (flow_control.cpp,
     /// flow_bytes()), so what is in flight stays far within both fields; every addition

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 namespace courier::detail {
 
@@ -42,56 +43,65 @@ serialization::options send_options(locality_state const& st, std::uint32_t dest
 /// parcel would take a buffer again (~200 instructions per post). Two per thread: one for
 /// send_request, one for the replies of handle_request (held while the action runs, so that
 /// the action's own calls still find the first). A parcel holds its spare while it is built
-/// and sent, also while it waits for flow control or its action suspends: one that finds it
-/// taken (another Courier thread of this worker is in the middle of one) builds in a message
-/// of its own. A transport that keeps a message moves it away, leaving the spare empty.
-struct spare_message {
-    std::unique_ptr<serialization::message> m;
-    bool made = false; // once per thread: later a null `m` means taken
+/// and sent, also while it waits for flow control or its action suspends. A call that finds
+/// its thread's spare taken (by a call that has not ended, or that ended on another OS thread
+/// and left it there) makes one; a call that ends on a thread that has one frees its own. So
+/// each thread has one whenever none of its calls is in the middle of a parcel, and the extra
+/// ones cost a small-object block each. A transport that keeps a message moves it away,
+/// leaving the spare empty.
+struct spare_message final : courier::detail::pooled {
+    serialization::message m;
 };
-thread_local spare_message tl_request_spare;
-thread_local spare_message tl_reply_spare;
+using spare_slot = std::unique_ptr<spare_message>;
+thread_local spare_slot tl_request_spare;
+thread_local spare_slot tl_reply_spare;
 
-// Opaque (noinline): a Courier thread may resume on another OS thread, so the address of a
-// thread_local must not be kept across a suspension (flow control's wait, an action's).
-[[gnu::noinline]] spare_message& request_spare() noexcept {
+// A Courier thread may resume on another OS thread, so the address of a thread_local must not
+// be kept across a suspension (flow control's wait, an action's): opaque accessors, which the
+// empty asm also keeps from being treated as pure (and two calls merged into one).
+[[gnu::noinline]] spare_slot& request_spare() noexcept {
+    asm volatile("" ::: "memory");
     return tl_request_spare;
 }
-[[gnu::noinline]] spare_message& reply_spare() noexcept {
+[[gnu::noinline]] spare_slot& reply_spare() noexcept {
+    asm volatile("" ::: "memory");
     return tl_reply_spare;
 }
+
+/// The largest buffer a spare keeps (the message buffer pool's largest class): a parcel that
+/// grew its message beyond it gives the buffer back, so that no thread holds more.
+constexpr std::size_t spare_buffer_max = 64 * 1024;
 
 /// One parcel's use of a spare message, given back (cleared: no reference it held stays
 /// alive) to the thread the parcel's call ends on, if that thread has none.
 class spare_lease {
 public:
-    explicit spare_lease(spare_message& (*slot)() noexcept) : slot_(slot) {
-        spare_message& s = slot_();
-        if (s.m == nullptr && !s.made) {
-            s.m = std::make_unique<serialization::message>();
-            s.made = true;
+    explicit spare_lease(spare_slot& (*slot)() noexcept) noexcept : slot_(slot) {
+        held_ = std::move(slot_());
+        if (held_ == nullptr) {
+            try {
+                held_ = std::make_unique<spare_message>();
+            } catch (std::bad_alloc const&) { // get() is null: the caller uses a message of its own
+            }
         }
-        held_ = std::move(s.m);
     }
     ~spare_lease() {
-        if (held_ == nullptr) {
-            return;
+        if (held_ == nullptr || held_->m.capacity() > spare_buffer_max) {
+            return; // freed with its buffer
         }
-        held_->clear();
-        spare_message& s = slot_();
-        if (s.m == nullptr) {
-            s.m = std::move(held_);
-            s.made = true;
+        held_->m.clear();
+        if (spare_slot& s = slot_(); s == nullptr) {
+            s = std::move(held_);
         }
     }
     spare_lease(spare_lease const&) = delete;
     spare_lease& operator=(spare_lease const&) = delete;
-    /// The spare message, else null (taken by another call).
-    serialization::message* get() const noexcept { return held_.get(); }
+    /// The spare message; null only when there was no memory for one.
+    serialization::message* get() const noexcept { return held_ != nullptr ? &held_->m : nullptr; }
 
 private:
-    spare_message& (*slot_)() noexcept;
-    std::unique_ptr<serialization::message> held_;
+    spare_slot& (*slot_)() noexcept;
+    std::unique_ptr<spare_message> held_;
 };
 
 /// A parcel has left (or failed to): a failed request fails its caller's future at once.
@@ -223,11 +233,6 @@ public:
     request_scope& operator=(request_scope const&) = delete;
 };
 
-} // namespace
-
-/// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,
-/// for flow control) and answers it unless it was posted.
-namespace {
 /// Runs a called action (`invoke`), writing its result into `result` (empty), and answers; on
 /// an exception, answers with it.
 void run_answering(serialization::message& result, request_context& ctx, action_invoker invoke,
@@ -246,8 +251,11 @@ void run_answering(serialization::message& result, request_context& ctx, action_
     }
     send_reply(ctx, std::move(result));
 }
+
 } // namespace
 
+/// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,
+/// for flow control) and answers it unless it was posted.
 void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
@@ -290,7 +298,7 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         run_answering(*m, ctx, found.invoke, in);
         return;
     }
-    serialization::message own; // the spare is taken (see send_request)
+    serialization::message own; // no memory for a spare (see send_request)
     run_answering(own, ctx, found.invoke, in);
 }
 
@@ -506,7 +514,7 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
         send_request_in(*m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
         return;
     }
-    // The spare is taken: a message of this call's own (built only here: an empty message's
+    // No memory for a spare: a message of this call's own (built only here: an empty message's
     // construction and destruction cost ~100 instructions).
     serialization::message own;
     send_request_in(own, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);

@@ -110,9 +110,6 @@ public:
     std::atomic<std::size_t> timer_count{0};
     std::uint32_t rng;
     std::uint32_t since_progress = 0;
-    /// Nonzero while this worker is inside its scheduler's progress hooks (run_hooks,
-    /// hooks_allow_sleep): unregister_hook waits for it to leave. Written by this worker only.
-    std::atomic<std::uint32_t> in_hooks{0};
     std::uint32_t blind_sleep_us = 0;  // backoff of sleeps with a hook that has no wait fd
     std::uint32_t safety_sleep_us = 0; // backoff of sleeps on fds that miss only on faults
     bool worked_since_sleep = true;    // found work since it last slept

@@ -152,4 +152,6 @@ TEST(flow_control, parcels_and_bytes_share_a_word_without_carrying_into_each_oth
     cd::flow_credit(f.st, 1, 40, std::int64_t{40} << 36);
     EXPECT_EQ(f.parcels(1), 0);
     EXPECT_EQ(f.bytes(1), 0);
+    // The bytes had saturated: the credit returns more than the field held, an excess.
+    EXPECT_EQ(f.st.flow.excess_credits.load(), 1u);
 }

@@ -38,9 +38,10 @@
 namespace courier::parcelport::fabric {
 
 /// The poll lock: one poller at a time. try_lock is one atomic exchange and unlock a plain
-/// store, where a std::mutex cost a locked instruction for each on every progress pass (7-10 ns
-/// apiece on the AMD EPYC guest, benchmarks/RESULTS.md). lock() is for the sleep checks, which
-/// wait for a poller to finish: it spins briefly, then sleeps in steps of 20 us.
+/// store: one locked instruction per progress pass, where a std::mutex takes one to lock and
+/// one to unlock. lock() is for the sleep checks, which wait for a poller to finish: it spins
+/// briefly, then sleeps in steps of 20 us (no hand-over: a poller may take the lock again
+/// first, as with a mutex).
 class poll_lock {
 public:
     bool try_lock() noexcept {
