@@ -249,14 +249,14 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     auto const& f = st.flow;
     std::int64_t out_parcels = 0, out_bytes = 0, in_parcels = 0, in_bytes = 0;
     for (auto const& k : f.out) {
-        std::uint64_t const w = k.word.load(std::memory_order_relaxed);
-        out_parcels += flow_state::counts::parcels_of(w);
-        out_bytes += flow_state::counts::bytes_of(w);
+        auto const [parcels, bytes] = k.load();
+        out_parcels += parcels;
+        out_bytes += bytes;
     }
     for (auto const& k : f.in) {
-        std::uint64_t const w = k.word.load(std::memory_order_relaxed);
-        in_parcels += flow_state::counts::parcels_of(w);
-        in_bytes += flow_state::counts::bytes_of(w);
+        auto const [parcels, bytes] = k.load();
+        in_parcels += parcels;
+        in_bytes += bytes;
     }
     put("/flow/window/parcels", f.window_parcels);
     put("/flow/window/bytes", f.window_bytes);

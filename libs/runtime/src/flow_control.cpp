@@ -51,6 +51,17 @@ std::uint64_t saturating_add(std::uint64_t w, std::int64_t parcels, std::int64_t
     return counts::pack(static_cast<std::int64_t>(p), static_cast<std::int64_t>(b));
 }
 
+/// Adds `parcels` and `bytes` to `c` (saturating); returns the new word. One compare-exchange
+/// when uncontended: one locked instruction.
+std::uint64_t add(counts& c, std::int64_t parcels, std::int64_t bytes) noexcept {
+    std::uint64_t w = c.word.load(std::memory_order_relaxed);
+    std::uint64_t next = 0;
+    do {
+        next = saturating_add(w, parcels, bytes);
+    } while (!c.word.compare_exchange_weak(w, next, std::memory_order_acq_rel));
+    return next;
+}
+
 bool try_take(flow_state& f, counts& c, std::int64_t bytes) noexcept {
     std::uint64_t w = c.word.load(std::memory_order_relaxed);
     do {
@@ -129,10 +140,7 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
         return true;
     }
     if (!may_wait()) {
-        std::uint64_t w = c.word.load(std::memory_order_relaxed);
-        while (!c.word.compare_exchange_weak(w, saturating_add(w, 1, bytes),
-                                             std::memory_order_acq_rel)) {
-        } // an overdraft: saturating, never carrying into the other field
+        add(c, 1, bytes); // an overdraft
         f.overdrafts.fetch_add(1, std::memory_order_relaxed);
         return true;
     }
@@ -167,13 +175,7 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) 
         return;
     }
     auto& c = f.in[source];
-    // One compare-exchange (uncontended: one locked instruction), saturating as try_take's.
-    std::uint64_t w = c.word.load(std::memory_order_relaxed);
-    std::uint64_t next = 0;
-    do {
-        next = saturating_add(w, 1, flow_bytes(bytes));
-    } while (!c.word.compare_exchange_weak(w, next, std::memory_order_acq_rel));
-    w = next;
+    std::uint64_t const w = add(c, 1, flow_bytes(bytes));
     if (counts::parcels_of(w) < f.window_parcels / 4 && counts::bytes_of(w) < f.window_bytes / 4) {
         return;
     }

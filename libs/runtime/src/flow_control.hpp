@@ -69,11 +69,10 @@ struct flow_state {
         static std::int64_t bytes_of(std::uint64_t w) noexcept {
             return static_cast<std::int64_t>(w & byte_mask);
         }
-        std::int64_t parcels() const noexcept {
-            return parcels_of(word.load(std::memory_order_relaxed));
-        }
-        std::int64_t bytes() const noexcept {
-            return bytes_of(word.load(std::memory_order_relaxed));
+        /// Parcels and bytes, read together (statistics, counters, tests).
+        std::pair<std::int64_t, std::int64_t> load() const noexcept {
+            std::uint64_t const w = word.load(std::memory_order_relaxed);
+            return {parcels_of(w), bytes_of(w)};
         }
     };
     std::vector<counts> out; // by destination: taken and not yet given back

@@ -380,14 +380,14 @@ flow_statistics get_flow_statistics() {
     s.window_parcels = f.window_parcels;
     s.window_bytes = f.window_bytes;
     for (auto const& c : f.out) {
-        std::uint64_t const w = c.word.load(std::memory_order_relaxed);
-        s.parcels_in_flight += detail::flow_state::counts::parcels_of(w);
-        s.bytes_in_flight += detail::flow_state::counts::bytes_of(w);
+        auto const [parcels, bytes] = c.load();
+        s.parcels_in_flight += parcels;
+        s.bytes_in_flight += bytes;
     }
     for (auto const& c : f.in) {
-        std::uint64_t const w = c.word.load(std::memory_order_relaxed);
-        s.parcels_unreturned += detail::flow_state::counts::parcels_of(w);
-        s.bytes_unreturned += detail::flow_state::counts::bytes_of(w);
+        auto const [parcels, bytes] = c.load();
+        s.parcels_unreturned += parcels;
+        s.bytes_unreturned += bytes;
     }
     s.waits = f.waits.load(std::memory_order_relaxed);
     s.overdrafts = f.overdrafts.load(std::memory_order_relaxed);

@@ -81,7 +81,7 @@ public:
         if (held_ == nullptr) {
             try {
                 held_ = std::make_unique<spare_message>();
-            } catch (std::bad_alloc const&) { // get() is null: the caller uses a message of its own
+            } catch (std::bad_alloc const&) { // with() makes do with a message of its own
             }
         }
     }
@@ -96,8 +96,18 @@ public:
     }
     spare_lease(spare_lease const&) = delete;
     spare_lease& operator=(spare_lease const&) = delete;
-    /// The spare message; null only when there was no memory for one.
-    serialization::message* get() const noexcept { return held_ != nullptr ? &held_->m : nullptr; }
+    /// Calls `f` with the spare message, or, when there was no memory for one, with a message
+    /// of its own (made only then: an empty message's construction and destruction cost ~100
+    /// instructions).
+    template <class F>
+    void with(F&& f) {
+        if (held_ != nullptr) {
+            f(held_->m);
+            return;
+        }
+        serialization::message own;
+        f(own);
+    }
 
 private:
     spare_slot& (*slot_)() noexcept;
@@ -293,13 +303,9 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         }
         return;
     }
-    spare_lease spare(reply_spare);
-    if (serialization::message* m = spare.get(); m != nullptr) {
-        run_answering(*m, ctx, found.invoke, in);
-        return;
-    }
-    serialization::message own; // no memory for a spare (see send_request)
-    run_answering(own, ctx, found.invoke, in);
+    spare_lease(reply_spare).with([&](serialization::message& m) {
+        run_answering(m, ctx, found.invoke, in);
+    });
 }
 
 serialization::options parcel_options() noexcept {
@@ -509,15 +515,9 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                   function_ref<void(serialization::output_archive&)> write_args,
                   completion complete, std::function<void(std::error_code const&)> on_sent,
                   bool wants_reply, bool ordered) {
-    spare_lease spare(request_spare);
-    if (serialization::message* m = spare.get(); m != nullptr) {
-        send_request_in(*m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
-        return;
-    }
-    // No memory for a spare: a message of this call's own (built only here: an empty message's
-    // construction and destruction cost ~100 instructions).
-    serialization::message own;
-    send_request_in(own, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
+    spare_lease(request_spare).with([&](serialization::message& m) {
+        send_request_in(m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
+    });
 }
 
 ordered_state& ordered_streams(locality_state& st) {

@@ -35,8 +35,8 @@ struct flow_fixture {
         st.dead = std::vector<std::atomic<bool>>(localities);
         cd::flow_configure(st.flow, options(std::move(args)), localities, large_in_flight);
     }
-    std::int64_t parcels(std::uint32_t dest) { return st.flow.out[dest].parcels(); }
-    std::int64_t bytes(std::uint32_t dest) { return st.flow.out[dest].bytes(); }
+    std::int64_t parcels(std::uint32_t dest) { return st.flow.out[dest].load().first; }
+    std::int64_t bytes(std::uint32_t dest) { return st.flow.out[dest].load().second; }
 };
 
 } // namespace
@@ -154,4 +154,10 @@ TEST(flow_control, parcels_and_bytes_share_a_word_without_carrying_into_each_oth
     EXPECT_EQ(f.bytes(1), 0);
     // The bytes had saturated: the credit returns more than the field held, an excess.
     EXPECT_EQ(f.st.flow.excess_credits.load(), 1u);
+    // A forged credit of the largest values a peer can send empties the word and no more.
+    ASSERT_TRUE(cd::flow_acquire(f.st, 1, 10));
+    cd::flow_credit(f.st, 1, INT64_MAX, INT64_MAX);
+    EXPECT_EQ(f.parcels(1), 0);
+    EXPECT_EQ(f.bytes(1), 0);
+    EXPECT_EQ(f.st.flow.excess_credits.load(), 2u);
 }
