@@ -6,7 +6,10 @@
 # over the rounds (and the geometric mean, and in how many rounds it was ahead).
 # usage: benchmarks/osu/compare.sh [--rounds=N] [--provider=tcp|shm] [--tests=bw] [--pairs=N]
 #            [--min-size=BYTES] [--max-size=BYTES] [--sizes=N,N,...] [--threads=N] [--base=LABEL] [--build=DIR]
-#            [--raw=FILE] CONFIG...
+#            [--scale=N] [--raw=FILE] CONFIG...
+#   --scale=N: every configuration (the baselines too) runs N times OSU's iteration counts, for
+#   measurements long enough to be steady (OSU's 10 windows of 64 messages of 128 KiB take
+#   ~40 ms); it overrides a --scale in a CONFIG's ARGS.
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS (other
 #   options in ARGS, such as --latency=echo or --buffer=rma_vector, go to osu_courier), e.g.
@@ -42,7 +45,7 @@ for a in "$@"; do
         --tests=*) tests=${a#--tests=} ;;
         --threads=*) threads=${a#--threads=} ;;
         --pairs=*) pairs=${a#--pairs=} ;;
-        --min-size=* | --max-size=* | --sizes=*) sizes+=("$a") ;;
+        --min-size=* | --max-size=* | --sizes=* | --scale=*) sizes+=("$a") ;;
         --base=*) base=${a#--base=} ;;
         --build=*) build=${a#--build=} ;;
         --raw=*) raw=${a#--raw=} ;;

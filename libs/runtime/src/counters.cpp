@@ -49,17 +49,24 @@ std::uint64_t external_bytes(serialization::message const& m) noexcept {
 
 } // namespace
 
-void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m) noexcept {
+void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m,
+                 bool send_started) noexcept {
     std::uint64_t const zero_copy = external_bytes(m);
     std::uint64_t const total = m.index_size() + zero_copy;
     if (traffic_counters* c = own_counters(st)) {
         add_single_writer(c->parcels_sent, 1);
         add_single_writer(c->bytes_sent, total);
         add_single_writer(c->zero_copy_bytes, zero_copy);
+        if (send_started) {
+            add_single_writer(c->sends_started, 1);
+        }
     } else {
         st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);
         st.traffic.bytes_sent.fetch_add(total, std::memory_order_relaxed);
         st.traffic.zero_copy_bytes.fetch_add(zero_copy, std::memory_order_relaxed);
+        if (send_started) {
+            st.traffic.sends_started.fetch_add(1, std::memory_order_acq_rel);
+        }
     }
     if (trace::recorder* tracer = trace::active()) [[unlikely]] {
         tracer->parcel(true, dest, m, total, zero_copy);
@@ -90,10 +97,6 @@ void count_user_sent(locality_state& st, std::int64_t sent) noexcept {
 
 void count_user_received(locality_state& st) noexcept {
     count(st, &traffic_counters::user_received, 1);
-}
-
-void count_send_started(locality_state& st) noexcept {
-    count(st, &traffic_counters::sends_started, 1);
 }
 
 void count_send_ended(locality_state& st, std::uint64_t sends) noexcept {

@@ -142,8 +142,7 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         }
         return;
     }
-    parcel_sent(st, dest, m);
-    count_send_started(st);
+    parcel_sent(st, dest, m, true); // and the send started
     bool const worker = current_scheduler() != nullptr && detail::current_worker() != nullptr;
     // A post, a reply or a control parcel from a worker: its end is only counted (sent() has
     // nothing else to do for rid 0), by the transport's counted handler, once per batch where

@@ -24,6 +24,9 @@ std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
             h.fd.store(fd, std::memory_order_release);
             h.fd_coverage.store(coverage, std::memory_order_release);
             h.active.store(true, std::memory_order_release);
+            if (hook_end_.load(std::memory_order_relaxed) < i + 1) {
+                hook_end_.store(i + 1, std::memory_order_release);
+            }
             hook_count_.fetch_add(1, std::memory_order_acq_rel);
             notify_one();
             return i;
@@ -48,11 +51,21 @@ void scheduler::unregister_hook(std::size_t id) {
     h.can_sleep = nullptr;
     h.fd.store(-1, std::memory_order_release);
     hook_count_.fetch_sub(1, std::memory_order_acq_rel);
+    // A pass that read the old end scans a few inactive slots more: harmless.
+    std::size_t end = 0;
+    for (std::size_t i = 0; i < max_hooks; ++i) {
+        if (hooks_[i].active.load(std::memory_order_acquire)) {
+            end = i + 1;
+        }
+    }
+    hook_end_.store(end, std::memory_order_release);
 }
 
 bool scheduler::hooks_allow_sleep() {
     bool ok = true;
-    for (auto& h : hooks_) {
+    std::size_t const end = hook_end_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < end; ++i) {
+        auto& h = hooks_[i];
         if (!ok || !h.active.load(std::memory_order_acquire)) {
             continue;
         }
@@ -67,7 +80,9 @@ bool scheduler::hooks_allow_sleep() {
 
 bool scheduler::run_hooks() {
     bool work = false;
-    for (auto& h : hooks_) {
+    std::size_t const end = hook_end_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < end; ++i) {
+        auto& h = hooks_[i];
         if (!h.active.load(std::memory_order_acquire)) {
             continue;
         }

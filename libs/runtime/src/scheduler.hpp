@@ -233,6 +233,9 @@ private:
     std::atomic<std::size_t> next_inbox_{0};
     progress_hook hooks_[max_hooks];
     std::atomic<std::size_t> hook_count_{0};
+    // One past the highest slot registered: passes scan only this far (most jobs have one
+    // hook, and a pass per parcel scanning sixteen slots cost ~100 instructions per parcel).
+    std::atomic<std::size_t> hook_end_{0};
     spinlock hooks_lock_;
     void* topology_ = nullptr;
 };

@@ -35,8 +35,10 @@ struct alignas(64) traffic_counters {
 };
 
 /// Locality `st` hands a parcel to its transport for `dest` (not for itself): counted, and
-/// traced when tracing is on. Any thread.
-void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m) noexcept;
+/// traced when tracing is on. Any thread. `send_started`: the transport's send of it starts
+/// now, counted for termination (sends_started; its end by count_send_ended).
+void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m,
+                 bool send_started = false) noexcept;
 /// A parcel from `source` reaches locality `st` (its own parcels are not counted).
 void parcel_received(locality_state& st, std::uint32_t source,
                      serialization::message const& m) noexcept;
@@ -49,7 +51,6 @@ void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t co
 /// negative: a counted parcel the transport refused.
 void count_user_sent(locality_state& st, std::int64_t sent) noexcept;
 void count_user_received(locality_state& st) noexcept;
-void count_send_started(locality_state& st) noexcept;
 void count_send_ended(locality_state& st, std::uint64_t sends = 1) noexcept;
 /// Their sums over st's shared counts and the workers of `s` (st's scheduler; nullptr: the
 /// shared counts only).

@@ -277,8 +277,9 @@ message::message(message&& o) noexcept
       capacity_(std::exchange(o.capacity_, 0)), growth_copied_(std::exchange(o.growth_copied_, 0)),
       small_buffer_(std::exchange(o.small_buffer_, false)),
       borrowed_(std::exchange(o.borrowed_, false)), one_chunk_(std::exchange(o.one_chunk_, false)),
-      refused_(std::exchange(o.refused_, false)), checked_(std::exchange(o.checked_, false)),
-      checked_result_(o.checked_result_), single_(o.single_), chunks_(std::move(o.chunks_)),
+      refused_(std::exchange(o.refused_, false)), holds_refs_(std::exchange(o.holds_refs_, false)),
+      checked_(std::exchange(o.checked_, false)), checked_result_(o.checked_result_),
+      single_(o.single_), chunks_(std::move(o.chunks_)),
       owner_one_at_(std::exchange(o.owner_one_at_, no_owner)), owner_one_(std::move(o.owner_one_)),
       owners_(std::move(o.owners_)), keep_first_(std::move(o.keep_first_)),
       keep_second_(std::move(o.keep_second_)), keep_alive_(std::move(o.keep_alive_)),
@@ -298,6 +299,7 @@ message& message::operator=(message&& o) noexcept {
         checked_result_ = o.checked_result_;
         one_chunk_ = std::exchange(o.one_chunk_, false);
         refused_ = std::exchange(o.refused_, false);
+        holds_refs_ = std::exchange(o.holds_refs_, false);
         single_ = o.single_;
         chunks_ = std::move(o.chunks_);
         owner_one_at_ = std::exchange(o.owner_one_at_, no_owner);
@@ -344,14 +346,17 @@ void message::clear() noexcept {
     growth_copied_ = 0;
     one_chunk_ = false;
     chunks_.clear();
-    owner_one_at_ = no_owner;
-    owner_one_.reset();
-    owners_.clear();
-    keep_first_.reset();
-    keep_second_.reset();
-    keep_alive_.clear();
-    types_.reset();
     refused_ = false;
+    if (holds_refs_) {
+        owner_one_at_ = no_owner;
+        owner_one_.reset();
+        owners_.clear();
+        keep_first_.reset();
+        keep_second_.reset();
+        keep_alive_.clear();
+        types_.reset();
+        holds_refs_ = false;
+    }
 }
 
 void message::reserve(std::size_t bytes) {
@@ -446,6 +451,7 @@ void message::keep_alive(std::shared_ptr<void const> ref) {
     if (!ref) {
         return;
     }
+    holds_refs_ = true;
     if (!keep_first_) { // the usual one or two references need no vector storage
         keep_first_ = std::move(ref);
         return;
@@ -463,6 +469,7 @@ void message::set_chunk_owner(std::size_t i, std::shared_ptr<void const> owner) 
         throw serialization_error("set_chunk_owner: chunk " + std::to_string(i) +
                                   " out of range (" + std::to_string(count) + " chunks)");
     }
+    holds_refs_ = true;
     if (owners_.empty() && (owner_one_at_ == no_owner || owner_one_at_ == i)) {
         owner_one_at_ = i; // the usual single owner: no vector storage
         owner_one_ = std::move(owner);

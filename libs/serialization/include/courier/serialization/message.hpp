@@ -112,6 +112,7 @@ public:
     /// inline, and for files written without one.
     std::shared_ptr<detail::type_table const> const& type_table() const noexcept { return types_; }
     void set_type_table(std::shared_ptr<detail::type_table const> t) noexcept {
+        holds_refs_ = holds_refs_ || t != nullptr;
         types_ = std::move(t);
     }
 
@@ -169,6 +170,10 @@ private:
     bool borrowed_ = false;     // buffer_ is someone else's bytes (view(), index_owner_)
     bool one_chunk_ = false;    // the chunk list is single_ (below)
     bool refused_ = false;      // set_refused()
+    // Some reference below may be set (chunk owners, keep_alive(), the type table): clear()
+    // resets them only then, so that a parcel's message, cleared when it is started and when it
+    // is given back, pays one test for the references it usually never had.
+    bool holds_refs_ = false;
     // check() passed and nothing has changed since (every writer clears it), so that a received
     // parcel, checked where it arrives (from_parts, from_bytes), is not checked again by its
     // input archive.
