@@ -191,6 +191,55 @@ TEST(scheduler, progress_hooks_run_when_idle_and_their_fd_wakes_sleepers) {
               0);
 }
 
+// Passes scan the hook slots only up to the last one registered: a hook in the last slot keeps
+// running when those before it go, and one that takes a freed slot, or a slot past the last,
+// runs too. Each hook is waited for (bounded) until a pass has reached it.
+TEST(scheduler, progress_hooks_in_any_slot_run_as_others_come_and_go) {
+    EXPECT_EQ(
+        run_in_runtime(1,
+                       [] {
+                           std::atomic<int> counts[4] = {};
+                           auto hook = [&counts](int i) {
+                               return courier::register_progress_hook([&counts, i] {
+                                   counts[i].fetch_add(1, std::memory_order_relaxed);
+                                   return false;
+                               });
+                           };
+                           // True once hook i ran after this call (within 10 s).
+                           auto runs = [&counts](int i) {
+                               int const before = counts[i].load();
+                               auto const until =
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                               while (counts[i].load() == before) {
+                                   if (std::chrono::steady_clock::now() > until) {
+                                       return false;
+                                   }
+                                   courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+                               }
+                               return true;
+                           };
+                           auto a = hook(0);
+                           auto b = hook(1);
+                           EXPECT_GT(b, a);
+                           courier::unregister_progress_hook(a);
+                           EXPECT_TRUE(runs(1)) << "the last slot's hook, the one before it gone";
+                           auto c = hook(2); // a's slot again
+                           EXPECT_EQ(c, a);
+                           courier::unregister_progress_hook(b);
+                           EXPECT_TRUE(runs(2)) << "a hook in a freed slot, the last one gone";
+                           auto d = hook(3); // past the last registered slot
+                           EXPECT_TRUE(runs(3)) << "a hook past the last slot";
+                           EXPECT_TRUE(runs(2));
+                           int const gone = counts[1].load();
+                           courier::this_thread::sleep_for(std::chrono::milliseconds(20));
+                           EXPECT_EQ(counts[1].load(), gone) << "an unregistered hook ran";
+                           courier::unregister_progress_hook(c);
+                           courier::unregister_progress_hook(d);
+                       },
+                       {"--courier:idle_spin_us=1000000"}),
+        0);
+}
+
 // How long an idle worker sleeps on a hook's wait fd that nothing signals follows what the fd
 // may miss: 10 ms sleeps on one that some peers never ring (partial), sleeps lengthening from
 // 10 to 100 ms on one that misses only on faults (a doorbell), 100 ms on one that misses
