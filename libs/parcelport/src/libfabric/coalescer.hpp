@@ -193,10 +193,12 @@ public:
         }
         try {
             std::byte* r = b->buf.extend(rec);
+            // The padding (0-7 bytes) zeroed by one store over the record's last 8 bytes, first:
+            // the prefix and the bytes then write over what of it is theirs (a memset call cost
+            // ~15 instructions per small parcel).
+            std::memset(r + rec - 8, 0, 8);
             write_record_prefix(r, eager_bytes, record_flags);
             write(r + wire::record_prefix);
-            std::memset(r + wire::record_prefix + eager_bytes, 0,
-                        rec - wire::record_prefix - eager_bytes); // the padding
         } catch (...) {
             b->buf.truncate(at);
             if (on_sent != nullptr) {
