@@ -167,17 +167,9 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     try {
         transport_watch::call in_transport;
         if (worker) {
-            bool held = false;
-            if (counted) {
-                // A parcel of one index chunk (a small post or reply) goes straight to its
-                // batch if one holds it: its bytes, not the message, through the transport.
-                auto const chunks = m.chunks();
-                held = (chunks.size() == 1 && chunks[0].type == serialization::chunk_type::index &&
-                        st.tp->try_batch_compact(dest, m.data())) ||
-                       st.tp->send_counted(dest, std::move(m));
-            } else {
-                held = st.tp->send_coalesced(dest, std::move(m), std::move(handler));
-            }
+            bool const held = counted
+                                  ? st.tp->send_counted(dest, std::move(m))
+                                  : st.tp->send_coalesced(dest, std::move(m), std::move(handler));
             if (held) {
                 current_scheduler()->notify_one();
             }

@@ -27,7 +27,6 @@ std::size_t scheduler::register_hook(std::function<bool()> poll, int fd,
             if (hook_end_.load(std::memory_order_relaxed) < i + 1) {
                 hook_end_.store(i + 1, std::memory_order_release);
             }
-            hook_count_.fetch_add(1, std::memory_order_acq_rel);
             notify_one();
             return i;
         }
@@ -41,16 +40,15 @@ void scheduler::unregister_hook(std::size_t id) {
     }
     std::lock_guard g(hooks_lock_);
     auto& h = hooks_[id];
-    if (!h.active.exchange(false, std::memory_order_acq_rel)) {
+    if (!h.active.exchange(false, std::memory_order_seq_cst)) {
         return;
     }
-    while (h.running.load(std::memory_order_acquire) != 0) {
+    while (h.running.load(std::memory_order_seq_cst) != 0) { // each_running_hook says why
         std::this_thread::yield();
     }
     h.poll = nullptr;
     h.can_sleep = nullptr;
     h.fd.store(-1, std::memory_order_release);
-    hook_count_.fetch_sub(1, std::memory_order_acq_rel);
     // A pass that read the old end scans a few inactive slots more: harmless.
     std::size_t end = 0;
     for (std::size_t i = 0; i < max_hooks; ++i) {
@@ -61,41 +59,47 @@ void scheduler::unregister_hook(std::size_t id) {
     hook_end_.store(end, std::memory_order_release);
 }
 
-bool scheduler::hooks_allow_sleep() {
-    bool ok = true;
-    std::size_t const end = hook_end_.load(std::memory_order_acquire);
+namespace {
+/// Calls `f(h)` for each active hook among the first `end`, counted as running meanwhile, until
+/// `f` returns false. The count's increment and the second look at `active` are sequentially
+/// consistent, as unregister_hook's clearing of `active` and its read of the count: either
+/// this pass sees the hook cleared, or unregister_hook sees it running and waits.
+template <class F>
+void each_running_hook(progress_hook* hooks, std::size_t end, F&& f) {
     for (std::size_t i = 0; i < end; ++i) {
-        auto& h = hooks_[i];
-        if (!ok || !h.active.load(std::memory_order_acquire)) {
+        auto& h = hooks[i];
+        if (!h.active.load(std::memory_order_acquire)) {
             continue;
         }
-        h.running.fetch_add(1, std::memory_order_acq_rel);
-        if (h.active.load(std::memory_order_acquire) && h.can_sleep) {
-            ok = h.can_sleep();
+        h.running.fetch_add(1, std::memory_order_seq_cst);
+        bool const go_on = !h.active.load(std::memory_order_seq_cst) || f(h);
+        h.running.fetch_sub(1, std::memory_order_release);
+        if (!go_on) {
+            return;
         }
-        h.running.fetch_sub(1, std::memory_order_acq_rel);
     }
+}
+} // namespace
+
+bool scheduler::hooks_allow_sleep() {
+    bool ok = true;
+    each_running_hook(hooks_, hook_end_.load(std::memory_order_acquire), [&](progress_hook& h) {
+        ok = !h.can_sleep || h.can_sleep();
+        return ok;
+    });
     return ok;
 }
 
 bool scheduler::run_hooks() {
     bool work = false;
-    std::size_t const end = hook_end_.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < end; ++i) {
-        auto& h = hooks_[i];
-        if (!h.active.load(std::memory_order_acquire)) {
-            continue;
+    each_running_hook(hooks_, hook_end_.load(std::memory_order_acquire), [&](progress_hook& h) {
+        try {
+            work |= h.poll();
+        } catch (std::exception const& e) {
+            log(log_level::error, "progress hook threw: {}", e.what());
         }
-        h.running.fetch_add(1, std::memory_order_acq_rel);
-        if (h.active.load(std::memory_order_acquire)) {
-            try {
-                work |= h.poll();
-            } catch (std::exception const& e) {
-                log(log_level::error, "progress hook threw: {}", e.what());
-            }
-        }
-        h.running.fetch_sub(1, std::memory_order_acq_rel);
-    }
+        return true;
+    });
     return work;
 }
 

@@ -602,13 +602,7 @@ void message::view(std::span<std::byte const> data) {
     single_ = {chunk_type::index, data.size(), 0, nullptr, 0};
 }
 
-void message::add_chunk(serialization_chunk const& c) {
-    checked_ = false;
-    if (!one_chunk_ && chunks_.empty()) {
-        single_ = c;
-        one_chunk_ = true;
-        return;
-    }
+void message::add_listed_chunk(serialization_chunk const& c) {
     if (one_chunk_) { // a second chunk: both go to the vector
         if (chunks_.capacity() == 0) {
             chunks_ = chunk_list();

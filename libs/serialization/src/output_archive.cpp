@@ -99,13 +99,7 @@ void output_archive::grow(std::size_t n) {
 void output_archive::close_index_chunk() {
     std::size_t at = index_bytes();
     if (at > chunk_start_) {
-        if (!msg_.one_chunk_ && msg_.chunks_.empty()) { // a parcel's usual single chunk
-            msg_.checked_ = false;
-            msg_.single_ = {chunk_type::index, at - chunk_start_, chunk_start_, nullptr, 0};
-            msg_.one_chunk_ = true;
-        } else {
-            msg_.add_chunk({chunk_type::index, at - chunk_start_, chunk_start_, nullptr, 0});
-        }
+        msg_.add_chunk({chunk_type::index, at - chunk_start_, chunk_start_, nullptr, 0});
         chunk_start_ = at;
     }
 }

@@ -95,17 +95,6 @@ public:
         pacer_.kick();
         return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
     }
-    bool try_batch_compact(std::uint32_t dest, std::span<std::byte const> parcel) override {
-        if (!opts_.coalescing) {
-            return false;
-        }
-        require_counted_handler();
-        if (!sender_->batch_compact(dest, parcel, nullptr)) {
-            return false; // send_counted() kicks the pacer
-        }
-        pacer_.kick();
-        return true;
-    }
     /// Quiet (sender::send_quiet): it rings no doorbell and does not kick the pacer, and a pass
     /// that finds only such messages arriving or ending returns false, calls no net_bell
     /// heard() and lets can_sleep() sleep: a liveness beat neither wakes an idle locality nor

@@ -325,32 +325,21 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     return false;
 }
 
-bool sender::coalesce_compact(std::uint32_t dest, std::span<std::byte const> data,
-                              transport::sent_handler* on_sent) {
-    // A parcel of one index chunk goes as its stream alone (wire::record_compact): the batch's
-    // header says where it comes from, and there is nothing to describe.
-    if (!coalescer_->small_enough(data.size())) {
-        return false;
-    }
-    return coalescer_->try_coalesce(
-        dest, data.size(), [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); },
-        on_sent, batch_counts{1, data.size(), data.size()}, wire::record_compact);
-}
-
-bool sender::batch_compact(std::uint32_t dest, std::span<std::byte const> data,
-                           transport::sent_handler* on_sent) {
-    require_peer(dest);
-    return !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
-           coalesce_compact(dest, data, on_sent);
-}
-
 bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
                           transport::sent_handler* on_sent) {
     // Eager-only and a third of a batch at most: its bytes are all the receiver needs, so it
     // takes no slot; its eager message is written straight into the batch.
     auto const chunks = m.chunks();
     if (chunks.size() == 1 && chunks[0].type == serialization::chunk_type::index) {
-        return coalesce_compact(dest, m.data(), on_sent);
+        // A parcel of one index chunk goes as its stream alone (wire::record_compact): the
+        // batch's header says where it comes from, and there is nothing to describe.
+        std::span<std::byte const> const data = m.data();
+        if (!coalescer_->small_enough(data.size())) {
+            return false;
+        }
+        return coalescer_->try_coalesce(
+            dest, data.size(), [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); },
+            on_sent, batch_counts{1, data.size(), data.size()}, wire::record_compact);
     }
     eager_layout const l = layout_eager(m, recv_size_);
     if (!l.eager_only || !coalescer_->small_enough(l.eager_size)) {

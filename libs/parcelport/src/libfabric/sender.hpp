@@ -85,12 +85,6 @@ public:
     /// the send), with its batch's others when it waits in one.
     bool send_counted(std::uint32_t dest, serialization::message&& m,
                       transport::counted_handler const& counted, bool coalesce);
-    /// A parcel of one index chunk, `data` its bytes, into its destination's batch if the
-    /// coalescer would hold it now (as try_coalesce; on_sent null: a counted send): true if it
-    /// went there (copied), false if not (the caller sends it). Throws std::out_of_range for
-    /// a destination this sender does not serve.
-    bool batch_compact(std::uint32_t dest, std::span<std::byte const> data,
-                       transport::sent_handler* on_sent);
     /// As send() without a batch, for a control message (transport::send_control): if it goes
     /// as one eager message (no reads, not split), it is marked quiet (wire::quiet), rings no
     /// doorbell once posted through a message ring or on a transport without rings (a post
@@ -142,9 +136,6 @@ private:
     /// counted send, coalescer::try_coalesce).
     bool try_coalesce(std::uint32_t dest, serialization::message const& m,
                       transport::sent_handler* on_sent);
-    /// try_coalesce of a parcel of one index chunk, `data` its bytes.
-    bool coalesce_compact(std::uint32_t dest, std::span<std::byte const> data,
-                          transport::sent_handler* on_sent);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
     static bool last_part(send_state* s) noexcept { return s->split.last_part(); }
     /// Whether a message laid out as `whole` for a receive buffer, with an index of

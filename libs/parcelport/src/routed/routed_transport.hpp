@@ -46,9 +46,6 @@ public:
     bool send_counted(std::uint32_t dest, serialization::message&& m) override {
         return rail_of(dest).send_counted(dest, std::move(m));
     }
-    bool try_batch_compact(std::uint32_t dest, std::span<std::byte const> parcel) override {
-        return rail_of(dest).try_batch_compact(dest, parcel);
-    }
     void send_control(std::uint32_t dest, serialization::message&& m,
                       sent_handler on_sent) override {
         rail_of(dest).send_control(dest, std::move(m), std::move(on_sent));

@@ -369,14 +369,6 @@ public:
         require_counted_handler();
         return send_coalesced(dest, std::move(m), [this](std::error_code ec) { counted_(1, ec); });
     }
-    /// send_counted() of a parcel that is one index chunk, `parcel` its bytes (copied if taken):
-    /// true if it joined a batch that waits, as send_counted() would have put it; false if it
-    /// was not taken (no batch would hold it now, or this transport has no such path), and
-    /// the caller then sends it with send_counted(). A small post, the sender's hot path,
-    /// passes no message through send_counted()'s layers to reach its batch.
-    virtual bool try_batch_compact(std::uint32_t /*dest*/, std::span<std::byte const> /*parcel*/) {
-        return false;
-    }
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
     /// behind progress(): a transport whose progress() can hold its lock through one long
     /// call (MPI copies a whole matched message inside one) queues it for the next pass

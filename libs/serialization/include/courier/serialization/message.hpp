@@ -200,7 +200,18 @@ private:
     void grow_to(std::size_t min_capacity); // keeps the first size_ bytes
     void release_buffer() noexcept;         // frees (or caches) buffer_
     void release_chunks() noexcept;         // frees (or caches) chunks_' storage
-    void add_chunk(serialization_chunk const& c);
+    /// Appends a chunk. The first is set in place (inline: a parcel's usual single chunk costs
+    /// no call); a second moves both to the vector.
+    void add_chunk(serialization_chunk const& c) {
+        checked_ = false;
+        if (!one_chunk_ && chunks_.empty()) {
+            single_ = c;
+            one_chunk_ = true;
+            return;
+        }
+        add_listed_chunk(c);
+    }
+    void add_listed_chunk(serialization_chunk const& c);        // add_chunk past the first
     static message copy_index(std::span<std::byte const> data); // from_parts without chunks
     // from_bytes of an index of shareable_index_min bytes or more: a shared block.
     static message shared_index(std::span<std::byte const> data);
