@@ -539,6 +539,78 @@ void scenario_senders_share_a_worker() {
     CHECK(waits > 0); // the senders did suspend while sending
 }
 
+// Posts of numbers, enums and buffers from several tasks at once: those whose arguments are
+// flat (a buffer below the zero-copy threshold) are written straight into their batch when one
+// is open (send_post_flat), the others (a buffer at or above it) as messages, and a batch may
+// leave between the first look and the lock (the message fallback). Each arrives with the
+// values its sender wrote, whatever the path: sizes around the varint's one-byte limit and the
+// threshold, every type's bytes checked.
+enum class flat_kind : std::uint16_t { low = 7, high = 40000 };
+constexpr int flat_senders = 4;
+constexpr std::size_t flat_sizes[] = {0, 1, 127, 128, 1000, 4095, 4096, 5000};
+std::size_t flat_size(int i) {
+    return flat_sizes[static_cast<std::size_t>(i) % std::size(flat_sizes)];
+}
+std::atomic<long> g_flat_bad{0};
+std::atomic<long> g_flat_count{0};
+std::atomic<long> g_flat_sum{0};
+void flat_post(int sender, int i, std::uint8_t small, double x, flat_kind k, bool odd,
+               courier::serialization::serialize_buffer<char> const& b) {
+    bool ok = sender >= 0 && sender < flat_senders && small == static_cast<std::uint8_t>(i * 7) &&
+              x == i * 0.5 + sender && k == (i % 3 == 0 ? flat_kind::high : flat_kind::low) &&
+              odd == (i % 2 == 1) && b.size() == flat_size(i);
+    for (std::size_t j = 0; ok && j < b.size(); ++j) {
+        ok = b[j] == static_cast<char>('a' + (sender + static_cast<int>(j)) % 26);
+    }
+    g_flat_bad.fetch_add(ok ? 0 : 1);
+    g_flat_sum.fetch_add(i);
+    g_flat_count.fetch_add(1);
+}
+COURIER_PLAIN_ACTION(flat_post, flat_post_action);
+std::vector<long> flat_posts_seen() {
+    return {g_flat_bad.load(), g_flat_count.load(), g_flat_sum.load()};
+}
+COURIER_PLAIN_ACTION(flat_posts_seen, flat_posts_seen_action);
+
+void scenario_flat_posts() {
+    auto to = courier::find_remote_localities().at(0);
+    constexpr int n = 3000;
+    std::vector<courier::future<void>> fs;
+    for (int t = 0; t < flat_senders; ++t) {
+        fs.push_back(courier::async([t, to] {
+            std::vector<courier::serialization::serialize_buffer<char>> bufs;
+            for (std::size_t size : flat_sizes) {
+                courier::serialization::serialize_buffer<char> b(size);
+                for (std::size_t j = 0; j < size; ++j) {
+                    b[j] = static_cast<char>('a' + (t + static_cast<int>(j)) % 26);
+                }
+                bufs.push_back(std::move(b));
+            }
+            for (int i = 0; i < n; ++i) {
+                courier::post<flat_post_action>(
+                    to, t, i, static_cast<std::uint8_t>(i * 7), i * 0.5 + t,
+                    i % 3 == 0 ? flat_kind::high : flat_kind::low, i % 2 == 1,
+                    bufs[static_cast<std::size_t>(i) % bufs.size()]);
+                if (i % 200 == 0) {
+                    courier::this_thread::yield(); // the other senders' posts in between
+                }
+            }
+        }));
+    }
+    for (auto& f : fs) {
+        f.get();
+    }
+    std::vector<long> seen;
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    do {
+        seen = courier::async<flat_posts_seen_action>(to).get();
+    } while (seen[1] < flat_senders * n && std::chrono::steady_clock::now() < deadline);
+    std::printf("flat_posts: %ld posts arrived, %ld wrong\n", seen[1], seen[0]);
+    CHECK(seen[0] == 0);
+    CHECK(seen[1] == flat_senders * n);
+    CHECK(seen[2] == static_cast<long>(flat_senders) * n * (n - 1) / 2);
+}
+
 // Calls whose actions suspend before they return (run with one worker on the callee): each
 // answer is built while the others' actions are suspended in the middle of theirs, and each
 // caller gets its own (handle_request's per-thread spare message for replies is held by one
@@ -1973,6 +2045,7 @@ int courier_main(int argc, char** argv) {
         {"posts_take_no_pool_blocks", scenario_posts_take_no_pool_blocks},
         {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"senders_share_a_worker", scenario_senders_share_a_worker},
+        {"flat_posts", scenario_flat_posts},
         {"answers_stay_apart", scenario_answers_stay_apart},
         {"posts_let_go_of_their_arguments", scenario_posts_let_go_of_their_arguments},
         {"burst_then_compute", scenario_burst_then_compute},

@@ -73,6 +73,20 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
     }
 }
 
+void flat_post_sent(locality_state& st, std::uint64_t bytes) noexcept {
+    if (traffic_counters* c = own_counters(st)) {
+        add_single_writer(c->user_sent, 1);
+        add_single_writer(c->parcels_sent, 1);
+        add_single_writer(c->bytes_sent, bytes);
+        add_single_writer(c->sends_started, 1);
+    } else {
+        st.traffic.user_sent.fetch_add(1, std::memory_order_acq_rel);
+        st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);
+        st.traffic.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+        st.traffic.sends_started.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
 namespace {
 /// Adds `by` to the `field` of the calling worker's counters (one writer: a load and a store),
 /// or of st's shared ones (atomically) on any other thread.

@@ -6,6 +6,8 @@
 #include "locality_state.hpp"
 #include "log.hpp"
 #include "scheduler.hpp"
+#include "trace.hpp"
+#include "traffic.hpp"
 #include "transport_watch.hpp"
 
 #include <courier/runtime/init.hpp>
@@ -517,6 +519,80 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     spare_lease(request_spare).with([&](serialization::message& m) {
         send_request_in(m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
     });
+}
+
+bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments const& args) {
+    locality_state& st = here();
+    // What send_request would do with the same post, less the message: the checks it makes
+    // (any it would fail, it fails itself), flow control, the counts, then the stream goes
+    // into the batch the transport holds for `dest`. Only where a batch holds it (a stream of
+    // small posts), so that a post to an idle destination, which leaves at once, or one too
+    // large for a batch pays only a few looks more.
+    if (dest >= st.size || dest == st.rank || !runtime_running() || st.tp == nullptr ||
+        current_scheduler() == nullptr || current_worker() == nullptr ||
+        trace::active() != nullptr || is_control(action_id) || has_failed(st, dest)) {
+        return false;
+    }
+    serialization::stream_threshold const t =
+        serialization::stream_threshold_of(send_options(st, dest));
+    auto const head = [action_id](auto& ar) {
+        ar.save(static_cast<std::uint8_t>(request));
+        ar.save(action_id);
+        ar.save(std::uint64_t{0}); // no reply: a post's request id
+    };
+    serialization::flat_sizer sizer(t.threshold);
+    head(sizer);
+    args.size(args.args, sizer);
+    std::size_t const n = serialization::message_header_size + sizer.size();
+    if (!sizer.flat() || !st.tp->batches_now(dest, n)) {
+        return false;
+    }
+    auto const bytes = static_cast<std::int64_t>(n);
+    if (!flow_acquire(st, dest, bytes)) {
+        return true; // the destination failed meanwhile: a post's failure reaches no one
+    }
+    flat_post_sent(st, n); // and its send started: its end is counted with its batch's
+    // A send the transport refuses leaves nothing counted (see send_request_in).
+    auto const undo = [&] {
+        count_send_ended(st);
+        count_user_sent(st, -1);
+        flow_release(st, dest, bytes);
+    };
+    struct stream {
+        decltype(head) const& write_head;
+        flat_arguments const& args;
+        serialization::stream_threshold t;
+    } const parcel{head, args, t};
+    parcelport::transport::stream_writer const write = [](void const* p, std::byte* at) {
+        auto const& s = *static_cast<stream const*>(p);
+        serialization::write_stream_header(at, s.t.recorded);
+        serialization::flat_writer w(at + serialization::message_header_size, s.t.threshold);
+        s.write_head(w);
+        s.args.write(s.args.args, w);
+    };
+    try {
+        transport_watch::call in_transport;
+        if (st.tp->try_batch_stream(dest, n, write, &parcel)) {
+            current_scheduler()->notify_one(); // as send_parcel does for a parcel it holds
+            return true;
+        }
+        // The batch left between the first look and the lock: a message after all, as
+        // send_request builds it and send_parcel sends it (counted already).
+        spare_lease(request_spare).with([&](serialization::message& m) {
+            {
+                serialization::output_archive ar(m, send_options(st, dest));
+                head(ar);
+                args.save(args.args, ar);
+            }
+            if (st.tp->send_counted(dest, std::move(m))) {
+                current_scheduler()->notify_one();
+            }
+        });
+    } catch (...) {
+        undo();
+        throw;
+    }
+    return true;
 }
 
 ordered_state& ordered_streams(locality_state& st) {

@@ -39,6 +39,9 @@ struct alignas(64) traffic_counters {
 /// now, counted for termination (sends_started; its end by count_send_ended).
 void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m,
                  bool send_started = false) noexcept;
+/// The same for a post written as a flat stream of `bytes` (send_post_flat) whose send starts
+/// now, while tracing is off, and its count_user_sent(st, 1): one look for the counters.
+void flat_post_sent(locality_state& st, std::uint64_t bytes) noexcept;
 /// A parcel from `source` reaches locality `st` (its own parcels are not counted).
 void parcel_received(locality_state& st, std::uint32_t source,
                      serialization::message const& m) noexcept;

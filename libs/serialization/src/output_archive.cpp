@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSL-1.0
 #include <courier/serialization/detail/tracking.hpp>
+#include <courier/serialization/flat_stream.hpp>
 #include <courier/serialization/output_archive.hpp>
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
+#include <limits>
 
 namespace courier::serialization {
 
@@ -37,18 +40,34 @@ output_archive::~output_archive() {
     }
 }
 
+stream_threshold stream_threshold_of(options const& o) noexcept {
+    std::size_t threshold = o.zero_copy ? std::max<std::size_t>(o.zero_copy_threshold, 1)
+                                        : std::numeric_limits<std::size_t>::max();
+    // Thresholds beyond 32 bits cannot be recorded: they mean "never" in practice.
+    if (threshold >= threshold_zero_copy_off) {
+        return {std::numeric_limits<std::size_t>::max(), threshold_zero_copy_off};
+    }
+    return {threshold, static_cast<std::uint32_t>(threshold)};
+}
+
+void write_stream_header(std::byte* at, std::uint32_t recorded) noexcept {
+    std::byte const header[message_header_size] = {
+        std::byte{'C'},
+        std::byte{'R'},
+        std::byte{message_format_version},
+        std::byte{std::endian::native == std::endian::big ? std::uint8_t{1} : std::uint8_t{0}},
+        std::byte(recorded & 0xff),
+        std::byte((recorded >> 8) & 0xff),
+        std::byte((recorded >> 16) & 0xff),
+        std::byte((recorded >> 24) & 0xff)};
+    std::memcpy(at, header, sizeof header);
+}
+
 void output_archive::start(options const& o) {
     msg_.clear(); // a first chunk is held inline, a second one takes a cached chunk list
     tracking_kind_ = o.tracking;
-    threshold_ = o.zero_copy ? std::max<std::size_t>(o.zero_copy_threshold, 1)
-                             : std::numeric_limits<std::size_t>::max();
-    // Thresholds beyond 32 bits cannot be recorded: they mean "never" in practice.
-    std::uint32_t recorded = threshold_ >= threshold_zero_copy_off
-                                 ? threshold_zero_copy_off
-                                 : static_cast<std::uint32_t>(threshold_);
-    if (recorded == threshold_zero_copy_off) {
-        threshold_ = std::numeric_limits<std::size_t>::max();
-    }
+    stream_threshold const t = stream_threshold_of(o);
+    threshold_ = t.threshold;
     deep_threshold_ = !o.zero_copy                  ? std::numeric_limits<std::size_t>::max()
                       : o.deep_array_threshold != 0 ? o.deep_array_threshold
                                                     : threshold_;
@@ -58,16 +77,8 @@ void output_archive::start(options const& o) {
     begin_ = msg_.buffer_;
     cur_ = begin_;
     end_ = begin_ + msg_.capacity_;
-    std::byte header[message_header_size] = {
-        std::byte{'C'},
-        std::byte{'R'},
-        std::byte{message_format_version},
-        std::byte{std::endian::native == std::endian::big ? std::uint8_t{1} : std::uint8_t{0}},
-        std::byte(recorded & 0xff),
-        std::byte((recorded >> 8) & 0xff),
-        std::byte((recorded >> 16) & 0xff),
-        std::byte((recorded >> 24) & 0xff)};
-    save_bytes(header, sizeof header);
+    write_stream_header(cur_, t.recorded); // the buffer has room: initial_capacity
+    cur_ += message_header_size;
     chunk_start_ = 0;
 }
 

@@ -95,6 +95,18 @@ public:
         pacer_.kick();
         return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
     }
+    bool batches_now(std::uint32_t dest, std::size_t n) const override {
+        return opts_.coalescing && sender_->batches_now(dest, n);
+    }
+    bool try_batch_stream(std::uint32_t dest, std::size_t n, stream_writer write,
+                          void const* ctx) override {
+        require_counted_handler();
+        if (!opts_.coalescing || !sender_->batch_stream(dest, n, write, ctx)) {
+            return false;
+        }
+        pacer_.kick();
+        return true;
+    }
     /// Quiet (sender::send_quiet): it rings no doorbell and does not kick the pacer, and a pass
     /// that finds only such messages arriving or ending returns false, calls no net_bell
     /// heard() and lets can_sleep() sleep: a liveness beat neither wakes an idle locality nor

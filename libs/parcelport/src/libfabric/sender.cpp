@@ -172,6 +172,22 @@ bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
         dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
 }
 
+bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
+    return dest < parts_.peers.size() && !parts_.ep.mr_local() && coalescer_->small_enough(n) &&
+           coalescer_->would_hold(dest);
+}
+
+bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
+                          void const* ctx) {
+    require_peer(dest);
+    if (parts_.ep.mr_local() || !coalescer_->would_hold(dest) || !coalescer_->small_enough(n)) {
+        return false;
+    }
+    return coalescer_->try_coalesce(
+        dest, n, [&](std::byte* at) { write(ctx, at); }, nullptr, batch_counts{1, n, n},
+        wire::record_compact);
+}
+
 void sender::send_quiet(std::uint32_t dest, serialization::message&& m,
                         transport::sent_handler on_sent) {
     require_peer(dest);

@@ -85,6 +85,13 @@ public:
     /// the send), with its batch's others when it waits in one.
     bool send_counted(std::uint32_t dest, serialization::message&& m,
                       transport::counted_handler const& counted, bool coalesce);
+    /// transport::try_batch_stream(): the stream's `n` bytes written by `write` into the batch
+    /// to `dest` as a compact record, if the coalescer holds it now; its end is counted with
+    /// the batch's (set_counted_handler).
+    bool batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
+                      void const* ctx);
+    /// transport::batches_now(): batch_stream's first look, without the lock.
+    bool batches_now(std::uint32_t dest, std::size_t n) const noexcept;
     /// As send() without a batch, for a control message (transport::send_control): if it goes
     /// as one eager message (no reads, not split), it is marked quiet (wire::quiet), rings no
     /// doorbell once posted through a message ring or on a transport without rings (a post

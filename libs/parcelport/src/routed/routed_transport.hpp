@@ -46,6 +46,13 @@ public:
     bool send_counted(std::uint32_t dest, serialization::message&& m) override {
         return rail_of(dest).send_counted(dest, std::move(m));
     }
+    bool batches_now(std::uint32_t dest, std::size_t n) const override {
+        return rail_of(dest).batches_now(dest, n);
+    }
+    bool try_batch_stream(std::uint32_t dest, std::size_t n, stream_writer write,
+                          void const* ctx) override {
+        return rail_of(dest).try_batch_stream(dest, n, write, ctx);
+    }
     void send_control(std::uint32_t dest, serialization::message&& m,
                       sent_handler on_sent) override {
         rail_of(dest).send_control(dest, std::move(m), std::move(on_sent));

@@ -89,7 +89,9 @@ private:
 
 template <class T>
 struct serializer<serialize_buffer<T>> {
-    static void save(output_archive& ar, serialize_buffer<T> const& b) {
+    // Any archive: below the zero-copy threshold a buffer is flat (flat_stream.hpp).
+    template <class Archive>
+    static void save(Archive& ar, serialize_buffer<T> const& b) {
         std::size_t bytes = b.size() * sizeof(T);
         ar.save_size(b.size());
         if (ar.is_zero_copy(bytes)) {

@@ -49,7 +49,11 @@ void call_serialize(Ar& ar, T& t, unsigned version) {
 template <class T>
 requires(std::is_arithmetic_v<T> || std::is_enum_v<T> ||
          std::is_same_v<T, std::byte>) struct serializer<T> {
-    static void save(output_archive& ar, T const& v) { ar.save_value(v); }
+    // Any archive: flat streams (flat_stream.hpp) write numbers too.
+    template <class Archive>
+    static void save(Archive& ar, T const& v) {
+        ar.save_value(v);
+    }
     static void load(input_archive& ar, T& v) {
         if constexpr (std::is_same_v<T, bool>) {
             auto b = ar.load_value<std::uint8_t>();

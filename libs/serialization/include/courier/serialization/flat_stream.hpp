@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: BSL-1.0
+// Flat streams: a message's index written straight into memory its writer provides, for values
+// whose saved form is bytes of the index alone (numbers, enums, a serialize_buffer below the
+// zero-copy threshold): no message, no chunk list, no reference kept. A small parcel's stream
+// then goes into its coalesced batch in one pass (the runtime's posts).
+//
+// Two passes over the same serializers (those written for any archive type: the arithmetic one
+// and serialize_buffer's): flat_sizer counts the bytes and says whether every value is flat,
+// flat_writer writes them. The bytes are exactly what output_archive writes for the same values
+// with the same options (the tests compare them), so readers cannot tell the two apart.
+#pragma once
+
+#include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/varint.hpp>
+#include <courier/serialization/message.hpp>
+#include <courier/serialization/serializer.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+namespace courier::serialization {
+
+/// The zero-copy threshold a stream is written with: blocks of at least `threshold` bytes
+/// become pointer chunks (SIZE_MAX: never), and `recorded` is what the header says of it.
+struct stream_threshold {
+    std::size_t threshold;
+    std::uint32_t recorded;
+};
+stream_threshold stream_threshold_of(options const& o) noexcept;
+/// Writes a message's 8-byte header (message.hpp) at `at`.
+void write_stream_header(std::byte* at, std::uint32_t recorded) noexcept;
+
+/// Counts the bytes a flat stream's values take; not flat() once one of them would leave the
+/// index (a block at or above the threshold, or a reference the message would keep).
+class flat_sizer {
+public:
+    static constexpr bool is_saving = true;
+    static constexpr bool is_loading = false;
+    explicit flat_sizer(std::size_t threshold) noexcept : threshold_(threshold) {}
+
+    template <class T>
+    void save(T const& v) {
+        serializer<std::remove_cv_t<T>>::save(*this, v);
+    }
+    void save_bytes(void const*, std::size_t n) noexcept { size_ += n; }
+    template <class T>
+    requires std::is_trivially_copyable_v<T>
+    void save_value(T const&) noexcept { size_ += sizeof(T); }
+    void save_size(std::uint64_t v) noexcept { size_ += detail::varint_size(v); }
+    void save_block(void const*, std::size_t n) noexcept {
+        if (n >= threshold_) {
+            flat_ = false;
+        }
+        size_ += n;
+    }
+    bool is_zero_copy(std::size_t n) const noexcept { return n >= threshold_; }
+    void keep_alive(std::shared_ptr<void const> const&) noexcept { flat_ = false; }
+
+    bool flat() const noexcept { return flat_; }
+    std::size_t size() const noexcept { return size_; }
+
+private:
+    std::size_t threshold_;
+    std::size_t size_ = 0;
+    bool flat_ = true;
+};
+
+/// Writes the values flat_sizer counted (flat, with the same threshold) at `at`, which has
+/// room for all of them.
+class flat_writer {
+public:
+    static constexpr bool is_saving = true;
+    static constexpr bool is_loading = false;
+    flat_writer(std::byte* at, std::size_t threshold) noexcept : cur_(at), threshold_(threshold) {}
+
+    template <class T>
+    void save(T const& v) {
+        serializer<std::remove_cv_t<T>>::save(*this, v);
+    }
+    void save_bytes(void const* p, std::size_t n) noexcept {
+        std::memcpy(cur_, p, n);
+        cur_ += n;
+    }
+    template <class T>
+    requires std::is_trivially_copyable_v<T>
+    void save_value(T const& v) noexcept { save_bytes(&v, sizeof(T)); }
+    void save_size(std::uint64_t v) noexcept {
+        if (v < 0x80) {
+            *cur_++ = static_cast<std::byte>(v);
+        } else {
+            cur_ += detail::encode_varint(v, cur_);
+        }
+    }
+    void save_block(void const* p, std::size_t n) noexcept {
+        if (n != 0) {
+            save_bytes(p, n);
+        }
+    }
+    bool is_zero_copy(std::size_t n) const noexcept { return n >= threshold_; }
+    void keep_alive(std::shared_ptr<void const> const&) noexcept {} // never: the sizer said flat
+    std::byte* position() const noexcept { return cur_; }
+
+private:
+    std::byte* cur_;
+    std::size_t threshold_;
+};
+
+/// Whether T's serializer is written for any archive, so that a flat stream can take it (the
+/// serializers of user types take an output_archive and are not).
+template <class T>
+concept flat_savable = requires(flat_sizer& s, flat_writer& w, T const& v) {
+    serializer<std::remove_cv_t<T>>::save(s, v);
+    serializer<std::remove_cv_t<T>>::save(w, v);
+};
+
+} // namespace courier::serialization
