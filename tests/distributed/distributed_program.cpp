@@ -611,6 +611,63 @@ void scenario_flat_posts() {
     CHECK(seen[2] == static_cast<long>(flat_senders) * n * (n - 1) / 2);
 }
 
+// A post takes its arguments' values when it is called, also when it then waits for flow
+// control (run with one worker and a window of 4 parcels): senders share one buffer, each sets
+// it and posts it with its size and fill byte, and the next sender replaces it while the
+// first may still wait. A post that read the buffer again after its wait would send another
+// sender's bytes (or, written into a record sized for the old buffer, past its end).
+courier::serialization::serialize_buffer<char> g_shared_buffer;
+std::atomic<long> g_captured_bad{0};
+std::atomic<long> g_captured_count{0};
+void captured_post(int size, char fill, courier::serialization::serialize_buffer<char> const& b) {
+    bool ok = b.size() == static_cast<std::size_t>(size);
+    for (char c : b) {
+        ok = ok && c == fill;
+    }
+    g_captured_bad.fetch_add(ok ? 0 : 1);
+    g_captured_count.fetch_add(1);
+}
+COURIER_PLAIN_ACTION(captured_post, captured_post_action);
+std::vector<long> captured_posts_seen() {
+    return {g_captured_bad.load(), g_captured_count.load()};
+}
+COURIER_PLAIN_ACTION(captured_posts_seen, captured_posts_seen_action);
+
+void scenario_posts_capture_their_arguments() {
+    CHECK(courier::get_config_entry("threads").value_or("") == "1");
+    auto to = courier::find_remote_localities().at(0);
+    constexpr int senders = 8;
+    constexpr int n = 300;
+    std::vector<courier::future<void>> fs;
+    for (int t = 0; t < senders; ++t) {
+        fs.push_back(courier::async([t, to] {
+            for (int i = 0; i < n; ++i) {
+                int const size = 8 + 24 * ((t + i) % 5);
+                char const fill = static_cast<char>('a' + (t * 7 + i) % 26);
+                g_shared_buffer =
+                    courier::serialization::serialize_buffer<char>(static_cast<std::size_t>(size));
+                std::fill(g_shared_buffer.begin(), g_shared_buffer.end(), fill);
+                courier::post<captured_post_action>(to, size, fill, g_shared_buffer);
+            }
+        }));
+    }
+    for (auto& f : fs) {
+        f.get();
+    }
+    auto const waits = courier::get_flow_statistics().waits;
+    std::vector<long> seen;
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    do {
+        seen = courier::async<captured_posts_seen_action>(to).get();
+    } while (seen[1] < senders * n && std::chrono::steady_clock::now() < deadline);
+    std::printf("posts_capture_their_arguments: %ld posts arrived, %ld wrong, %llu flow-control "
+                "waits\n",
+                seen[1], seen[0], static_cast<unsigned long long>(waits));
+    CHECK(seen[0] == 0);
+    CHECK(seen[1] == senders * n);
+    CHECK(waits > 0); // the senders did wait while their posts were being sent
+}
+
 // Calls whose actions suspend before they return (run with one worker on the callee): each
 // answer is built while the others' actions are suspended in the middle of theirs, and each
 // caller gets its own (handle_request's per-thread spare message for replies is held by one
@@ -2046,6 +2103,7 @@ int courier_main(int argc, char** argv) {
         {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"senders_share_a_worker", scenario_senders_share_a_worker},
         {"flat_posts", scenario_flat_posts},
+        {"posts_capture_their_arguments", scenario_posts_capture_their_arguments},
         {"answers_stay_apart", scenario_answers_stay_apart},
         {"posts_let_go_of_their_arguments", scenario_posts_let_go_of_their_arguments},
         {"burst_then_compute", scenario_burst_then_compute},

@@ -129,7 +129,7 @@ void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
     f.in = std::vector<flow_state::counts>(localities);
 }
 
-bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
+bool flow_try_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
     flow_state& f = st.flow;
     if (f.window_parcels == 0 || dest >= f.out.size()) {
         return true;
@@ -144,6 +144,16 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
         f.overdrafts.fetch_add(1, std::memory_order_relaxed);
         return true;
     }
+    return false;
+}
+
+bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
+    if (flow_try_acquire(st, dest, bytes)) {
+        return true;
+    }
+    flow_state& f = st.flow;
+    bytes = flow_bytes(bytes);
+    auto& c = f.out[dest];
     f.waits.fetch_add(1, std::memory_order_relaxed);
     for (;;) {
         if (has_failed(st, dest)) {

@@ -97,6 +97,8 @@ void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
 /// Takes a parcel of `bytes` from `dest`'s window, waiting while it does not fit. False (nothing
 /// taken) if `dest` failed meanwhile.
 bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
+/// flow_acquire without the wait: false (nothing taken) where flow_acquire would wait.
+bool flow_try_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// Gives a taken parcel back without sending it (the send was refused).
 void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// A request from `source` of `bytes` starts running here: its credit goes back (batched).

@@ -547,9 +547,13 @@ bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments 
     if (!sizer.flat() || !st.tp->batches_now(dest, n)) {
         return false;
     }
+    // The window's room now, without waiting: the arguments are read again below, under the
+    // batch's lock, so nothing may suspend this thread between the two reads (another of its
+    // tasks could change what the caller passed, as a global or through a reference). A post
+    // that would wait goes as a message, written before it waits (send_request).
     auto const bytes = static_cast<std::int64_t>(n);
-    if (!flow_acquire(st, dest, bytes)) {
-        return true; // the destination failed meanwhile: a post's failure reaches no one
+    if (!flow_try_acquire(st, dest, bytes)) {
+        return false;
     }
     flat_post_sent(st, n); // and its send started: its end is counted with its batch's
     // A send the transport refuses leaves nothing counted (see send_request_in).
@@ -577,7 +581,8 @@ bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments 
             return true;
         }
         // The batch left between the first look and the lock: a message after all, as
-        // send_request builds it and send_parcel sends it (counted already).
+        // send_request builds it and send_parcel sends it (counted already; nothing suspended
+        // since the arguments were sized, so they write the same bytes).
         spare_lease(request_spare).with([&](serialization::message& m) {
             {
                 serialization::output_archive ar(m, send_options(st, dest));

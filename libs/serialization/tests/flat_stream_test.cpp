@@ -16,6 +16,27 @@ namespace {
 
 enum class colour : std::uint16_t { red = 3, green = 500 };
 
+enum class named : std::uint8_t { a, b };
+
+} // namespace
+
+// A user's own serializer, a template as flat streams' are, that saves what only an output
+// archive can (a string): never taken for a flat stream.
+template <>
+struct courier::serialization::serializer<named> {
+    template <class Archive>
+    static void save(Archive& ar, named v) {
+        ar.save(std::string(v == named::a ? "a" : "b"));
+    }
+    static void load(input_archive& ar, named& v) {
+        std::string s;
+        ar.load(s);
+        v = s == "a" ? named::a : named::b;
+    }
+};
+
+namespace {
+
 struct user {
     int a;
     template <class A>
@@ -123,5 +144,6 @@ TEST(flat_stream, only_serializers_written_for_any_archive_are_flat) {
     static_assert(cs::flat_savable<cs::serialize_buffer<double>>);
     static_assert(!cs::flat_savable<std::vector<int>>);
     static_assert(!cs::flat_savable<user>);
+    static_assert(!cs::flat_savable<named>);
     SUCCEED();
 }

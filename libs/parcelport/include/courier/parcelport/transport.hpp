@@ -372,13 +372,15 @@ public:
     /// Writes a parcel's whole stream (a single index chunk: serialization/flat_stream.hpp) at
     /// `at`, the `n` bytes the caller announced.
     using stream_writer = void (*)(void const* ctx, std::byte* at);
-    /// As send_counted(), for a parcel whose whole stream is `n` bytes that `write(ctx, at)`
-    /// writes, taken only where the transport holds it in a batch now: written there in place,
-    /// with no message built for it. False: not taken, nothing written; the caller sends it
-    /// as a message. A transport that does not coalesce takes none.
     /// A first look, for a caller that would do work before try_batch_stream(): would a stream
     /// of `n` bytes to `dest` (a known peer) wait in a batch now? try_batch_stream() decides.
     virtual bool batches_now(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
+    /// As send_counted(), for a parcel whose whole stream is `n` bytes that `write(ctx, at)`
+    /// writes (under the batch's lock: it must not block), taken only where the transport
+    /// holds it in a batch now: written there in place, with no message built for it. False:
+    /// not taken, nothing written; the caller sends it as a message. Only the libfabric
+    /// transport (and the routed one, through its rails) takes any; the MPI transport, whose
+    /// batches are built otherwise, and the others take none.
     virtual bool try_batch_stream(std::uint32_t /*dest*/, std::size_t /*n*/,
                                   stream_writer /*write*/, void const* /*ctx*/) {
         return false;

@@ -4,10 +4,10 @@
 // zero-copy threshold): no message, no chunk list, no reference kept. A small parcel's stream
 // then goes into its coalesced batch in one pass (the runtime's posts).
 //
-// Two passes over the same serializers (those written for any archive type: the arithmetic one
-// and serialize_buffer's): flat_sizer counts the bytes and says whether every value is flat,
-// flat_writer writes them. The bytes are exactly what output_archive writes for the same values
-// with the same options (the tests compare them), so readers cannot tell the two apart.
+// Two passes over the same serializers (those that say they are written for any archive type:
+// the arithmetic one and serialize_buffer's): flat_sizer counts the bytes and says whether every
+// value is flat, flat_writer writes them. The bytes are exactly what output_archive writes for the
+// same values with the same options (the tests compare them), so readers cannot tell the two apart.
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
@@ -109,10 +109,12 @@ private:
     std::size_t threshold_;
 };
 
-/// Whether T's serializer is written for any archive, so that a flat stream can take it (the
-/// serializers of user types take an output_archive and are not).
+/// Whether T's serializer says it writes flat streams (`flat_stream = true`: the arithmetic one
+/// and serialize_buffer's, written for any archive). A template save() of a user's own
+/// serializer is not taken on trust: its body may save what only an output_archive can.
 template <class T>
 concept flat_savable = requires(flat_sizer& s, flat_writer& w, T const& v) {
+    requires serializer<std::remove_cv_t<T>>::flat_stream;
     serializer<std::remove_cv_t<T>>::save(s, v);
     serializer<std::remove_cv_t<T>>::save(w, v);
 };

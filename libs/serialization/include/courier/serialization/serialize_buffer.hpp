@@ -90,6 +90,7 @@ private:
 template <class T>
 struct serializer<serialize_buffer<T>> {
     // Any archive: below the zero-copy threshold a buffer is flat (flat_stream.hpp).
+    static constexpr bool flat_stream = true;
     template <class Archive>
     static void save(Archive& ar, serialize_buffer<T> const& b) {
         std::size_t bytes = b.size() * sizeof(T);

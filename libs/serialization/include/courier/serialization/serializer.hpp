@@ -50,6 +50,7 @@ template <class T>
 requires(std::is_arithmetic_v<T> || std::is_enum_v<T> ||
          std::is_same_v<T, std::byte>) struct serializer<T> {
     // Any archive: flat streams (flat_stream.hpp) write numbers too.
+    static constexpr bool flat_stream = true;
     template <class Archive>
     static void save(Archive& ar, T const& v) {
         ar.save_value(v);
