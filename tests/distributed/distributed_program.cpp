@@ -605,8 +605,13 @@ void scenario_flat_posts() {
     do {
         seen = courier::async<flat_posts_seen_action>(to).get();
     } while (seen[1] < flat_senders * n && std::chrono::steady_clock::now() < deadline);
-    std::printf("flat_posts: %ld posts arrived, %ld wrong\n", seen[1], seen[0]);
+    double const flat = courier::get_counters(courier::find_here())["/parcels/count/sent-flat"];
+    std::printf("flat_posts: %ld posts arrived, %ld wrong, %.0f written straight into a batch\n",
+                seen[1], seen[0], flat);
     CHECK(seen[0] == 0);
+    // Over libfabric (not the MPI parcelport, which builds its batches otherwise) streams of
+    // posts to a busy destination take the flat path.
+    CHECK(flat > 0 || courier::get_config_entry("parcelport").value_or("") == "mpi");
     CHECK(seen[1] == flat_senders * n);
     CHECK(seen[2] == static_cast<long>(flat_senders) * n * (n - 1) / 2);
 }
@@ -655,17 +660,21 @@ void scenario_posts_capture_their_arguments() {
         f.get();
     }
     auto const waits = courier::get_flow_statistics().waits;
+    double const flat = courier::get_counters(courier::find_here())["/parcels/count/sent-flat"];
     std::vector<long> seen;
     auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     do {
         seen = courier::async<captured_posts_seen_action>(to).get();
     } while (seen[1] < senders * n && std::chrono::steady_clock::now() < deadline);
     std::printf("posts_capture_their_arguments: %ld posts arrived, %ld wrong, %llu flow-control "
-                "waits\n",
-                seen[1], seen[0], static_cast<unsigned long long>(waits));
+                "waits, %.0f posts written straight into a batch\n",
+                seen[1], seen[0], static_cast<unsigned long long>(waits), flat);
     CHECK(seen[0] == 0);
     CHECK(seen[1] == senders * n);
     CHECK(waits > 0); // the senders did wait while their posts were being sent
+    // Posts written into their batch are few here (most find the window of 4 full and go as
+    // messages; on tcp a few dozen in 2,400), so their number is printed, not checked: the
+    // flat_posts scenario checks that the path is taken.
 }
 
 // Calls whose actions suspend before they return (run with one worker on the callee): each

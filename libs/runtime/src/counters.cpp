@@ -77,11 +77,13 @@ void flat_post_sent(locality_state& st, std::uint64_t bytes) noexcept {
     if (traffic_counters* c = own_counters(st)) {
         add_single_writer(c->user_sent, 1);
         add_single_writer(c->parcels_sent, 1);
+        add_single_writer(c->flat_posts, 1);
         add_single_writer(c->bytes_sent, bytes);
         add_single_writer(c->sends_started, 1);
     } else {
         st.traffic.user_sent.fetch_add(1, std::memory_order_acq_rel);
         st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);
+        st.traffic.flat_posts.fetch_add(1, std::memory_order_relaxed);
         st.traffic.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
         st.traffic.sends_started.fetch_add(1, std::memory_order_acq_rel);
     }
@@ -179,6 +181,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     std::uint64_t sent = t.parcels_sent.load(std::memory_order_relaxed);
     std::uint64_t bytes_sent = t.bytes_sent.load(std::memory_order_relaxed);
     std::uint64_t zero_copy = t.zero_copy_bytes.load(std::memory_order_relaxed);
+    std::uint64_t flat = t.flat_posts.load(std::memory_order_relaxed);
     std::uint64_t received = t.parcels_received.load(std::memory_order_relaxed);
     std::uint64_t bytes_received = t.bytes_received.load(std::memory_order_relaxed);
     std::uint64_t executed = 0, idle_ns = 0;
@@ -193,6 +196,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
             sent += wt.parcels_sent.load(std::memory_order_relaxed);
             bytes_sent += wt.bytes_sent.load(std::memory_order_relaxed);
             zero_copy += wt.zero_copy_bytes.load(std::memory_order_relaxed);
+            flat += wt.flat_posts.load(std::memory_order_relaxed);
             received += wt.parcels_received.load(std::memory_order_relaxed);
             bytes_received += wt.bytes_received.load(std::memory_order_relaxed);
             executed += w->completed.load(std::memory_order_relaxed);
@@ -213,6 +217,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcels/bytes/sent", bytes_sent);
     put("/parcels/bytes/received", bytes_received);
     put("/parcels/bytes/zero-copy", zero_copy);
+    put("/parcels/count/sent-flat", flat);
 
     collective_rings::statistics rs = st.rings ? st.rings->stats() : collective_rings::statistics{};
     put("/collectives/count/shm-sent", rs.sent);

@@ -21,6 +21,7 @@ struct alignas(64) traffic_counters {
     std::atomic<std::uint64_t> parcels_sent{0};
     std::atomic<std::uint64_t> bytes_sent{0};
     std::atomic<std::uint64_t> zero_copy_bytes{0}; // sent in pointer and rma chunks
+    std::atomic<std::uint64_t> flat_posts{0};      // of the parcels sent: send_post_flat's
     std::atomic<std::uint64_t> parcels_received{0};
     std::atomic<std::uint64_t> bytes_received{0};
     // Termination's counts: user parcels (not the runtime's control parcels) sent and received;
