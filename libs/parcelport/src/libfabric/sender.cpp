@@ -114,6 +114,18 @@ void stream_copy(std::byte* d, void const* src, std::size_t n) {
 bool const streaming_stores = amd_processor();
 } // namespace
 
+namespace {
+/// A parcel's whole stream (`n` bytes, small_enough) into `dest`'s batch as a compact record
+/// (`write` writes it in place), if the coalescer holds it: a message of one index chunk
+/// (sender::try_coalesce) or a stream no message was built for (sender::batch_stream).
+template <class Write>
+bool coalesce_stream(coalescer& c, std::uint32_t dest, std::size_t n, Write&& write,
+                     transport::sent_handler* on_sent) {
+    return c.try_coalesce(dest, n, std::forward<Write>(write), on_sent, batch_counts{1, n, n},
+                          wire::record_compact);
+}
+} // namespace
+
 std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const* p, std::size_t n,
                                                        bool stage) {
     if (stage) {
@@ -180,12 +192,9 @@ bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
 bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
                           void const* ctx) {
     require_peer(dest);
-    if (parts_.ep.mr_local() || !coalescer_->would_hold(dest) || !coalescer_->small_enough(n)) {
-        return false;
-    }
-    return coalescer_->try_coalesce(
-        dest, n, [&](std::byte* at) { write(ctx, at); }, nullptr, batch_counts{1, n, n},
-        wire::record_compact);
+    return batches_now(dest, n) &&
+           coalesce_stream(
+               *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, nullptr);
 }
 
 void sender::send_quiet(std::uint32_t dest, serialization::message&& m,
@@ -350,12 +359,10 @@ bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
         // A parcel of one index chunk goes as its stream alone (wire::record_compact): the
         // batch's header says where it comes from, and there is nothing to describe.
         std::span<std::byte const> const data = m.data();
-        if (!coalescer_->small_enough(data.size())) {
-            return false;
-        }
-        return coalescer_->try_coalesce(
-            dest, data.size(), [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); },
-            on_sent, batch_counts{1, data.size(), data.size()}, wire::record_compact);
+        return coalescer_->small_enough(data.size()) &&
+               coalesce_stream(
+                   *coalescer_, dest, data.size(),
+                   [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); }, on_sent);
     }
     eager_layout const l = layout_eager(m, recv_size_);
     if (!l.eager_only || !coalescer_->small_enough(l.eager_size)) {
