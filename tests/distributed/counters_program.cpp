@@ -84,11 +84,14 @@ void scenario_counters() {
         before.push_back(courier::get_counters(l));
     }
     char const* names[] = {
-        "/parcels/count/sent",     "/parcels/count/received",         "/parcels/bytes/sent",
-        "/parcels/bytes/received", "/parcels/bytes/zero-copy",        "/parcels/count/sent-flat",
-        "/parcels/bytes/rma-read", "/threads/count/executed",         "/threads/idle-rate",
-        "/rma/pool/bytes-in-use",  "/rma/pool/bytes-registered",      "/flow/count/waits",
-        "/flow/window/parcels",    "/parcelport/count/messages-sent", "/parcelport/count/rma-reads",
+        "/parcels/count/sent",         "/parcels/count/received",
+        "/parcels/bytes/sent",         "/parcels/bytes/received",
+        "/parcels/bytes/zero-copy",    "/parcels/count/sent-flat",
+        "/parcels/bytes/rma-read",     "/threads/count/executed",
+        "/threads/idle-rate",          "/rma/pool/bytes-in-use",
+        "/rma/pool/bytes-registered",  "/flow/count/waits",
+        "/flow/window/parcels",        "/parcelport/count/messages-sent",
+        "/parcelport/count/rma-reads", "/parcels/count/received-flat",
     };
     for (auto const& c : before) {
         for (char const* n : names) {

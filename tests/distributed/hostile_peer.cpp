@@ -5,14 +5,18 @@
 // it is a confused or corrupted member of the job; one that does not is a stranger). It sends,
 // in this order: random garbage; well-formed requests with a wrong token; with the right token
 // and a claimed source of locality 0: requests for an unknown action, parcels announcing
-// absurd sizes, parcels of an unknown kind, forged credits (huge and negative), and ordered
-// requests numbered far ahead of their stream. It prints what it sent and exits 0; whether the
+// absurd sizes, parcels of an unknown kind, forged credits (huge and negative), posts to an
+// action of flat arguments (read where they lie: flat_reader), well-formed ones among
+// malformed ones (truncated, trailing bytes, a bad bool, an absurd count, a block over the
+// header's zero-copy threshold, a bad magic, an endless varint), and ordered requests
+// numbered far ahead of their stream. It prints what it sent and exits 0; whether the
 // locality survived is for the job to check (hostile_program.cpp).
 #include "../../libs/parcelport/src/eager_writer.hpp"
 #include "../../libs/parcelport/tests/raw_endpoint.hpp"
 
 #include <courier/serialization.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +37,12 @@ constexpr std::uint8_t request = 1;
 constexpr std::uint8_t credit = 5;
 constexpr std::uint8_t ordered_request = 6;
 constexpr std::uint64_t unknown_action = 0xbadc0ffee0ddf00dULL;
+// hostile_program.cpp's tally action: (u32 tag, bool flag, serialize_buffer<char>), right when
+// tag is flat_tag, flag true and the buffer flat_bytes of 'x'.
+constexpr char const* tally_action = "hostile_tally_action";
+constexpr std::uint32_t flat_tag = 0x7a11;
+constexpr std::size_t flat_bytes = 24;
+constexpr int well_formed_flat_posts = 1000;
 
 std::vector<std::byte> from_hex(std::string const& s) {
     if (s.size() % 2 != 0) {
@@ -98,7 +108,32 @@ struct attacker {
         }
         parcel(m, with_token);
     }
+
+    /// A parcel whose stream is `bytes`, whatever they are (a view: nothing checks them).
+    void stream_parcel(std::vector<std::byte> const& bytes) {
+        cs::message m;
+        m.view(bytes);
+        parcel(m, token);
+    }
 };
+
+/// The stream of a well-formed post to the tally action.
+std::vector<std::byte> tally_post() {
+    cs::message m;
+    {
+        cs::output_archive ar(m);
+        cs::serialize_buffer<char> b(flat_bytes);
+        std::fill(b.begin(), b.end(), 'x');
+        ar.save(request);
+        ar.save(cs::detail::fnv1a64(tally_action));
+        ar.save(std::uint64_t{0}); // a post
+        ar.save(flat_tag);
+        ar.save(true);
+        ar.save(b);
+    }
+    auto d = m.data();
+    return {d.begin(), d.end()};
+}
 
 } // namespace
 
@@ -164,6 +199,50 @@ int main(int argc, char** argv) {
             std::int64_t n = i % 2 == 0 ? std::int64_t{1} << 40 : -(std::int64_t{1} << 40);
             a.runtime_parcel(a.token, credit, n, n);
         }
+        // Posts of flat arguments, malformed ones among the well-formed: each malformed one is
+        // dropped (and logged, rate-limited), each well-formed one runs once (checked by
+        // hostile_program). Offsets in tally_post(): header 8, kind 1, action 8, request id 8,
+        // then the tag (4), the flag (1), the count (1) and the bytes.
+        std::vector<std::byte> const good = tally_post();
+        constexpr std::size_t flag_at = 8 + 1 + 8 + 8 + 4;
+        int malformed = 0;
+        for (int i = 0; i < well_formed_flat_posts; ++i) {
+            a.stream_parcel(good);
+            std::vector<std::byte> bad = good;
+            switch (i % 7) {
+            case 0: // truncated in the buffer's bytes
+                bad.resize(bad.size() - 5);
+                break;
+            case 1: // trailing bytes
+                bad.insert(bad.end(), 3, std::byte{0});
+                break;
+            case 2: // a bool that is neither 0 nor 1
+                bad[flag_at] = std::byte{2};
+                break;
+            case 3: { // a count of 2^40 elements in 24 bytes
+                std::vector<std::byte> count{std::byte{0x80}, std::byte{0x80}, std::byte{0x80},
+                                             std::byte{0x80}, std::byte{0x80}, std::byte{0x20}};
+                bad.erase(bad.begin() + flag_at + 1);
+                bad.insert(bad.begin() + flag_at + 1, count.begin(), count.end());
+                break;
+            }
+            case 4: // a zero-copy threshold of 4: the 24-byte block should be a pointer chunk
+                bad[4] = std::byte{4};
+                bad[5] = bad[6] = bad[7] = std::byte{0};
+                break;
+            case 5: // not a stream of ours
+                bad[0] = std::byte{'X'};
+                break;
+            default: // a varint that never ends
+                bad.resize(flag_at + 1);
+                bad.insert(bad.end(), 11, std::byte{0xff});
+                break;
+            }
+            a.stream_parcel(bad);
+            ++malformed;
+        }
+        std::printf("hostile_peer: %d well-formed and %d malformed posts of flat arguments\n",
+                    well_formed_flat_posts, malformed);
         // Ordered requests far ahead of their stream (each would wait for its turn forever).
         for (std::uint64_t i = 0; i < 20000; ++i) {
             a.runtime_parcel(a.token, ordered_request, 1000 + i * 7, unknown_action,

@@ -4,8 +4,10 @@
 // Locality 0 asks locality 1 for its transport address and the job token, starts HOSTILE_PEER
 // (hostile_peer.cpp) against it and, while the attack lasts, keeps calling locality 1 and
 // checking every answer. Afterwards locality 1 must still answer calls of every size, hold
-// few early ordered parcels, have grown by little heap (and RSS, on shm), and the job must
-// end normally although locality 1 received requests nobody in the job sent.
+// few early ordered parcels, have grown by little heap (and RSS, on shm), have run each
+// well-formed post of flat arguments the peer sent once and none of the malformed ones, and
+// the job must end normally although locality 1 received requests nobody in the job sent (a
+// malformed post is a dropped parcel, not a failed posted action).
 // How many lines locality 1 logged is checked by the test's wrapper (hostile.sh).
 #include "../../libs/runtime/src/locality_state.hpp"
 #include "check.hpp"
@@ -19,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -91,8 +95,25 @@ health how_are_you() {
     return h;
 }
 
+// The hostile peer's posts of flat arguments (hostile_peer.cpp): right ones, and any other.
+constexpr std::uint32_t flat_tag = 0x7a11;
+constexpr std::size_t flat_bytes = 24;
+constexpr long well_formed_flat_posts = 1000;
+std::atomic<long> g_tally_right{0};
+std::atomic<long> g_tally_wrong{0};
+void tally(std::uint32_t tag, bool flag, courier::serialize_buffer<char> const& b) {
+    bool right = tag == flat_tag && flag && b.size() == flat_bytes &&
+                 std::all_of(b.begin(), b.end(), [](char c) { return c == 'x'; });
+    (right ? g_tally_right : g_tally_wrong).fetch_add(1);
+}
+std::vector<long> tallied() {
+    return {g_tally_right.load(), g_tally_wrong.load()};
+}
+
 } // namespace
 
+COURIER_PLAIN_ACTION(tally, hostile_tally_action);
+COURIER_PLAIN_ACTION(tallied, hostile_tallied_action);
 COURIER_PLAIN_ACTION(who_are_you, who_are_you_action);
 COURIER_PLAIN_ACTION(echo, echo_action);
 COURIER_PLAIN_ACTION(how_are_you, how_are_you_action);
@@ -147,6 +168,16 @@ int attack(char const* peer, char const* provider) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     calls += checked_calls(4);
     health after = courier::async<how_are_you_action>(there).get();
+    std::vector<long> tally;
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    do { // the posts may still wait in locality 1's queue
+        tally = courier::async<hostile_tallied_action>(there).get();
+    } while (tally[0] < well_formed_flat_posts && std::chrono::steady_clock::now() < deadline);
+    std::printf("hostile: locality 1 ran %ld well-formed posts of flat arguments (of %ld) and %ld "
+                "others\n",
+                tally[0], well_formed_flat_posts, tally[1]);
+    CHECK(tally[0] == well_formed_flat_posts);
+    CHECK(tally[1] == 0);
     // The flow window of the pair (parcels) bounds how many early ordered parcels a working
     // peer can have waiting: locality 1 keeps no more than four windows and drops the rest.
     auto window = courier::get_flow_statistics().window_parcels;

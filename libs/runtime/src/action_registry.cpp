@@ -28,13 +28,13 @@ action_entry find_action(std::uint64_t id) noexcept {
     return e != nullptr ? *e : action_entry{};
 }
 
-bool register_action(std::uint64_t id, char const* name, action_invoker invoke) {
+bool register_action(std::uint64_t id, char const* name, action_invoker invoke, flat_invoker flat) {
     if (id == 0) {
         log(log_level::error, "action '{}' hashes to the reserved id 0; rename it", name);
         std::abort();
     }
     action_entry const* there = nullptr;
-    switch (actions().add(id, action_entry{name, invoke}, &there)) {
+    switch (actions().add(id, action_entry{name, invoke, flat}, &there)) {
     case action_registry::added::added:
         break;
     case action_registry::added::present:

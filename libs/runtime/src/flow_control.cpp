@@ -179,13 +179,14 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
     flow_credit(st, dest, 1, flow_bytes(bytes));
 }
 
-void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes) {
+void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
+                  std::int64_t parcels) {
     flow_state& f = st.flow;
-    if (f.window_parcels == 0 || source >= f.in.size() || source == st.rank) {
+    if (f.window_parcels == 0 || source >= f.in.size() || source == st.rank || parcels <= 0) {
         return;
     }
     auto& c = f.in[source];
-    std::uint64_t const w = add(c, 1, flow_bytes(bytes));
+    std::uint64_t const w = add(c, parcels, flow_bytes(bytes));
     if (counts::parcels_of(w) < f.window_parcels / 4 && counts::bytes_of(w) < f.window_bytes / 4) {
         return;
     }

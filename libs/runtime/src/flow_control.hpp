@@ -101,8 +101,11 @@ bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 bool flow_try_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// Gives a taken parcel back without sending it (the send was refused).
 void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
-/// A request from `source` of `bytes` starts running here: its credit goes back (batched).
-void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes);
+/// `parcels` requests from `source` of `bytes` in all start running here: their credit goes
+/// back (batched). `bytes` counts at most 2^36, as flow_acquire counts one parcel: several at
+/// once are small ones (a request_batch's).
+void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
+                  std::int64_t parcels = 1);
 /// A credit parcel from `dest` gave back `parcels` and `bytes`.
 void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
 /// `rank` failed: its window is void; senders waiting on it wake up.

@@ -195,13 +195,28 @@ std::unique_ptr<locality_state> replace_here(std::unique_ptr<locality_state> s) 
 struct action_entry {
     char const* name;
     action_invoker invoke;
+    flat_invoker flat; // null unless its arguments are all flat (a plain_action's)
 };
 action_entry find_action(std::uint64_t id) noexcept;
 /// Whether an action is one of the runtime's own (termination), not counted as user traffic.
 bool is_control(std::uint64_t action_id);
 /// Runs a received request (parcel_protocol.cpp): `in` is read past its kind byte, `bytes` is
 /// the parcel's size (flow control); answers it unless it was posted.
-void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes);
+/// `counted`: its receipt was counted and credited already (a request_batch counts all of its
+/// requests when it starts).
+void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes,
+                    bool counted = false);
+/// Runs a posted request read where it lies, `stream` being its whole stream (one index
+/// chunk), if its action takes flat arguments (action_entry::flat): with no message and no
+/// input archive. One whose arguments do not load is dropped as a malformed parcel (logged,
+/// rate-limited), not reported as a failed posted action. False, having done nothing, for
+/// any other parcel (a call, a reply, a control action, an action with other arguments): the
+/// caller reads it through a message. `counted` as for handle_request.
+bool handle_flat_post(std::uint32_t source, std::span<std::byte const> stream,
+                      bool counted) noexcept;
+/// Whether a parcel's stream is a request that handle_request counts as user traffic (one
+/// that is not the runtime's own control): what a request_batch counts when it starts.
+bool counts_as_user_request(std::span<std::byte const> stream) noexcept;
 /// A parcel arrived from `source` (or from this locality itself).
 void deliver(std::uint32_t source, serialization::message&& m);
 /// The small parcels of one received coalesced message (transport::batch_handler): requests

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
+#include <span>
 
 namespace courier::detail {
 
@@ -265,14 +267,85 @@ void run_answering(serialization::message& result, request_context& ctx, action_
 
 } // namespace
 
+namespace {
+/// A request's head where it lies in its stream: message header, kind, action id, request id.
+constexpr std::size_t request_head_bytes =
+    serialization::message_header_size + 1 + 2 * sizeof(std::uint64_t);
+struct request_head {
+    std::uint64_t action_id;
+    std::uint64_t rid;
+};
+/// The head of `stream` if it is a request whose head handle_request reads in full.
+std::optional<request_head> request_head_of(std::span<std::byte const> stream) noexcept {
+    if (stream.size() < request_head_bytes ||
+        std::to_integer<std::uint8_t>(stream[serialization::message_header_size]) != request) {
+        return std::nullopt;
+    }
+    request_head h{};
+    std::memcpy(&h.action_id, stream.data() + serialization::message_header_size + 1, 8);
+    std::memcpy(&h.rid, stream.data() + serialization::message_header_size + 9, 8);
+    return h;
+}
+} // namespace
+
+bool counts_as_user_request(std::span<std::byte const> stream) noexcept {
+    auto const h = request_head_of(stream);
+    return h && !is_control(h->action_id);
+}
+
+bool handle_flat_post(std::uint32_t source, std::span<std::byte const> stream,
+                      bool counted) noexcept {
+    auto const h = request_head_of(stream);
+    if (!h || h->rid != 0 || is_control(h->action_id)) {
+        return false;
+    }
+    auto const found = find_action(h->action_id);
+    if (found.flat == nullptr) {
+        return false;
+    }
+    std::optional<serialization::flat_reader> in;
+    try {
+        in.emplace(stream); // checks the header: not counted if it is not a stream of ours
+        in->skip(request_head_bytes - serialization::message_header_size);
+    } catch (std::exception const& e) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
+                               e.what());
+        return true;
+    }
+    locality_state& st = here();
+    if (!counted) {
+        count_user_received(st);
+        flow_started(st, source, static_cast<std::int64_t>(stream.size()));
+    }
+    count_flat_post_run(st);
+    request_context ctx{source, 0, false, found.name};
+    try {
+        request_scope scope(ctx);
+        if (std::exception_ptr unread = found.flat(*in)) {
+            try {
+                std::rethrow_exception(unread);
+            } catch (std::exception const& e) {
+                static logging::rate_limit limit;
+                logging::error_limited(limit, "dropped a malformed post of {} from locality {}: {}",
+                                       found.name, source, e.what());
+            }
+        }
+    } catch (...) {
+        send_failure_reply(ctx, std::current_exception()); // logs it
+    }
+    return true;
+}
+
 /// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,
 /// for flow control) and answers it unless it was posted.
-void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes) {
+void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes,
+                    bool counted) {
     locality_state& st = here();
     auto action_id = in.load_value<std::uint64_t>();
     auto rid = in.load_value<std::uint64_t>();
     bool control = is_control(action_id);
-    if (!control) {
+    if (!control && !counted) {
         count_user_received(st);
         flow_started(st, source, static_cast<std::int64_t>(bytes));
     }

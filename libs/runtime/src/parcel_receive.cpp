@@ -117,12 +117,14 @@ void handle_ordered(std::uint32_t source, std::uint64_t seq, serialization::mess
     run_ordered(source, s, std::move(msg));
 }
 
-void handle_parcel(std::uint32_t source, serialization::message& msg) noexcept {
+/// `counted`: a request's receipt was counted already (handle_request).
+void handle_parcel(std::uint32_t source, serialization::message& msg,
+                   bool counted = false) noexcept {
     try {
         serialization::input_archive in(msg);
         auto kind = in.load_value<std::uint8_t>();
         if (kind == request) {
-            handle_request(source, in, msg.total_size());
+            handle_request(source, in, msg.total_size(), counted);
         } else if (kind == ordered_request || kind == ordered_skip) {
             handle_ordered(source, in.load_value<std::uint64_t>(), msg);
         } else if (kind == reply) {
@@ -153,7 +155,15 @@ struct parcel_task final : task, pooled {
         : task{&run_it, &drop_it}, source(s), msg(std::move(m)) {}
     static void run_it(task* t) noexcept {
         auto* self = static_cast<parcel_task*>(t);
-        handle_parcel(self->source, self->msg);
+        auto const chunks = self->msg.chunks();
+        // A stream of one index chunk, not one whose large blocks loaders may adopt
+        // (index_owner): a post of flat arguments is read where it lies.
+        bool const flat = chunks.size() == 1 &&
+                          chunks[0].type == serialization::chunk_type::index &&
+                          chunks[0].size == self->msg.index_size() && !self->msg.index_owner();
+        if (!flat || !handle_flat_post(self->source, self->msg.data(), false)) {
+            handle_parcel(self->source, self->msg);
+        }
         delete self;
     }
     static void drop_it(task* t) noexcept { delete static_cast<parcel_task*>(t); }
@@ -171,6 +181,10 @@ struct parcel_task final : task, pooled {
 /// (retract(): a pop, no allocation). Every queued copy holds a reference; the last to finish
 /// frees the block.
 ///
+/// Their receipt is counted, and their flow-control credit taken, once for all of them when the
+/// batch starts (count_once): before any of them runs, so before any can suspend, as each would
+/// do it for itself (two atomic updates per batch instead of per request).
+///
 /// Layout: this header, then the requests, each its size (u32, then 4 zero bytes) and its
 /// bytes, padded to 8.
 struct request_batch final : task {
@@ -183,6 +197,9 @@ struct request_batch final : task {
     std::uint32_t size;     // bytes of records after the header
     std::uint32_t next = 0; // offset of the next request to run (the queued copy's to change)
     std::atomic<std::uint32_t> refs{1};
+    std::uint32_t user_requests = 0; // counts_as_user_request, and their bytes
+    std::uint32_t user_bytes = 0;
+    bool counted = false; // by the first run, before any copy is queued
 
     request_batch(std::uint32_t src, std::uint32_t bytes) noexcept
         : task{&run_it, &drop_it}, source(src), size(bytes) {}
@@ -230,8 +247,29 @@ struct request_batch final : task {
         }
     };
 
+    /// The batch's receipt counted and credited (see above), once.
+    void count_once() noexcept {
+        if (counted) {
+            return;
+        }
+        counted = true;
+        if (user_requests != 0) {
+            locality_state& st = here();
+            count_user_received(st, user_requests);
+            flow_started(st, source, user_bytes, user_requests);
+        }
+    }
+    /// Runs the request `rec` of the batch (counted); `view` is the batch's reusable view.
+    void run_record(std::span<std::byte const> rec, serialization::message& view) noexcept {
+        if (!handle_flat_post(source, rec, true)) {
+            view.view(rec);
+            handle_parcel(source, view, true);
+        }
+    }
+
     static void run_it(task* t) noexcept {
         auto* b = static_cast<request_batch*>(t);
+        b->count_once();
         if (fiber_ctx* self = current_fiber(); self != nullptr && current_worker() != nullptr &&
                                                current_worker()->sched.workers().size() == 1) {
             run_deferring(b, *self);
@@ -251,8 +289,7 @@ struct request_batch final : task {
                     b->refs.fetch_sub(1, std::memory_order_relaxed);
                 }
             }
-            view.view(rec);
-            handle_parcel(b->source, view);
+            b->run_record(rec, view);
             if (last || (queued && !retract(b))) {
                 break; // done, or the rest runs elsewhere (it may have already)
             }
@@ -276,8 +313,7 @@ struct request_batch final : task {
                 self.on_suspend = &deferred_rest::queue;
                 self.on_suspend_arg = &rest;
             }
-            view.view(rec);
-            handle_parcel(b->source, view);
+            b->run_record(rec, view);
             // The same fiber_ctx after a suspension, whichever worker resumed it.
             self.on_suspend = nullptr;
             if (last || rest.queued) {
@@ -394,6 +430,10 @@ void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> cons
             continue;
         }
         auto n = static_cast<std::uint32_t>(p.size());
+        if (counts_as_user_request(p)) {
+            ++b->user_requests;
+            b->user_bytes += n;
+        }
         std::memcpy(at, &n, sizeof n);
         std::memset(at + sizeof n, 0, request_batch::prefix - sizeof n);
         std::memcpy(at + request_batch::prefix, p.data(), p.size());

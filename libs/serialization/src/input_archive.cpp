@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 #include <courier/serialization/detail/tracking.hpp>
+#include <courier/serialization/detail/varint.hpp>
 #include <courier/serialization/input_archive.hpp>
 #include <courier/serialization/polymorphic.hpp>
 
@@ -156,32 +157,40 @@ void input_archive::throw_truncated(std::size_t n) const {
 
 std::uint64_t input_archive::load_size_slow() {
     std::uint64_t v = 0;
-    for (unsigned shift = 0; shift < 64; shift += 7) {
-        if (cur_ == end_) {
-            throw_truncated(1);
-        }
-        auto b = static_cast<std::uint8_t>(*cur_++);
-        if (shift == 63 && b > 1) {
-            fail("varint overflows 64 bits");
-        }
-        v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
-        if ((b & 0x80) == 0) {
-            return v;
-        }
+    switch (detail::decode_varint(cur_, end_, v)) {
+    case detail::varint_read::ok:
+        return v;
+    case detail::varint_read::truncated:
+        throw_truncated(1);
+    case detail::varint_read::overflow:
+        fail("varint overflows 64 bits");
+    case detail::varint_read::too_long:
+        break;
     }
     fail("varint longer than 10 bytes");
 }
 
+namespace detail {
+std::string count_unfit(std::uint64_t n, std::size_t left, std::size_t min_element_bytes,
+                        std::size_t max_empty_elements) {
+    bool const ok =
+        min_element_bytes == 0 ? n <= left + max_empty_elements : n <= left / min_element_bytes;
+    if (ok) {
+        return {};
+    }
+    return "element count " + std::to_string(n) + " cannot fit: " + std::to_string(left) +
+           " bytes remain" +
+           (min_element_bytes
+                ? " and each element needs at least " + std::to_string(min_element_bytes)
+                : std::string());
+}
+} // namespace detail
+
 void input_archive::check_count(std::uint64_t n, std::size_t min_element_bytes) {
-    std::size_t left = remaining();
-    bool ok = min_element_bytes == 0 ? n <= left + limits_.max_empty_elements
-                                     : n <= left / min_element_bytes;
-    if (!ok) {
-        fail("element count " + std::to_string(n) + " cannot fit: " + std::to_string(left) +
-             " bytes remain" +
-             (min_element_bytes
-                  ? " and each element needs at least " + std::to_string(min_element_bytes)
-                  : std::string()));
+    std::string why =
+        detail::count_unfit(n, remaining(), min_element_bytes, limits_.max_empty_elements);
+    if (!why.empty()) {
+        fail(why);
     }
 }
 

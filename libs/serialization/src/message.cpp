@@ -621,13 +621,11 @@ std::string hex(std::uint8_t b) {
 }
 } // namespace
 
-std::size_t message::recorded_threshold() const {
-    if (size_ < message_header_size) {
-        throw serialization_error("message of " + std::to_string(size_) +
-                                  " bytes is shorter than its 8-byte header");
-    }
+namespace {
+/// The threshold recorded in the 8-byte header at `header` (SIZE_MAX: zero copy off).
+std::size_t threshold_in(std::byte const* header) {
     std::uint32_t t;
-    std::memcpy(&t, buffer_ + 4, 4);
+    std::memcpy(&t, header + 4, 4);
     if constexpr (std::endian::native == std::endian::big) {
         t = __builtin_bswap32(t);
     }
@@ -638,6 +636,19 @@ std::size_t message::recorded_threshold() const {
         throw serialization_error("message header: zero-copy threshold 0 is invalid");
     }
     return t;
+}
+
+[[noreturn]] void throw_short(std::size_t size) {
+    throw serialization_error("message of " + std::to_string(size) +
+                              " bytes is shorter than its 8-byte header");
+}
+} // namespace
+
+std::size_t message::recorded_threshold() const {
+    if (size_ < message_header_size) {
+        throw_short(size_);
+    }
+    return threshold_in(buffer_);
 }
 
 namespace {
@@ -673,13 +684,12 @@ message::check_result message::check() const {
         return checked_result_;
     }
     if (size_ < message_header_size) {
-        throw serialization_error("message of " + std::to_string(size_) +
-                                  " bytes is shorter than its 8-byte header");
+        throw_short(size_);
     }
     if (std::memcmp(buffer_, our_header, sizeof our_header) != 0) [[unlikely]] { // one compare
         bad_header(buffer_);
     }
-    check_result result{recorded_threshold(), 0};
+    check_result result{threshold_in(buffer_), 0};
     std::size_t expected_offset = 0;
     auto const list = chunks();
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -714,6 +724,16 @@ message::check_result message::check() const {
     checked_result_ = result;
     checked_ = true;
     return result;
+}
+
+std::size_t message::header_threshold(std::span<std::byte const> stream) {
+    if (stream.size() < message_header_size) {
+        throw_short(stream.size());
+    }
+    if (std::memcmp(stream.data(), our_header, sizeof our_header) != 0) [[unlikely]] {
+        bad_header(stream.data());
+    }
+    return threshold_in(stream.data());
 }
 
 } // namespace courier::serialization

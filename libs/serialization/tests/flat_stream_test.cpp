@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cs = courier::serialization;
@@ -145,5 +149,126 @@ TEST(flat_stream, only_serializers_written_for_any_archive_are_flat) {
     static_assert(!cs::flat_savable<std::vector<int>>);
     static_assert(!cs::flat_savable<user>);
     static_assert(!cs::flat_savable<named>);
+    SUCCEED();
+}
+
+namespace {
+
+/// The error an input archive gives reading `values` from `bytes` (a message of one index
+/// chunk, viewed: no header check first), and flat_reader's; "" for none.
+template <class... T>
+std::pair<std::string, std::string> errors_reading(std::vector<std::byte> const& bytes,
+                                                   T&... values) {
+    std::string archive_error, flat_error;
+    try {
+        cs::message m;
+        m.view(bytes);
+        cs::input_archive in(m);
+        (in.load(values), ...);
+        in.finish();
+    } catch (cs::serialization_error const& e) {
+        archive_error = e.what();
+    }
+    try {
+        cs::flat_reader r(bytes);
+        (r.load(values), ...);
+        r.finish();
+    } catch (cs::serialization_error const& e) {
+        flat_error = e.what();
+    }
+    return {archive_error, flat_error};
+}
+
+} // namespace
+
+TEST(flat_reader, reads_what_the_archive_wrote) {
+    cs::options const o;
+    for (std::size_t n : {0, 1, 127, 128, 4095}) {
+        auto const b = filled(n);
+        auto const bytes = archived(o, std::int32_t{-9}, b, colour::green, true, 2.25);
+        cs::flat_reader r(bytes);
+        std::int32_t i = 0;
+        cs::serialize_buffer<char> got;
+        colour c = colour::red;
+        bool flag = false;
+        double d = 0;
+        r.load(i);
+        r.load(got);
+        r.load(c);
+        r.load(flag);
+        r.load(d);
+        EXPECT_NO_THROW(r.finish()) << n;
+        EXPECT_EQ(i, -9);
+        EXPECT_TRUE(got == b) << n;
+        EXPECT_EQ(c, colour::green);
+        EXPECT_TRUE(flag);
+        EXPECT_EQ(d, 2.25);
+        EXPECT_EQ(r.remaining(), 0u);
+    }
+    cs::options const off{4096, false}; // zero copy off: a large buffer is in the index too
+    auto const big = filled(10000);
+    auto const bytes = archived(off, big);
+    cs::flat_reader r(bytes);
+    cs::serialize_buffer<char> got;
+    r.load(got);
+    r.finish();
+    EXPECT_TRUE(got == big);
+}
+
+TEST(flat_reader, rejects_what_the_archive_rejects_with_its_words) {
+    cs::options const o;
+    auto const good = archived(o, std::uint32_t{7}, true, filled(24));
+    std::uint32_t u = 0;
+    bool flag = false;
+    cs::serialize_buffer<char> b;
+    auto check = [&](std::vector<std::byte> const& bytes, char const* expected) {
+        auto const [archive_error, flat_error] = errors_reading(bytes, u, flag, b);
+        EXPECT_NE(flat_error.find(expected), std::string::npos) << expected << ": " << flat_error;
+        EXPECT_EQ(flat_error, archive_error);
+    };
+    std::size_t const flag_at = cs::message_header_size + 4;
+
+    auto truncated = good;
+    truncated.resize(truncated.size() - 5);
+    check(truncated, "element count 24 cannot fit: 19 bytes remain");
+    auto trailing = good;
+    trailing.insert(trailing.end(), 3, std::byte{0});
+    check(trailing, "trailing garbage: 3 index bytes left unread");
+    auto bad_bool = good;
+    bad_bool[flag_at] = std::byte{2};
+    check(bad_bool, "expected a bool (0 or 1), found 2");
+    auto absurd = good;
+    absurd.erase(absurd.begin() + static_cast<std::ptrdiff_t>(flag_at) + 1);
+    std::byte const count[] = {std::byte{0x80}, std::byte{0x80}, std::byte{0x80},
+                               std::byte{0x80}, std::byte{0x80}, std::byte{0x20}};
+    absurd.insert(absurd.begin() + static_cast<std::ptrdiff_t>(flag_at) + 1, std::begin(count),
+                  std::end(count));
+    check(absurd, "element count 1099511627776 cannot fit");
+    auto endless = good;
+    endless.resize(flag_at + 1);
+    endless.insert(endless.end(), 11, std::byte{0xff});
+    check(endless, "varint overflows 64 bits");
+    auto low_threshold = good; // the 24-byte block would be a pointer chunk
+    low_threshold[4] = std::byte{4};
+    low_threshold[5] = low_threshold[6] = low_threshold[7] = std::byte{0};
+    check(low_threshold, "expected a pointer or rma chunk of 24 bytes");
+    auto magic = good;
+    magic[1] = std::byte{'X'};
+    check(magic, "bad message magic");
+    auto zero_threshold = good;
+    std::fill(zero_threshold.begin() + 4, zero_threshold.begin() + 8, std::byte{0});
+    check(zero_threshold, "zero-copy threshold 0 is invalid");
+    check({good.begin(), good.begin() + 5}, "shorter than its 8-byte header");
+}
+
+TEST(flat_reader, reads_only_what_its_serializers_say_they_read) {
+    static_assert(cs::flat_loadable<int>);
+    static_assert(cs::flat_loadable<bool>);
+    static_assert(cs::flat_loadable<colour>);
+    static_assert(cs::flat_loadable<cs::serialize_buffer<double>>);
+    static_assert(!cs::flat_loadable<std::vector<int>>);
+    static_assert(!cs::flat_loadable<std::string>);
+    static_assert(!cs::flat_loadable<user>);
+    static_assert(!cs::flat_loadable<named>);
     SUCCEED();
 }

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -165,7 +166,14 @@ struct function_traits<R (*)(A...) noexcept> : function_traits<R (*)(A...)> {};
 /// none is written).
 using action_invoker = void (*)(serialization::input_archive& args,
                                 serialization::output_archive* result);
-bool register_action(std::uint64_t id, char const* name, action_invoker invoke);
+/// Runs a posted action whose arguments are all flat (serialization::flat_loadable) from a
+/// stream of one index chunk, read where it lies: no message, no input archive (the receiving
+/// half of flat posts). Null for actions with other arguments. Returns the error if the
+/// arguments do not load, having called nothing: the loaders are Courier's own, so the stream
+/// is malformed (its receiver drops it as such); the action's own exceptions propagate.
+using flat_invoker = std::exception_ptr (*)(serialization::flat_reader& args);
+bool register_action(std::uint64_t id, char const* name, action_invoker invoke,
+                     flat_invoker flat = nullptr);
 /// The name an action was registered under, or nullptr (lock-free; incoming requests use it).
 char const* registered_action_name(std::uint64_t id) noexcept;
 
@@ -345,6 +353,13 @@ void load_arguments(serialization::input_archive& in, Tuple& args) {
     }
 }
 
+/// Whether every type of a tuple of arguments is read by flat_reader (plain_action::flat_entry).
+template <class Tuple>
+struct all_flat_loadable;
+template <class... A>
+struct all_flat_loadable<std::tuple<A...>>
+    : std::bool_constant<(serialization::flat_loadable<A> && ...)> {};
+
 /// The wire id of an action template instantiated for type `type` (hash of both names).
 inline std::uint64_t typed_action_id(std::string_view name, std::type_info const& type) noexcept {
     return serialization::detail::fnv1a64(name) ^
@@ -369,6 +384,31 @@ struct plain_action {
     static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         arguments args;
         detail::load_arguments(in, args);
+        call(args, out);
+    }
+    /// invoke() for a post whose arguments are flat (detail::flat_invoker).
+    static std::exception_ptr flat_invoke(serialization::flat_reader& in) {
+        arguments args;
+        try {
+            std::apply([&](auto&... a) { (in.load(a), ...); }, args);
+            in.finish();
+        } catch (serialization::serialization_error const&) {
+            return std::current_exception();
+        }
+        call(args, nullptr);
+        return nullptr;
+    }
+    /// &flat_invoke when every argument type is flat_loadable, else null (register_action).
+    static constexpr detail::flat_invoker flat_entry() noexcept {
+        if constexpr (detail::all_flat_loadable<arguments>::value) {
+            return &flat_invoke;
+        } else {
+            return nullptr;
+        }
+    }
+
+private:
+    static void call(arguments& args, serialization::output_archive* out) {
         if constexpr (detail::unwrap_future<typename traits::result>::is_future) {
             detail::request_context* ctx = detail::current_request();
             detail::reply_with(ctx, out, std::apply(F, args));
@@ -525,4 +565,4 @@ void post_ordered(id_type const& target, Args&&... args) {
 #define COURIER_PLAIN_ACTION(f, name)                                                              \
     using name = ::courier::plain_action<&f, ::courier::detail::fixed_string{#name}>;              \
     [[maybe_unused]] static bool const courier_action_registered_##name =                          \
-        ::courier::detail::register_action(name::id, #name, &name::invoke)
+        ::courier::detail::register_action(name::id, #name, &name::invoke, name::flat_entry())

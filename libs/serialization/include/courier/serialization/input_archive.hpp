@@ -29,7 +29,11 @@ namespace courier::serialization {
 
 namespace detail {
 class load_tracking;
-}
+/// Why `n` elements of at least `min_element_bytes` each (0: types that may take no bytes, at
+/// most `max_empty_elements` past the bytes left) cannot fit in `left` bytes; empty if they do.
+std::string count_unfit(std::uint64_t n, std::size_t left, std::size_t min_element_bytes,
+                        std::size_t max_empty_elements);
+} // namespace detail
 
 /// Limits applied while loading, against hostile or corrupted input.
 struct load_limits {

@@ -141,6 +141,10 @@ public:
     void validate() const { (void)check(); }
     /// The zero-copy threshold recorded in the header (SIZE_MAX when zero copy was off).
     std::size_t recorded_threshold() const;
+    /// Checks the header at the start of `stream` (the index buffer of a message, or the bytes
+    /// of a whole one-chunk stream) as validate() does, and returns its zero-copy threshold
+    /// (SIZE_MAX when zero copy was off). Throws serialization_error.
+    static std::size_t header_threshold(std::span<std::byte const> stream);
 
     /// The capacity an output archive starts with, and the smallest of the six size classes
     /// (4 to 128 KiB, powers of two) in which buffers are kept for reuse in per-thread caches

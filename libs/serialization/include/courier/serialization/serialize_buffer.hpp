@@ -100,7 +100,8 @@ struct serializer<serialize_buffer<T>> {
         }
         ar.save_block(b.data(), bytes);
     }
-    static void load(input_archive& ar, serialize_buffer<T>& b) {
+    template <class Archive>
+    static void load(Archive& ar, serialize_buffer<T>& b) {
         std::size_t n = ar.load_count(sizeof(T));
         auto blk = ar.take_block(n * sizeof(T));
         bool aligned = reinterpret_cast<std::uintptr_t>(blk.data) % alignof(T) == 0;

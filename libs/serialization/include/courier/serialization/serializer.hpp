@@ -49,21 +49,22 @@ void call_serialize(Ar& ar, T& t, unsigned version) {
 template <class T>
 requires(std::is_arithmetic_v<T> || std::is_enum_v<T> ||
          std::is_same_v<T, std::byte>) struct serializer<T> {
-    // Any archive: flat streams (flat_stream.hpp) write numbers too.
+    // Any archive: flat streams (flat_stream.hpp) write and read numbers too.
     static constexpr bool flat_stream = true;
     template <class Archive>
     static void save(Archive& ar, T const& v) {
         ar.save_value(v);
     }
-    static void load(input_archive& ar, T& v) {
+    template <class Archive>
+    static void load(Archive& ar, T& v) {
         if constexpr (std::is_same_v<T, bool>) {
-            auto b = ar.load_value<std::uint8_t>();
+            auto b = ar.template load_value<std::uint8_t>();
             if (b > 1) {
                 ar.fail("expected a bool (0 or 1), found " + std::to_string(b));
             }
             v = b != 0;
         } else {
-            v = ar.load_value<T>();
+            v = ar.template load_value<T>();
         }
     }
 };

@@ -30,4 +30,28 @@ inline constexpr std::size_t varint_size(std::uint64_t v) noexcept {
     return n;
 }
 
+/// What decode_varint found.
+enum class varint_read { ok, truncated, overflow, too_long };
+
+/// Reads a varint from [cur, end) into `v`, moving `cur` past it (on failure, past what was
+/// read). overflow: the value does not fit in 64 bits; too_long: more than max_varint_bytes.
+inline varint_read decode_varint(std::byte const*& cur, std::byte const* end,
+                                 std::uint64_t& v) noexcept {
+    v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (cur == end) {
+            return varint_read::truncated;
+        }
+        auto b = static_cast<std::uint8_t>(*cur++);
+        if (shift == 63 && b > 1) {
+            return varint_read::overflow;
+        }
+        v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+        if ((b & 0x80) == 0) {
+            return varint_read::ok;
+        }
+    }
+    return varint_read::too_long;
+}
+
 } // namespace courier::serialization::detail
