@@ -6,10 +6,11 @@
 // in this order: random garbage; well-formed requests with a wrong token; with the right token
 // and a claimed source of locality 0: requests for an unknown action, parcels announcing
 // absurd sizes, parcels of an unknown kind, forged credits (huge and negative), posts to an
-// action of flat arguments (read where they lie: flat_reader), well-formed ones among
-// malformed ones (truncated, trailing bytes, a bad bool, an absurd count, a block over the
-// header's zero-copy threshold, a bad magic, an endless varint), and ordered requests
-// numbered far ahead of their stream. It prints what it sent and exits 0; whether the
+// action of flat arguments, well-formed ones among malformed ones (truncated, trailing bytes,
+// a bad bool, an absurd count, a block over the header's zero-copy threshold, a bad magic, an
+// endless varint: read where they lie, by flat_reader; truncated or with trailing bytes over
+// 4 KiB: read through an input archive), and ordered requests numbered far ahead of their
+// stream. It prints what it sent and exits 0; whether the
 // locality survived is for the job to check (hostile_program.cpp).
 #include "../../libs/parcelport/src/eager_writer.hpp"
 #include "../../libs/parcelport/tests/raw_endpoint.hpp"
@@ -87,11 +88,12 @@ struct attacker {
         return h;
     }
 
-    /// A parcel holding `m` (small: its index travels inline), as the job's sender writes it.
-    void parcel(cs::message const& m, std::uint64_t with_token) {
+    /// A parcel holding `m` (its index, of up to `inline_bytes`, travels inline: the eager
+    /// threshold of both providers is at least 8 KiB), as the job's sender writes it.
+    void parcel(cs::message const& m, std::uint64_t with_token, std::size_t inline_bytes = 4096) {
         std::vector<std::byte> eager, table;
         pp::write_eager(
-            m, header(with_token), 4096,
+            m, header(with_token), inline_bytes,
             [](void const*, std::size_t) -> std::pair<std::uint64_t, std::uint64_t> {
                 throw std::logic_error("no RMA chunks in a hostile parcel");
             },
@@ -113,16 +115,18 @@ struct attacker {
     void stream_parcel(std::vector<std::byte> const& bytes) {
         cs::message m;
         m.view(bytes);
-        parcel(m, token);
+        parcel(m, token, 8192);
     }
 };
 
-/// The stream of a well-formed post to the tally action.
-std::vector<std::byte> tally_post() {
+/// The stream of a well-formed post to the tally action with a buffer of `bytes` (zero copy
+/// off: a buffer of 4 KiB or more stays in the index, whose 4 KiB or more the receiver then
+/// reads through an input archive, not where it lies).
+std::vector<std::byte> tally_post(std::size_t bytes = flat_bytes) {
     cs::message m;
     {
-        cs::output_archive ar(m);
-        cs::serialize_buffer<char> b(flat_bytes);
+        cs::output_archive ar(m, cs::options{4096, false});
+        cs::serialize_buffer<char> b(bytes);
         std::fill(b.begin(), b.end(), 'x');
         ar.save(request);
         ar.save(cs::detail::fnv1a64(tally_action));
@@ -204,12 +208,13 @@ int main(int argc, char** argv) {
         // hostile_program). Offsets in tally_post(): header 8, kind 1, action 8, request id 8,
         // then the tag (4), the flag (1), the count (1) and the bytes.
         std::vector<std::byte> const good = tally_post();
+        std::vector<std::byte> const large = tally_post(4100);
         constexpr std::size_t flag_at = 8 + 1 + 8 + 8 + 4;
         int malformed = 0;
         for (int i = 0; i < well_formed_flat_posts; ++i) {
             a.stream_parcel(good);
             std::vector<std::byte> bad = good;
-            switch (i % 7) {
+            switch (i % 9) {
             case 0: // truncated in the buffer's bytes
                 bad.resize(bad.size() - 5);
                 break;
@@ -233,9 +238,17 @@ int main(int argc, char** argv) {
             case 5: // not a stream of ours
                 bad[0] = std::byte{'X'};
                 break;
-            default: // a varint that never ends
+            case 6: // a varint that never ends
                 bad.resize(flag_at + 1);
                 bad.insert(bad.end(), 11, std::byte{0xff});
+                break;
+            case 7: // over 4 KiB, truncated
+                bad = large;
+                bad.resize(bad.size() - 5);
+                break;
+            default: // over 4 KiB, trailing bytes
+                bad = large;
+                bad.insert(bad.end(), 3, std::byte{0});
                 break;
             }
             a.stream_parcel(bad);

@@ -115,11 +115,11 @@ void count_user_received(locality_state& st, std::uint64_t requests) noexcept {
     count(st, &traffic_counters::user_received, requests);
 }
 
-void count_flat_post_run(locality_state& st) noexcept {
+void count_flat_request_run(locality_state& st) noexcept {
     if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->flat_posts_run, 1);
+        add_single_writer(c->flat_requests_run, 1);
     } else {
-        st.traffic.flat_posts_run.fetch_add(1, std::memory_order_relaxed);
+        st.traffic.flat_requests_run.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
@@ -190,7 +190,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     std::uint64_t bytes_sent = t.bytes_sent.load(std::memory_order_relaxed);
     std::uint64_t zero_copy = t.zero_copy_bytes.load(std::memory_order_relaxed);
     std::uint64_t flat = t.flat_posts.load(std::memory_order_relaxed);
-    std::uint64_t flat_run = t.flat_posts_run.load(std::memory_order_relaxed);
+    std::uint64_t flat_run = t.flat_requests_run.load(std::memory_order_relaxed);
     std::uint64_t received = t.parcels_received.load(std::memory_order_relaxed);
     std::uint64_t bytes_received = t.bytes_received.load(std::memory_order_relaxed);
     std::uint64_t executed = 0, idle_ns = 0;
@@ -206,7 +206,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
             bytes_sent += wt.bytes_sent.load(std::memory_order_relaxed);
             zero_copy += wt.zero_copy_bytes.load(std::memory_order_relaxed);
             flat += wt.flat_posts.load(std::memory_order_relaxed);
-            flat_run += wt.flat_posts_run.load(std::memory_order_relaxed);
+            flat_run += wt.flat_requests_run.load(std::memory_order_relaxed);
             received += wt.parcels_received.load(std::memory_order_relaxed);
             bytes_received += wt.bytes_received.load(std::memory_order_relaxed);
             executed += w->completed.load(std::memory_order_relaxed);

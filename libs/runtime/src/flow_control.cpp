@@ -180,7 +180,7 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
 }
 
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
-                  std::int64_t parcels) {
+                  std::int64_t parcels) noexcept {
     flow_state& f = st.flow;
     if (f.window_parcels == 0 || source >= f.in.size() || source == st.rank || parcels <= 0) {
         return;
@@ -196,8 +196,16 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
     if ((p == 0 && b == 0) || has_failed(st, source)) {
         return; // another task's flush took them
     }
+    try {
+        send_credit(source, p, b);
+    } catch (std::exception const& e) { // no memory for it, or the transport refused it
+        add(c, p, b);                   // sent with a later one
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "could not send a flow-control credit to locality {}: {}",
+                               source, e.what());
+        return;
+    }
     f.credits_sent.fetch_add(1, std::memory_order_relaxed);
-    send_credit(source, p, b);
 }
 
 namespace {

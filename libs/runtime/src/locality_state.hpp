@@ -206,14 +206,15 @@ bool is_control(std::uint64_t action_id);
 /// requests when it starts).
 void handle_request(std::uint32_t source, serialization::input_archive& in, std::size_t bytes,
                     bool counted = false);
-/// Runs a posted request read where it lies, `stream` being its whole stream (one index
-/// chunk), if its action takes flat arguments (action_entry::flat): with no message and no
-/// input archive. One whose arguments do not load is dropped as a malformed parcel (logged,
-/// rate-limited), not reported as a failed posted action. False, having done nothing, for
-/// any other parcel (a call, a reply, a control action, an action with other arguments): the
-/// caller reads it through a message. `counted` as for handle_request.
-bool handle_flat_post(std::uint32_t source, std::span<std::byte const> stream,
-                      bool counted) noexcept;
+/// Runs a request read where it lies, `stream` being its whole stream (one index chunk), if
+/// its action takes flat arguments (action_entry::flat): with no message and no input archive.
+/// A call is answered as handle_request answers it; a post whose arguments do not load is
+/// dropped as a malformed parcel (logged, rate-limited), not reported as a failed posted
+/// action. False, having done nothing, for any other parcel (a reply, an ordered request, a
+/// control action, an action with other arguments): the caller reads it through a message.
+/// `counted` as for handle_request.
+bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
+                         bool counted) noexcept;
 /// Whether a parcel's stream is a request that handle_request counts as user traffic (one
 /// that is not the runtime's own control): what a request_batch counts when it starts.
 bool counts_as_user_request(std::span<std::byte const> stream) noexcept;

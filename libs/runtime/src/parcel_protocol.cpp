@@ -246,15 +246,15 @@ public:
     request_scope& operator=(request_scope const&) = delete;
 };
 
-/// Runs a called action (`invoke`), writing its result into `result` (empty), and answers; on
-/// an exception, answers with it.
-void run_answering(serialization::message& result, request_context& ctx, action_invoker invoke,
-                   serialization::input_archive& in) {
+/// Runs a called action (`invoke(output_archive*)`), writing its result into `result` (empty),
+/// and answers; on an exception, answers with it.
+template <class Invoke>
+void run_answering(serialization::message& result, request_context& ctx, Invoke&& invoke) {
     try {
         serialization::output_archive ar(result, send_options(here(), ctx.source));
         write_reply_head(ar, ctx, true);
         request_scope scope(ctx);
-        invoke(in, &ar);
+        invoke(&ar);
     } catch (...) {
         send_failure_reply(ctx, std::current_exception());
         return;
@@ -286,17 +286,32 @@ std::optional<request_head> request_head_of(std::span<std::byte const> stream) n
     std::memcpy(&h.rid, stream.data() + serialization::message_header_size + 9, 8);
     return h;
 }
+/// A post whose flat arguments did not load (flat_invoker, malformed_post): logged, rate-limited.
+void dropped_malformed_post(char const* action, std::uint32_t source, char const* what) noexcept {
+    static logging::rate_limit limit;
+    logging::error_limited(limit, "dropped a malformed post of {} from locality {}: {}", action,
+                           source, what);
+}
+
 } // namespace
 
 bool counts_as_user_request(std::span<std::byte const> stream) noexcept {
     auto const h = request_head_of(stream);
-    return h && !is_control(h->action_id);
+    if (!h || is_control(h->action_id)) {
+        return false;
+    }
+    try {
+        serialization::message::header_threshold(stream); // as handle_parcel checks it first
+        return true;
+    } catch (serialization::serialization_error const&) {
+        return false;
+    }
 }
 
-bool handle_flat_post(std::uint32_t source, std::span<std::byte const> stream,
-                      bool counted) noexcept {
+bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
+                         bool counted) noexcept {
     auto const h = request_head_of(stream);
-    if (!h || h->rid != 0 || is_control(h->action_id)) {
+    if (!h || is_control(h->action_id)) {
         return false;
     }
     auto const found = find_action(h->action_id);
@@ -305,7 +320,7 @@ bool handle_flat_post(std::uint32_t source, std::span<std::byte const> stream,
     }
     std::optional<serialization::flat_reader> in;
     try {
-        in.emplace(stream); // checks the header: not counted if it is not a stream of ours
+        in.emplace(stream); // checks the header: a stream not of ours is never counted
         in->skip(request_head_bytes - serialization::message_header_size);
     } catch (std::exception const& e) {
         static logging::rate_limit limit;
@@ -318,17 +333,32 @@ bool handle_flat_post(std::uint32_t source, std::span<std::byte const> stream,
         count_user_received(st);
         flow_started(st, source, static_cast<std::int64_t>(stream.size()));
     }
-    count_flat_post_run(st);
-    request_context ctx{source, 0, false, found.name};
+    count_flat_request_run(st);
+    request_context ctx{source, h->rid, false, found.name};
+    if (h->rid != 0) {
+        // A call: answered as handle_request answers it (a malformed one with its error).
+        try {
+            spare_lease(reply_spare).with([&](serialization::message& m) {
+                run_answering(m, ctx, [&](serialization::output_archive* out) {
+                    if (std::exception_ptr unread = found.flat(*in, out)) {
+                        std::rethrow_exception(unread);
+                    }
+                });
+            });
+        } catch (std::exception const& e) { // its reply not sent (the runtime is stopping)
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "could not answer a call of {} from locality {}: {}",
+                                   found.name, source, e.what());
+        }
+        return true;
+    }
     try {
         request_scope scope(ctx);
-        if (std::exception_ptr unread = found.flat(*in)) {
+        if (std::exception_ptr unread = found.flat(*in, nullptr)) {
             try {
                 std::rethrow_exception(unread);
             } catch (std::exception const& e) {
-                static logging::rate_limit limit;
-                logging::error_limited(limit, "dropped a malformed post of {} from locality {}: {}",
-                                       found.name, source, e.what());
+                dropped_malformed_post(found.name, source, e.what());
             }
         }
     } catch (...) {
@@ -372,13 +402,15 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
         try {
             request_scope scope(ctx);
             found.invoke(in, nullptr);
+        } catch (malformed_post const& e) {
+            dropped_malformed_post(found.name, source, e.what());
         } catch (...) {
             send_failure_reply(ctx, std::current_exception()); // logs it
         }
         return;
     }
     spare_lease(reply_spare).with([&](serialization::message& m) {
-        run_answering(m, ctx, found.invoke, in);
+        run_answering(m, ctx, [&](serialization::output_archive* out) { found.invoke(in, out); });
     });
 }
 

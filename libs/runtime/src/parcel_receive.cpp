@@ -161,7 +161,7 @@ struct parcel_task final : task, pooled {
         bool const flat = chunks.size() == 1 &&
                           chunks[0].type == serialization::chunk_type::index &&
                           chunks[0].size == self->msg.index_size() && !self->msg.index_owner();
-        if (!flat || !handle_flat_post(self->source, self->msg.data(), false)) {
+        if (!flat || !handle_flat_request(self->source, self->msg.data(), false)) {
             handle_parcel(self->source, self->msg);
         }
         delete self;
@@ -171,8 +171,9 @@ struct parcel_task final : task, pooled {
 
 /// The requests of one received coalesced message, run one after another by one task: one
 /// allocation and one task per message instead of a message buffer and a task per parcel
-/// (Per-parcel cost in benchmarks/RESULTS.md). Each request is read where it lies, through a
-/// message that views it.
+/// (Per-parcel cost in benchmarks/RESULTS.md). Each request is read where it lies: by
+/// handle_flat_request if its action's arguments are flat, else through a message that views
+/// it.
 ///
 /// In order, yet never stuck behind one request: while a request runs, the rest of the batch
 /// (this same task, from the next request on) waits in the worker's queue, where an idle worker
@@ -181,9 +182,9 @@ struct parcel_task final : task, pooled {
 /// (retract(): a pop, no allocation). Every queued copy holds a reference; the last to finish
 /// frees the block.
 ///
-/// Their receipt is counted, and their flow-control credit taken, once for all of them when the
-/// batch starts (count_once): before any of them runs, so before any can suspend, as each would
-/// do it for itself (two atomic updates per batch instead of per request).
+/// Their receipt is counted, and their flow-control credit returned, once for all of them when
+/// the batch starts (count_once): before any of them runs, so before any can suspend, as each
+/// would do it for itself (two atomic updates per batch instead of per request).
 ///
 /// Layout: this header, then the requests, each its size (u32, then 4 zero bytes) and its
 /// bytes, padded to 8.
@@ -261,7 +262,7 @@ struct request_batch final : task {
     }
     /// Runs the request `rec` of the batch (counted); `view` is the batch's reusable view.
     void run_record(std::span<std::byte const> rec, serialization::message& view) noexcept {
-        if (!handle_flat_post(source, rec, true)) {
+        if (!handle_flat_request(source, rec, true)) {
             view.view(rec);
             handle_parcel(source, view, true);
         }

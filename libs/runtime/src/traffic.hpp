@@ -24,7 +24,7 @@ struct alignas(64) traffic_counters {
     std::atomic<std::uint64_t> flat_posts{0};      // of the parcels sent: send_post_flat's
     std::atomic<std::uint64_t> parcels_received{0};
     std::atomic<std::uint64_t> bytes_received{0};
-    std::atomic<std::uint64_t> flat_posts_run{0}; // of the received: read where they lie
+    std::atomic<std::uint64_t> flat_requests_run{0}; // of the received: read where they lie
     // Termination's counts: user parcels (not the runtime's control parcels) sent and received;
     // and sends handed to the transport and ended (completed or refused), whose difference is
     // what shutdown waits for. Summed over the workers, not one atomic each: a read-modify-write
@@ -56,8 +56,8 @@ void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t co
 /// negative: a counted parcel the transport refused.
 void count_user_sent(locality_state& st, std::int64_t sent) noexcept;
 void count_user_received(locality_state& st, std::uint64_t requests = 1) noexcept;
-/// A post ran from its stream where it lies (handle_flat_post).
-void count_flat_post_run(locality_state& st) noexcept;
+/// A request ran from its stream where it lies (handle_flat_request).
+void count_flat_request_run(locality_state& st) noexcept;
 void count_send_ended(locality_state& st, std::uint64_t sends = 1) noexcept;
 /// Their sums over st's shared counts and the workers of `s` (st's scheduler; nullptr: the
 /// shared counts only).

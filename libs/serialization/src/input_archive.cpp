@@ -122,6 +122,7 @@ void input_archive::rollback() noexcept {
 
 input_archive::input_archive(message const& m, load_limits const& limits)
     : msg_(m), limits_(limits) {
+    max_empty_elements_ = limits.max_empty_elements;
     auto checked = m.check();
     threshold_ = checked.threshold;
     external_remaining_ = checked.external_bytes;
@@ -144,55 +145,55 @@ input_archive::~input_archive() {
     }
 }
 
-void input_archive::fail(std::string const& what) const {
+namespace detail {
+
+void index_reader::fail(std::string const& what) const {
     throw serialization_error("courier::serialization: " + what + " (at index byte " +
                               std::to_string(position()) + " of " + std::to_string(end_ - begin_) +
                               ")");
 }
 
-void input_archive::throw_truncated(std::size_t n) const {
+void index_reader::throw_truncated(std::size_t n) const {
     fail("truncated archive: needed " + std::to_string(n) + " bytes, " +
          std::to_string(end_ - cur_) + " remain");
 }
 
-std::uint64_t input_archive::load_size_slow() {
+void index_reader::fail_trailing() const {
+    fail("trailing garbage: " + std::to_string(end_ - cur_) + " index bytes left unread");
+}
+
+void index_reader::fail_no_chunk(std::size_t n) const {
+    fail("expected a pointer or rma chunk of " + std::to_string(n) +
+         " bytes, but the message has no more");
+}
+
+std::uint64_t index_reader::load_size_slow() {
     std::uint64_t v = 0;
-    switch (detail::decode_varint(cur_, end_, v)) {
-    case detail::varint_read::ok:
+    switch (decode_varint(cur_, end_, v)) {
+    case varint_read::ok:
         return v;
-    case detail::varint_read::truncated:
+    case varint_read::truncated:
         throw_truncated(1);
-    case detail::varint_read::overflow:
-        fail("varint overflows 64 bits");
-    case detail::varint_read::too_long:
+    case varint_read::overflow:
         break;
     }
-    fail("varint longer than 10 bytes");
+    fail("varint overflows 64 bits");
 }
 
-namespace detail {
-std::string count_unfit(std::uint64_t n, std::size_t left, std::size_t min_element_bytes,
-                        std::size_t max_empty_elements) {
+void index_reader::check_count(std::uint64_t n, std::size_t min_element_bytes) {
+    std::size_t const left = remaining();
     bool const ok =
-        min_element_bytes == 0 ? n <= left + max_empty_elements : n <= left / min_element_bytes;
-    if (ok) {
-        return {};
+        min_element_bytes == 0 ? n <= left + max_empty_elements_ : n <= left / min_element_bytes;
+    if (!ok) {
+        fail("element count " + std::to_string(n) + " cannot fit: " + std::to_string(left) +
+             " bytes remain" +
+             (min_element_bytes
+                  ? " and each element needs at least " + std::to_string(min_element_bytes)
+                  : std::string()));
     }
-    return "element count " + std::to_string(n) + " cannot fit: " + std::to_string(left) +
-           " bytes remain" +
-           (min_element_bytes
-                ? " and each element needs at least " + std::to_string(min_element_bytes)
-                : std::string());
 }
-} // namespace detail
 
-void input_archive::check_count(std::uint64_t n, std::size_t min_element_bytes) {
-    std::string why =
-        detail::count_unfit(n, remaining(), min_element_bytes, limits_.max_empty_elements);
-    if (!why.empty()) {
-        fail(why);
-    }
-}
+} // namespace detail
 
 std::size_t input_archive::next_external_chunk(std::size_t n) {
     auto chunks = msg_.chunks();
@@ -200,8 +201,7 @@ std::size_t input_archive::next_external_chunk(std::size_t n) {
         ++next_chunk_;
     }
     if (next_chunk_ == chunks.size()) {
-        fail("expected a pointer or rma chunk of " + std::to_string(n) +
-             " bytes, but the message has no more");
+        fail_no_chunk(n);
     }
     auto const& c = chunks[next_chunk_];
     if (c.size != n) {
@@ -254,9 +254,7 @@ input_archive::block input_archive::take_block(std::size_t n) {
 }
 
 void input_archive::finish() const {
-    if (cur_ != end_) {
-        fail("trailing garbage: " + std::to_string(end_ - cur_) + " index bytes left unread");
-    }
+    check_index_consumed();
     if (external_remaining_ != 0) {
         fail("trailing chunks: " + std::to_string(external_remaining_) +
              " bytes of pointer/rma chunks left unread");

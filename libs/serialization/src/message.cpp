@@ -683,13 +683,7 @@ message::check_result message::check() const {
     if (checked_) {
         return checked_result_;
     }
-    if (size_ < message_header_size) {
-        throw_short(size_);
-    }
-    if (std::memcmp(buffer_, our_header, sizeof our_header) != 0) [[unlikely]] { // one compare
-        bad_header(buffer_);
-    }
-    check_result result{threshold_in(buffer_), 0};
+    check_result result{header_threshold(data()), 0};
     std::size_t expected_offset = 0;
     auto const list = chunks();
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -730,6 +724,7 @@ std::size_t message::header_threshold(std::span<std::byte const> stream) {
     if (stream.size() < message_header_size) {
         throw_short(stream.size());
     }
+    // One 32-bit compare for magic, version, byte order and flags.
     if (std::memcmp(stream.data(), our_header, sizeof our_header) != 0) [[unlikely]] {
         bad_header(stream.data());
     }

@@ -166,12 +166,13 @@ struct function_traits<R (*)(A...) noexcept> : function_traits<R (*)(A...)> {};
 /// none is written).
 using action_invoker = void (*)(serialization::input_archive& args,
                                 serialization::output_archive* result);
-/// Runs a posted action whose arguments are all flat (serialization::flat_loadable) from a
-/// stream of one index chunk, read where it lies: no message, no input archive (the receiving
-/// half of flat posts). Null for actions with other arguments. Returns the error if the
-/// arguments do not load, having called nothing: the loaders are Courier's own, so the stream
-/// is malformed (its receiver drops it as such); the action's own exceptions propagate.
-using flat_invoker = std::exception_ptr (*)(serialization::flat_reader& args);
+/// action_invoker for an action whose arguments are all flat (serialization::flat_loadable),
+/// read from a stream of one index chunk where it lies: no message, no input archive. Null for
+/// actions with other arguments. Returns the error if the arguments do not load, having called
+/// nothing: the loaders are Courier's own, so the stream is malformed (a post's receiver drops
+/// it as such; a call is answered with the error); the action's own exceptions propagate.
+using flat_invoker = std::exception_ptr (*)(serialization::flat_reader& args,
+                                            serialization::output_archive* result);
 bool register_action(std::uint64_t id, char const* name, action_invoker invoke,
                      flat_invoker flat = nullptr);
 /// The name an action was registered under, or nullptr (lock-free; incoming requests use it).
@@ -353,6 +354,15 @@ void load_arguments(serialization::input_archive& in, Tuple& args) {
     }
 }
 
+/// Thrown by plain_action::invoke for a post whose arguments are all flat and do not load
+/// from its input archive: Courier's own loaders failed, so the bytes are at fault, and the
+/// receiver drops the parcel as malformed (as it drops one that flat_invoke cannot read)
+/// rather than counting a failed posted action. A call's caller gets the error itself.
+class malformed_post : public serialization::serialization_error {
+public:
+    using serialization::serialization_error::serialization_error;
+};
+
 /// Whether every type of a tuple of arguments is read by flat_reader (plain_action::flat_entry).
 template <class Tuple>
 struct all_flat_loadable;
@@ -383,11 +393,23 @@ struct plain_action {
 
     static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         arguments args;
+        if constexpr (detail::all_flat_loadable<arguments>::value) {
+            if (out == nullptr) { // a post (see detail::malformed_post)
+                try {
+                    detail::load_arguments(in, args);
+                } catch (serialization::serialization_error const& e) {
+                    throw detail::malformed_post(e.what());
+                }
+                call(args, out);
+                return;
+            }
+        }
         detail::load_arguments(in, args);
         call(args, out);
     }
-    /// invoke() for a post whose arguments are flat (detail::flat_invoker).
-    static std::exception_ptr flat_invoke(serialization::flat_reader& in) {
+    /// invoke() for arguments that are all flat (detail::flat_invoker).
+    static std::exception_ptr flat_invoke(serialization::flat_reader& in,
+                                          serialization::output_archive* out) {
         arguments args;
         try {
             std::apply([&](auto&... a) { (in.load(a), ...); }, args);
@@ -395,7 +417,7 @@ struct plain_action {
         } catch (serialization::serialization_error const&) {
             return std::current_exception();
         }
-        call(args, nullptr);
+        call(args, out);
         return nullptr;
     }
     /// &flat_invoke when every argument type is flat_loadable, else null (register_action).

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/index_reader.hpp>
 #include <courier/serialization/detail/varint.hpp>
 #include <courier/serialization/message.hpp>
 #include <courier/serialization/serializer.hpp>
@@ -128,10 +129,11 @@ concept flat_savable = requires(flat_sizer& s, flat_writer& w, T const& v) {
 
 /// Reads the values of a stream of one index chunk (header included): numbers, enums and
 /// serialize_buffers, through the serializers that say flat_stream = true (flat_loadable). Every
-/// read is bounds-checked, and a block at or above the recorded zero-copy threshold, which
-/// would be a pointer chunk, is an error (the stream has none). The bytes must outlive the
-/// reader and what it reads (a serialize_buffer copies them).
-class flat_reader {
+/// read is bounds-checked by the same code as input_archive's (detail::index_reader), with the
+/// default load_limits, and a block at or above the recorded zero-copy threshold, which would
+/// be a pointer chunk, is an error (the stream has none). The bytes must outlive the reader;
+/// what it reads does not refer to them (a serialize_buffer copies its bytes).
+class flat_reader : public detail::index_reader {
 public:
     static constexpr bool is_saving = false;
     static constexpr bool is_loading = true;
@@ -139,40 +141,15 @@ public:
     /// Checks the header (message::header_threshold; throws serialization_error) and positions
     /// after it.
     explicit flat_reader(std::span<std::byte const> stream)
-        : begin_(stream.data()), cur_(stream.data() + message_header_size),
-          end_(stream.data() + stream.size()), threshold_(message::header_threshold(stream)) {}
+        : threshold_(message::header_threshold(stream)) {
+        begin_ = stream.data();
+        cur_ = begin_ + message_header_size;
+        end_ = begin_ + stream.size();
+    }
 
     template <class T>
     void load(T&& v) {
         serializer<std::remove_cvref_t<T>>::load(*this, v);
-    }
-    void load_bytes(void* p, std::size_t n) {
-        if (n > static_cast<std::size_t>(end_ - cur_)) [[unlikely]] {
-            throw_truncated(n);
-        }
-        std::memcpy(p, cur_, n);
-        cur_ += n;
-    }
-    template <class T>
-    requires std::is_trivially_copyable_v<T> T load_value() {
-        T v;
-        load_bytes(&v, sizeof(T));
-        return v;
-    }
-    std::uint64_t load_size() {
-        if (cur_ != end_ && static_cast<std::uint8_t>(*cur_) < 0x80) [[likely]] {
-            return static_cast<std::uint8_t>(*cur_++);
-        }
-        return load_size_slow();
-    }
-    /// An element count whose elements, `min_element_bytes` each at least, fit in what remains.
-    std::size_t load_count(std::size_t min_element_bytes) {
-        std::uint64_t n = load_size();
-        if (min_element_bytes == 0 || n > static_cast<std::size_t>(end_ - cur_) / min_element_bytes)
-            [[unlikely]] {
-            check_count(n, min_element_bytes);
-        }
-        return static_cast<std::size_t>(n);
     }
     /// What input_archive::take_block gives, for index bytes: never an owner to share.
     struct block {
@@ -181,8 +158,11 @@ public:
         std::shared_ptr<void const> const* owner = nullptr;
     };
     block take_block(std::size_t n) {
-        if (n >= threshold_ || n > static_cast<std::size_t>(end_ - cur_)) [[unlikely]] {
-            fail_block(n);
+        if (n >= threshold_) [[unlikely]] {
+            fail_no_chunk(n); // the stream has none
+        }
+        if (n > static_cast<std::size_t>(end_ - cur_)) [[unlikely]] {
+            throw_truncated(n);
         }
         block b{cur_, n, nullptr};
         cur_ += n;
@@ -195,31 +175,18 @@ public:
         }
         cur_ += n;
     }
-    std::size_t remaining() const noexcept { return static_cast<std::size_t>(end_ - cur_); }
-    std::size_t position() const noexcept { return static_cast<std::size_t>(cur_ - begin_); }
     std::size_t threshold() const noexcept { return threshold_; }
     /// Throws unless every byte was read (trailing garbage).
-    void finish() const {
-        if (cur_ != end_) [[unlikely]] {
-            fail_trailing();
-        }
-    }
-    [[noreturn]] void fail(std::string const& what) const;
+    void finish() const { check_index_consumed(); }
 
 private:
-    std::byte const* begin_;
-    std::byte const* cur_;
-    std::byte const* end_;
     std::size_t threshold_;
-
-    std::uint64_t load_size_slow();
-    void check_count(std::uint64_t n, std::size_t min_element_bytes);
-    [[noreturn]] void throw_truncated(std::size_t n) const;
-    [[noreturn]] void fail_block(std::size_t n) const;
-    [[noreturn]] void fail_trailing() const;
 };
 
 /// Whether T's serializer reads flat streams (flat_stream = true, and a load() for any archive).
+/// flat_stream = true is the serializer's promise that its save() and load() use only what
+/// flat_sizer, flat_writer and flat_reader offer: a load() that reads more fails to compile
+/// where an action of such arguments is registered.
 template <class T>
 concept flat_loadable = requires(flat_reader& r, T& v) {
     requires serializer<std::remove_cv_t<T>>::flat_stream;

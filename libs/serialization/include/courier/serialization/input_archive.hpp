@@ -9,6 +9,7 @@
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/index_reader.hpp>
 #include <courier/serialization/detail/node_queue.hpp>
 #include <courier/serialization/detail/type_table.hpp>
 #include <courier/serialization/error.hpp>
@@ -29,10 +30,6 @@ namespace courier::serialization {
 
 namespace detail {
 class load_tracking;
-/// Why `n` elements of at least `min_element_bytes` each (0: types that may take no bytes, at
-/// most `max_empty_elements` past the bytes left) cannot fit in `left` bytes; empty if they do.
-std::string count_unfit(std::uint64_t n, std::size_t left, std::size_t min_element_bytes,
-                        std::size_t max_empty_elements);
 } // namespace detail
 
 /// Limits applied while loading, against hostile or corrupted input.
@@ -45,7 +42,7 @@ struct load_limits {
     std::size_t max_deep_bytes = std::size_t{1} << 40;
 };
 
-class input_archive {
+class input_archive : public detail::index_reader {
 public:
     static constexpr bool is_saving = false;
     static constexpr bool is_loading = true;
@@ -75,39 +72,6 @@ public:
         serializer<std::remove_cvref_t<T>>::load(*this, v);
     }
 
-    void load_bytes(void* p, std::size_t n) {
-        if (n > static_cast<std::size_t>(end_ - cur_)) [[unlikely]] {
-            throw_truncated(n);
-        }
-        std::memcpy(p, cur_, n);
-        cur_ += n;
-    }
-    template <class T>
-    requires std::is_trivially_copyable_v<T> T load_value() {
-        T v;
-        load_bytes(&v, sizeof(T));
-        return v;
-    }
-    std::uint64_t load_size() {
-        if (cur_ != end_ && static_cast<std::uint8_t>(*cur_) < 0x80) [[likely]] {
-            return static_cast<std::uint8_t>(*cur_++);
-        }
-        return load_size_slow();
-    }
-    /// Reads an element count and checks that `count * min_element_bytes` fits in what remains.
-    /// Inline for the common case, a count whose bytes fit in the index bytes left (strings and
-    /// vectors of every message load one; min_element_bytes is a constant there).
-    std::size_t load_count(std::size_t min_element_bytes) {
-        std::uint64_t n = load_size();
-        if (min_element_bytes == 0 || n > static_cast<std::size_t>(end_ - cur_) / min_element_bytes)
-            [[unlikely]] {
-            check_count(n, min_element_bytes); // counts the external chunks too; throws
-        }
-        return static_cast<std::size_t>(n);
-    }
-    /// Throws unless `n` elements of at least `min_element_bytes` each fit in what remains.
-    void check_count(std::uint64_t n, std::size_t min_element_bytes);
-
     /// A contiguous bitwise block of `n` bytes, copied to `p`. Inline when it is in the index
     /// bytes (below the zero-copy threshold), the common case.
     void load_block(void* p, std::size_t n) {
@@ -133,12 +97,6 @@ public:
     };
     block take_block(std::size_t n);
 
-    /// Bytes not yet read: index bytes plus the external chunks not yet taken.
-    std::size_t remaining() const noexcept {
-        return static_cast<std::size_t>(end_ - cur_) + external_remaining_;
-    }
-    /// Offset of the read position in the index buffer (for error messages).
-    std::size_t position() const noexcept { return static_cast<std::size_t>(cur_ - begin_); }
     std::size_t threshold() const noexcept { return threshold_; }
     load_limits const& limits() const noexcept { return limits_; }
 
@@ -156,8 +114,6 @@ public:
         }
         return *v;
     }
-
-    [[noreturn]] void fail(std::string const& what) const;
 
     detail::load_tracking& tracking();
 
@@ -224,20 +180,14 @@ private:
     }
 
     message const& msg_;
-    std::byte const* begin_ = nullptr;
-    std::byte const* cur_ = nullptr;
-    std::byte const* end_ = nullptr;
     std::size_t threshold_ = 0;
     std::size_t next_chunk_ = 0;
-    std::size_t external_remaining_ = 0;
     load_limits limits_;
     std::unique_ptr<detail::load_tracking> tracking_;
     std::unique_ptr<detail::type_resolver> types_;
 
-    std::uint64_t load_size_slow();
     void load_block_slow(void* p, std::size_t n);
     [[noreturn]] void fail_not_in_table(char const* name) const;
-    [[noreturn]] void throw_truncated(std::size_t n) const;
     std::size_t next_external_chunk(std::size_t n);
 };
 

@@ -31,10 +31,11 @@ inline constexpr std::size_t varint_size(std::uint64_t v) noexcept {
 }
 
 /// What decode_varint found.
-enum class varint_read { ok, truncated, overflow, too_long };
+enum class varint_read { ok, truncated, overflow };
 
 /// Reads a varint from [cur, end) into `v`, moving `cur` past it (on failure, past what was
-/// read). overflow: the value does not fit in 64 bits; too_long: more than max_varint_bytes.
+/// read). overflow: the value does not fit in 64 bits (the tenth byte above 1), so a varint
+/// is never longer than max_varint_bytes.
 inline varint_read decode_varint(std::byte const*& cur, std::byte const* end,
                                  std::uint64_t& v) noexcept {
     v = 0;
@@ -51,7 +52,7 @@ inline varint_read decode_varint(std::byte const*& cur, std::byte const* end,
             return varint_read::ok;
         }
     }
-    return varint_read::too_long;
+    return varint_read::overflow; // not reached: the tenth byte (shift 63) ends the loop
 }
 
 } // namespace courier::serialization::detail
