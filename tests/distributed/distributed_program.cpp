@@ -623,6 +623,62 @@ void scenario_flat_posts() {
     CHECK(seen[2] == static_cast<long>(flat_senders) * n * (n - 1) / 2);
 }
 
+// A call whose flat arguments do not decode is answered with the error, read where it lies (a
+// small stream) or through an input archive (a buffer over the zero-copy threshold, a pointer
+// chunk): the same type and words either way, and the action does not run. The request is
+// written by hand (send_request with arguments that are not the action's: a bool of 2).
+std::atomic<long> g_flagged_runs{0};
+void flagged(int, bool, courier::serialization::serialize_buffer<char> const&) {
+    g_flagged_runs.fetch_add(1);
+}
+COURIER_PLAIN_ACTION(flagged, flagged_action);
+long flagged_runs() {
+    return g_flagged_runs.load();
+}
+COURIER_PLAIN_ACTION(flagged_runs, flagged_runs_action);
+
+void scenario_malformed_calls() {
+    auto to = courier::find_remote_localities().at(0);
+    std::vector<std::string> words;
+    for (std::size_t bytes : {std::size_t{16}, std::size_t{5000}}) {
+        courier::serialization::serialize_buffer<char> b(bytes);
+        std::fill(b.begin(), b.end(), 'x');
+        auto st = courier::detail::make_state<void>();
+        courier::detail::send_request(
+            courier::get_locality_id(to), flagged_action::wire_id(),
+            [&](courier::serialization::output_archive& out) {
+                out.save(7);
+                out.save(std::uint8_t{2}); // where the bool is
+                out.save(b);
+            },
+            courier::detail::reply_handler(&courier::detail::complete_call<void>,
+                                           courier::detail::state_ptr<void>(st).detach()),
+            nullptr, true);
+        auto f = courier::detail::future_access::make<void>(std::move(st));
+        try {
+            f.get();
+            CHECK(false);
+        } catch (courier::remote_exception const& e) {
+            std::printf("malformed_calls: %zu B: %s: %s\n", bytes, e.type_name().c_str(),
+                        e.message().c_str());
+            CHECK(e.type_name() == "courier::serialization::serialization_error");
+            std::string const m = e.message();
+            words.push_back(m.substr(0, m.find(" (at index byte")));
+        }
+    }
+    CHECK(words.size() == 2 &&
+          words[0] == "courier::serialization: expected a bool (0 or 1), "
+                      "found 2" &&
+          words[1] == words[0]);
+    // Well-formed, both sizes: the action runs.
+    for (std::size_t bytes : {std::size_t{16}, std::size_t{5000}}) {
+        courier::async<flagged_action>(to, 7, true,
+                                       courier::serialization::serialize_buffer<char>(bytes))
+            .get();
+    }
+    CHECK(courier::async<flagged_runs_action>(to).get() == 2);
+}
+
 // A post takes its arguments' values when it is called, also when it then waits for flow
 // control (run with one worker and a window of 4 parcels): senders share one buffer, each sets
 // it and posts it with its size and fill byte, and the next sender replaces it while the
@@ -2119,6 +2175,7 @@ int courier_main(int argc, char** argv) {
         {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"senders_share_a_worker", scenario_senders_share_a_worker},
         {"flat_posts", scenario_flat_posts},
+        {"malformed_calls", scenario_malformed_calls},
         {"posts_capture_their_arguments", scenario_posts_capture_their_arguments},
         {"answers_stay_apart", scenario_answers_stay_apart},
         {"posts_let_go_of_their_arguments", scenario_posts_let_go_of_their_arguments},

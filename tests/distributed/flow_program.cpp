@@ -604,6 +604,18 @@ void scenario_refused() {
     std::printf("refused: ordered calls that ran: %zu\n", marks.size());
 }
 
+/// Run with --courier:max_parcel_size=65536 and --courier:posted_errors=fail (the default): a
+/// post of flat arguments whose 128 KiB chunk locality 1 refused is a failed posted action
+/// there (logged, and locality 1's status is not 0: the test expects the job to say so), not a
+/// malformed parcel, which is dropped without failing the job.
+void scenario_refused_post() {
+    auto there = courier::find_all_localities()[1];
+    courier::post<large_sum_action>(there, filled(16384, 7));
+    auto s = filled(4096, 8);
+    CHECK(courier::async<large_sum_action>(there, s).get() == large_sum(s));
+    std::printf("refused_post: posted 128 KiB over a limit of 64 KiB\n");
+}
+
 /// Without a limit: locality 1 can map only 256 MiB more, and a 512 MiB argument fails with
 /// "no memory" instead of hanging its caller; a 16 MiB one after it arrives whole.
 void scenario_refused_no_memory() {
@@ -679,6 +691,8 @@ int courier_main(int argc, char** argv) {
         scenario_ordered(scenario == "ordered_plain", scenario == "ordered_local");
     } else if (scenario == "refused") {
         scenario_refused();
+    } else if (scenario == "refused_post") {
+        scenario_refused_post();
     } else if (scenario == "refused_no_memory") {
         scenario_refused_no_memory();
     } else if (scenario == "large_to_busy_receiver") {

@@ -198,11 +198,13 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
     }
     try {
         send_credit(source, p, b);
-    } catch (std::exception const& e) { // no memory for it, or the transport refused it
-        add(c, p, b);                   // sent with a later one
+    } catch (...) { // no memory for it, or the transport refused it: sent with a later one
+        add(c, p, b);
         static logging::rate_limit limit;
-        logging::error_limited(limit, "could not send a flow-control credit to locality {}: {}",
-                               source, e.what());
+        logging::error_limited(limit,
+                               "could not send a flow-control credit to locality {} (kept for "
+                               "the next one)",
+                               source);
         return;
     }
     f.credits_sent.fetch_add(1, std::memory_order_relaxed);

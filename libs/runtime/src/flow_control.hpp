@@ -104,8 +104,8 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// `parcels` requests from `source` of `bytes` in all start running here: their credit goes
 /// back (batched). `bytes` counts at most 2^36, as flow_acquire counts one parcel: several at
 /// once are small ones (a request_batch's).
-/// A credit that cannot be sent (no memory, the transport refusing it) is logged and kept
-/// for the next one.
+/// A credit that cannot be sent (no memory, the transport refusing it) is logged and kept:
+/// it goes with the next request from `source` that starts here.
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
                   std::int64_t parcels = 1) noexcept;
 /// A credit parcel from `dest` gave back `parcels` and `bytes`.

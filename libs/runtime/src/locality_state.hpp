@@ -228,7 +228,8 @@ void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> co
 completion take_pending(std::uint64_t rid);
 /// `st`'s ordered streams, sized for its localities on first use.
 ordered_state& ordered_streams(locality_state& st);
-/// Sends a credit parcel to `dest` (flow_control.hpp).
+/// Sends a credit parcel to `dest` (flow_control.hpp). Throws what building or sending it
+/// throws (no memory, the transport refusing it): flow_started keeps the credits then.
 void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
 /// The launcher's job time limit ran out: logs what this locality is waiting for.
 void log_diagnosis();

@@ -349,6 +349,10 @@ bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream
             static logging::rate_limit limit;
             logging::error_limited(limit, "could not answer a call of {} from locality {}: {}",
                                    found.name, source, e.what());
+        } catch (...) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "could not answer a call of {} from locality {}",
+                                   found.name, source);
         }
         return true;
     }
@@ -484,11 +488,7 @@ void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
         ar.save(parcels);
         ar.save(bytes);
     }
-    try {
-        send_parcel(dest, std::move(m), 0, nullptr);
-    } catch (std::exception const& e) {
-        log(log_level::warn, "could not return credits to locality {}: {}", dest, e.what());
-    }
+    send_parcel(dest, std::move(m), 0, nullptr);
 }
 
 namespace {

@@ -157,7 +157,7 @@ struct parcel_task final : task, pooled {
         auto* self = static_cast<parcel_task*>(t);
         auto const chunks = self->msg.chunks();
         // A stream of one index chunk, not one whose large blocks loaders may adopt
-        // (index_owner): a post of flat arguments is read where it lies.
+        // (index_owner): a request of flat arguments is read where it lies.
         bool const flat = chunks.size() == 1 &&
                           chunks[0].type == serialization::chunk_type::index &&
                           chunks[0].size == self->msg.index_size() && !self->msg.index_owner();

@@ -357,7 +357,9 @@ void load_arguments(serialization::input_archive& in, Tuple& args) {
 /// Thrown by plain_action::invoke for a post whose arguments are all flat and do not load
 /// from its input archive: Courier's own loaders failed, so the bytes are at fault, and the
 /// receiver drops the parcel as malformed (as it drops one that flat_invoke cannot read)
-/// rather than counting a failed posted action. A call's caller gets the error itself.
+/// rather than counting a failed posted action. A call's caller gets the error itself; a post
+/// with a chunk its receiver refused (over --courier:max_parcel_size, no memory) is a failed
+/// posted action as before.
 class malformed_post : public serialization::serialization_error {
 public:
     using serialization::serialization_error::serialization_error;
@@ -398,6 +400,9 @@ struct plain_action {
                 try {
                     detail::load_arguments(in, args);
                 } catch (serialization::serialization_error const& e) {
+                    if (in.refused()) {
+                        throw; // a chunk the receiver refused (over its limit, no memory)
+                    }
                     throw detail::malformed_post(e.what());
                 }
                 call(args, out);

@@ -36,7 +36,7 @@ class load_tracking;
 struct load_limits {
     /// Element counts of types that may occupy zero bytes on the wire (empty structs,
     /// monostate) may exceed the bytes left by at most this much.
-    std::size_t max_empty_elements = std::size_t{1} << 20;
+    std::size_t max_empty_elements = detail::default_max_empty_elements;
     /// Deep copy (deep_copy.hpp): nodes and arrays one load may allocate, and their bytes.
     std::size_t max_deep_allocations = std::size_t{1} << 32;
     std::size_t max_deep_bytes = std::size_t{1} << 40;
@@ -99,6 +99,9 @@ public:
 
     std::size_t threshold() const noexcept { return threshold_; }
     load_limits const& limits() const noexcept { return limits_; }
+    /// Whether the message has chunks its receiver refused (message::set_refused): reading one
+    /// throws serialization_error with the reason, which is then not the bytes' fault.
+    bool refused() const noexcept { return msg_.refused(); }
 
     /// Throws unless every index byte and every chunk was consumed (trailing garbage).
     void finish() const;

@@ -13,6 +13,9 @@
 
 namespace courier::serialization::detail {
 
+/// load_limits::max_empty_elements' default (input_archive.hpp), flat_reader's limit.
+inline constexpr std::size_t default_max_empty_elements = std::size_t{1} << 20;
+
 class index_reader {
 public:
     void load_bytes(void* p, std::size_t n) {
@@ -82,7 +85,7 @@ protected:
     std::byte const* cur_ = nullptr;
     std::byte const* end_ = nullptr;
     std::size_t external_remaining_ = 0;
-    std::size_t max_empty_elements_ = std::size_t{1} << 20; // load_limits' default
+    std::size_t max_empty_elements_ = default_max_empty_elements;
 };
 
 } // namespace courier::serialization::detail
