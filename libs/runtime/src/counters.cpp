@@ -116,11 +116,7 @@ void count_user_received(locality_state& st, std::uint64_t requests) noexcept {
 }
 
 void count_flat_request_run(locality_state& st) noexcept {
-    if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->flat_requests_run, 1);
-    } else {
-        st.traffic.flat_requests_run.fetch_add(1, std::memory_order_relaxed);
-    }
+    count(st, &traffic_counters::flat_requests_run, 1);
 }
 
 void count_send_ended(locality_state& st, std::uint64_t sends) noexcept {

@@ -395,21 +395,16 @@ struct plain_action {
 
     static void invoke(serialization::input_archive& in, serialization::output_archive* out) {
         arguments args;
-        if constexpr (detail::all_flat_loadable<arguments>::value) {
-            if (out == nullptr) { // a post (see detail::malformed_post)
-                try {
-                    detail::load_arguments(in, args);
-                } catch (serialization::serialization_error const& e) {
-                    if (in.refused()) {
-                        throw; // a chunk the receiver refused (over its limit, no memory)
-                    }
-                    throw detail::malformed_post(e.what());
-                }
-                call(args, out);
-                return;
+        try {
+            detail::load_arguments(in, args);
+        } catch (serialization::serialization_error const& e) {
+            // A post's flat arguments that Courier's loaders cannot read, unless a chunk was
+            // refused (over the receiver's limit, no memory): see detail::malformed_post.
+            if (detail::all_flat_loadable<arguments>::value && out == nullptr && !in.refused()) {
+                throw detail::malformed_post(e.what());
             }
+            throw;
         }
-        detail::load_arguments(in, args);
         call(args, out);
     }
     /// invoke() for arguments that are all flat (detail::flat_invoker).
