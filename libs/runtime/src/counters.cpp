@@ -115,8 +115,8 @@ void count_user_received(locality_state& st, std::uint64_t requests) noexcept {
     count(st, &traffic_counters::user_received, requests);
 }
 
-void count_flat_request_run(locality_state& st) noexcept {
-    count(st, &traffic_counters::flat_requests_run, 1);
+void count_flat_request_run(locality_state& st, std::uint64_t requests) noexcept {
+    count(st, &traffic_counters::flat_requests_run, requests);
 }
 
 void count_send_ended(locality_state& st, std::uint64_t sends) noexcept {

@@ -308,15 +308,15 @@ bool counts_as_user_request(std::span<std::byte const> stream) noexcept {
     }
 }
 
-bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
-                         bool counted) noexcept {
+flat_outcome handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
+                                 bool counted) noexcept {
     auto const h = request_head_of(stream);
     if (!h || is_control(h->action_id)) {
-        return false;
+        return flat_outcome::not_flat;
     }
     auto const found = find_action(h->action_id);
     if (found.flat == nullptr) {
-        return false;
+        return flat_outcome::not_flat;
     }
     std::optional<serialization::flat_reader> in;
     try {
@@ -326,14 +326,14 @@ bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream
         static logging::rate_limit limit;
         logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
                                e.what());
-        return true;
+        return flat_outcome::dropped;
     }
-    locality_state& st = here();
     if (!counted) {
+        locality_state& st = here();
         count_user_received(st);
         flow_started(st, source, static_cast<std::int64_t>(stream.size()));
+        count_flat_request_run(st, 1);
     }
-    count_flat_request_run(st);
     request_context ctx{source, h->rid, false, found.name};
     if (h->rid != 0) {
         // A call: answered as handle_request answers it (a malformed one with its error).
@@ -354,7 +354,7 @@ bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream
             logging::error_limited(limit, "could not answer a call of {} from locality {}",
                                    found.name, source);
         }
-        return true;
+        return flat_outcome::ran;
     }
     try {
         request_scope scope(ctx);
@@ -368,7 +368,7 @@ bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream
     } catch (...) {
         send_failure_reply(ctx, std::current_exception()); // logs it
     }
-    return true;
+    return flat_outcome::ran;
 }
 
 /// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,

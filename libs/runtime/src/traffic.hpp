@@ -56,8 +56,8 @@ void parcels_received(locality_state& st, std::uint32_t source, std::uint64_t co
 /// negative: a counted parcel the transport refused.
 void count_user_sent(locality_state& st, std::int64_t sent) noexcept;
 void count_user_received(locality_state& st, std::uint64_t requests = 1) noexcept;
-/// A request ran from its stream where it lies (handle_flat_request).
-void count_flat_request_run(locality_state& st) noexcept;
+/// `requests` ran from their streams where they lie (handle_flat_request).
+void count_flat_request_run(locality_state& st, std::uint64_t requests) noexcept;
 void count_send_ended(locality_state& st, std::uint64_t sends = 1) noexcept;
 /// Their sums over st's shared counts and the workers of `s` (st's scheduler; nullptr: the
 /// shared counts only).

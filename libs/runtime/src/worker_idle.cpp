@@ -56,7 +56,16 @@ bool worker_has_work(worker const& w) noexcept {
 }
 
 bool worker::poll_once() {
-    if ((sched.has_hooks() && sched.run_hooks()) || worker_has_work(*this) || sched.stopping()) {
+    bool polled = false;
+    if (sched.has_hooks()) {
+        // A pass now: the next one forced between tasks (progress_interval) counts from here,
+        // not from the last forced one. A locality that goes idle between short bursts (a
+        // stream of batches) polled here and again a few tasks into the next burst, where that
+        // pass mostly found nothing (~90 instructions per request of an 8 B message stream).
+        since_progress = 0;
+        polled = sched.run_hooks();
+    }
+    if (polled || worker_has_work(*this) || sched.stopping()) {
         blind_sleep_us = 0;
         safety_sleep_us = 0;
         worked_since_sleep = true;
