@@ -63,6 +63,15 @@ std::uint64_t add(counts& c, std::int64_t parcels, std::int64_t bytes) noexcept 
 }
 
 bool try_take(flow_state& f, counts& c, std::int64_t bytes) noexcept {
+    std::int64_t window = f.window_bytes;
+    std::int64_t half = window / 2;
+    if (f.large_window != 0 && bytes >= f.large_window / 16) {
+        // A large parcel within the transport's window for them. It waits only while a quarter
+        // of the pair's window is in use too: the receiver credits a quarter at a time, so
+        // what is in flight then brings the credit it waits for.
+        window = f.large_window;
+        half = std::max(window / 2, f.window_bytes / 4);
+    }
     std::uint64_t w = c.word.load(std::memory_order_relaxed);
     do {
         std::int64_t const p = counts::parcels_of(w); // in flight before this parcel
@@ -74,7 +83,7 @@ bool try_take(flow_state& f, counts& c, std::int64_t bytes) noexcept {
         // or fewer parcels are in flight than large_in_flight, so that parcels of more than
         // half the window travel two at a time: one at a time, the receiver waited for each
         // next one (its credit back, then its header) after landing the last.
-        if (b + bytes > f.window_bytes && b >= f.window_bytes / 2 && p >= f.large_in_flight) {
+        if (b + bytes > window && b >= half && p >= f.large_in_flight) {
             return false;
         }
     } while (
@@ -122,9 +131,12 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
 }
 
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
-                    std::uint32_t large_in_flight) {
+                    std::uint32_t large_in_flight, std::uint64_t large_window) {
     std::tie(f.window_parcels, f.window_bytes) = flow_window_from(cfg, localities);
     f.large_in_flight = std::max<std::int64_t>(1, large_in_flight);
+    f.large_window = large_window != 0 && large_window < static_cast<std::uint64_t>(f.window_bytes)
+                         ? static_cast<std::int64_t>(large_window)
+                         : 0;
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
 }

@@ -17,7 +17,9 @@
 // start. What is in flight goes over the window only by one parcel admitted while less than
 // half was in use, or by parcels admitted while fewer than large_parcels_in_flight() were in
 // flight (the count is taken when a parcel takes its slot: senders racing for one destination
-// can each add one more).
+// can each add one more). A transport may ask for a smaller byte window for its large parcels
+// (large_parcel_window(): the MPI transport's 4 MiB for parcels of 256 KiB or more); they wait
+// there only while a quarter of the pair's window is in use, so their credits still come back.
 //
 // Where waiting is impossible (inside the transport's progress, or on a worker's own stack
 // between tasks) a parcel is sent over the window; such sends are counted.
@@ -46,6 +48,9 @@ struct flow_state {
     /// Parcels of more than half the byte window that may be in flight to a destination at
     /// once (set by flow_configure from the transport; at least 1).
     std::int64_t large_in_flight = 1;
+    /// The transport's large_parcel_window() where smaller than window_bytes (else 0): the
+    /// byte window of parcels of a sixteenth of it or more.
+    std::int64_t large_window = 0;
     /// Parcels and bytes in one word, so that taking or returning both is one locked
     /// instruction, not two (per parcel on each side; benchmarks/RESULTS.md, Per-parcel cost,
     /// counts them). Parcels in the top 24
@@ -90,9 +95,10 @@ struct flow_state {
 /// job of `localities`; throws config_error for bad values (init checks them in every run).
 std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg, std::uint32_t localities);
 /// Sizes `f` for `localities` with flow_window_from().
-/// `large_in_flight`: the transport's large_parcels_in_flight() (taken as at least 1).
+/// `large_in_flight`: the transport's large_parcels_in_flight() (taken as at least 1);
+/// `large_window`: its large_parcel_window() (0: none).
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
-                    std::uint32_t large_in_flight);
+                    std::uint32_t large_in_flight, std::uint64_t large_window = 0);
 
 /// Takes a parcel of `bytes` from `dest`'s window, waiting while it does not fit. False (nothing
 /// taken) if `dest` failed meanwhile.

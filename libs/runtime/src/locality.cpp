@@ -206,7 +206,8 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.size = boot->size();
     // Before anything can deliver a parcel:
     st.dead = std::vector<std::atomic<bool>>(st.size);
-    flow_configure(st.flow, cfg, st.size, st.tp->large_parcels_in_flight());
+    flow_configure(st.flow, cfg, st.size, st.tp->large_parcels_in_flight(),
+                   st.tp->large_parcel_window());
     ordered_streams(st); // sized before anything can deliver a parcel
     st.live.heard = std::vector<std::atomic<std::uint32_t>>(st.size);
     st.live.departed = std::vector<std::atomic<bool>>(st.size);

@@ -28,12 +28,22 @@ cd::config options(std::vector<std::string> args) {
 /// A state for `localities` with the flow options `args`.
 struct flow_fixture {
     cd::locality_state st;
-    /// `large_in_flight`: as a transport's large_parcels_in_flight() (libfabric's 2).
+    /// `large_in_flight`, `large_window`: as a transport's large_parcels_in_flight() and
+    /// large_parcel_window() (libfabric's 2 and 0).
     flow_fixture(std::uint32_t localities, std::vector<std::string> args,
-                 std::uint32_t large_in_flight = 2) {
+                 std::uint32_t large_in_flight = 2, std::uint64_t large_window = 0) {
         st.size = localities;
         st.dead = std::vector<std::atomic<bool>>(localities);
-        cd::flow_configure(st.flow, options(std::move(args)), localities, large_in_flight);
+        cd::flow_configure(st.flow, options(std::move(args)), localities, large_in_flight,
+                           large_window);
+    }
+    /// How many parcels of `bytes` go to locality 1 before one would wait (at most `most`).
+    int admitted(std::int64_t bytes, int most = 1000) {
+        int n = 0;
+        while (n < most && cd::flow_try_acquire(st, 1, bytes)) {
+            ++n;
+        }
+        return n;
     }
     std::int64_t parcels(std::uint32_t dest) { return st.flow.out[dest].load().first; }
     std::int64_t bytes(std::uint32_t dest) { return st.flow.out[dest].load().second; }
@@ -160,4 +170,30 @@ TEST(flow_control, parcels_and_bytes_share_a_word_without_carrying_into_each_oth
     EXPECT_EQ(f.parcels(1), 0);
     EXPECT_EQ(f.bytes(1), 0);
     EXPECT_EQ(f.st.flow.excess_credits.load(), 2u);
+}
+
+TEST(flow_control, a_transport_window_for_large_parcels_bounds_them_alone) {
+    constexpr std::int64_t mib = 1 << 20;
+    // The MPI transport's: 4 MiB for parcels of 256 KiB or more, one large one at a time.
+    flow_fixture f(2, {}, 1, 4 * mib); // the pair's window: 8 MiB
+    EXPECT_EQ(f.st.flow.large_window, 4 * mib);
+    EXPECT_EQ(f.admitted(mib), 4); // 8 within the pair's window alone
+    cd::flow_credit(f.st, 1, 4, 4 * mib);
+    EXPECT_EQ(f.admitted(2 * mib), 2);
+    cd::flow_credit(f.st, 1, 2, 4 * mib);
+    EXPECT_EQ(f.admitted(4 * mib), 1); // over half of it: one at a time
+    cd::flow_credit(f.st, 1, 1, 4 * mib);
+    // Smaller parcels fill the pair's window: 128 of 64 KiB, where a 4 MiB one takes 64.
+    EXPECT_EQ(f.admitted(64 << 10), 128);
+    cd::flow_credit(f.st, 1, 128, 8 * mib);
+    // Over a pair's window of 64 MiB, a large parcel waits only once a quarter of it (16 MiB)
+    // is in flight, whose start brings back a credit (credits go back a quarter at a time).
+    flow_fixture big(2, {"--courier:bytes_in_flight=64MiB"}, 1, 4 * mib);
+    EXPECT_EQ(big.admitted(mib), 16);
+    // A transport window over the pair's changes nothing.
+    flow_fixture small(2, {"--courier:bytes_in_flight=2MiB"}, 1, 4 * mib);
+    EXPECT_EQ(small.st.flow.large_window, 0);
+    EXPECT_EQ(small.admitted(mib), 2);
+    flow_fixture none(2, {}, 1, 0);
+    EXPECT_EQ(none.admitted(mib), 8);
 }

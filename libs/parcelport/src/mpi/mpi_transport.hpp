@@ -247,6 +247,11 @@ public:
     /// of 4 / 8 MiB over vader 0.74 / 0.55x with two at a time, 2-8 MiB 0.55-0.66x with a
     /// 32 MiB window).
     std::uint32_t large_parcels_in_flight() const override { return 1; }
+    /// 4 MiB for parcels of 256 KiB or more: OpenMPI's large messages slowed each other down
+    /// at 1-2 MiB as well, eight or four at a time in the runtime's 8 MiB window (osu_bibw over
+    /// vader, benchmarks/RESULTS.md, "The MPI parcelport's window for large parcels"); parcels
+    /// of 64 KiB keep the whole window (a 4 MiB one cost them 0.58x).
+    std::uint64_t large_parcel_window() const override { return std::uint64_t{4} << 20; }
 
     /// Tests: sends `bytes` as they are to locality `dest` with MPI tag `tag` on this
     /// transport's communicator (a forged header message: tag 1). Returns MPI's status.

@@ -420,6 +420,11 @@ public:
     /// osu_bibw of 4 / 8 MiB 1.6 / 1.5x on shm, 1.2 / 1.3x on tcp, paired medians against one
     /// at a time); a transport whose large transfers slow each other down asks for one.
     virtual std::uint32_t large_parcels_in_flight() const { return 2; }
+    /// A byte window of its own for large parcels, where smaller than the runtime's: parcels of
+    /// a sixteenth of it or more are admitted to a destination within it (by the same rule as
+    /// the runtime's window: a parcel over it still goes while less than half of it is in use,
+    /// or fewer than large_parcels_in_flight() parcels are). 0: the runtime's window alone.
+    virtual std::uint64_t large_parcel_window() const { return 0; }
     /// After set_peers(): whether locality `rank` runs on this host as the peers' addresses
     /// say (a transport that routes by host knows it; others answer false: the caller then
     /// relies on what its launcher says).
