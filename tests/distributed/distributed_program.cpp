@@ -213,7 +213,7 @@ COURIER_PLAIN_ACTION(leave_while_sending, leave_while_sending_action);
 
 std::atomic<int> g_posted_throw_ran{0};
 void posted_throw() {
-    g_posted_throw_ran = 1;
+    g_posted_throw_ran.fetch_add(1);
     throw std::runtime_error("a posted action that fails on purpose");
 }
 COURIER_PLAIN_ACTION(posted_throw, posted_throw_action);
@@ -1434,6 +1434,19 @@ void scenario_posted_throw() {
     }
 }
 
+void scenario_posted_throw_flood() {
+    // 1000 posted actions throw on locality 1: each is counted, and the job's end says how many
+    // failed, but no more than a few lines of the log name them one by one.
+    auto there = courier::find_all_localities()[1];
+    constexpr int posts = 1000;
+    for (int i = 0; i < posts; ++i) {
+        courier::post<posted_throw_action>(there);
+    }
+    while (courier::async<posted_throw_ran_action>(there).get() < posts) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 // ---- soak: calls with checked payloads for a while (the fault runs) -------------------------
 
 std::vector<std::uint64_t> reversed(std::vector<std::uint64_t> v) {
@@ -2189,6 +2202,7 @@ int courier_main(int argc, char** argv) {
         {"wedged_send", scenario_wedged_send},
         {"wedged_shutdown", scenario_wedged_shutdown},
         {"posted_throw", scenario_posted_throw},
+        {"posted_throw_flood", scenario_posted_throw_flood},
         {"huge_killed", scenario_huge_killed},
         {"huge_sender_killed", scenario_huge_sender_killed},
         {"huge", scenario_huge},

@@ -178,8 +178,8 @@ std::vector<option_spec> const& option_table() {
          "registrations of on-the-fly memory (pointer chunks) kept for reuse; 0 = none"},
         {"posted_errors", "fail",
          "an exception escaping a posted action or task (post) is logged, naming the locality "
-         "and the action; 'fail': this locality's exit status is then 1, so the job fails; "
-         "'log': it is only logged"},
+         "and the action (at most 10 such lines in 10 s; their count at the end); 'fail': this "
+         "locality's exit status is then 1, so the job fails; 'log': it is only logged"},
         {"print_counters", "0",
          "1: at shutdown every locality prints its performance counters to stdout, one "
          "'locality#R NAME VALUE' line each, sorted by name (courier::get_counters)"},
