@@ -82,10 +82,12 @@ std::string log_prefix() {
     return fmt::format("L{} w{}", rank, this_thread::get_worker_id());
 }
 
+namespace {
 /// The lines of failed posted actions and tasks, at most 10 in 10 s: a loop of failing posts
 /// (a bug, or a peer's flood) must not flood the log; they are all counted (g_unhandled) and
 /// the count is written at the end.
 logging::rate_limit g_failure_lines;
+} // namespace
 
 void report_unhandled_exception(std::exception_ptr e) noexcept {
     g_unhandled.fetch_add(1, std::memory_order_relaxed);

@@ -210,17 +210,16 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
 /// its action takes flat arguments (action_entry::flat): with no message and no input archive.
 /// A call is answered as handle_request answers it; a post whose arguments do not load is
 /// dropped as a malformed parcel (logged, rate-limited), not reported as a failed posted
-/// action. not_flat, having done nothing, for any other parcel (a reply, an ordered request,
-/// a control action, an action with other arguments): the caller reads it through a message.
-/// `counted` as for handle_request; a counted request (a request_batch's) is not counted in
-/// /parcels/count/received-flat either: the batch counts those that ran, once.
-enum class flat_outcome : std::uint8_t {
-    not_flat, ///< not taken: read it through a message
-    ran,      ///< run (a call answered; a post whose arguments did not load, dropped)
-    dropped,  ///< its head did not read: dropped as a malformed parcel (logged)
-};
-flat_outcome handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
-                                 bool counted) noexcept;
+/// action. False, having done nothing, for any other parcel (a reply, an ordered request, a
+/// control action, an action with other arguments): the caller reads it through a message.
+/// `batch_flat`: null for a parcel of its own; for a request of a request_batch (its receipt
+/// counted already, as handle_request's `counted`), the batch's count of requests run here
+/// and not yet added to /parcels/count/received-flat: a post adds one to it, a call adds it
+/// and itself to the counter before it runs (so what ran before a reply is counted when the
+/// caller has the reply), and the batch adds the rest when its run ends: one counter update
+/// per run of posts, not per post.
+bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
+                         std::uint64_t* batch_flat) noexcept;
 /// Whether a parcel's stream is a request that handle_request counts as user traffic (one
 /// that is not the runtime's own control): what a request_batch counts when it starts.
 bool counts_as_user_request(std::span<std::byte const> stream) noexcept;

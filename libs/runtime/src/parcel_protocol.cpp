@@ -22,6 +22,7 @@
 #include <new>
 #include <optional>
 #include <span>
+#include <utility>
 
 namespace courier::detail {
 
@@ -308,15 +309,15 @@ bool counts_as_user_request(std::span<std::byte const> stream) noexcept {
     }
 }
 
-flat_outcome handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
-                                 bool counted) noexcept {
+bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
+                         std::uint64_t* batch_flat) noexcept {
     auto const h = request_head_of(stream);
     if (!h || is_control(h->action_id)) {
-        return flat_outcome::not_flat;
+        return false;
     }
     auto const found = find_action(h->action_id);
     if (found.flat == nullptr) {
-        return flat_outcome::not_flat;
+        return false;
     }
     std::optional<serialization::flat_reader> in;
     try {
@@ -326,13 +327,17 @@ flat_outcome handle_flat_request(std::uint32_t source, std::span<std::byte const
         static logging::rate_limit limit;
         logging::error_limited(limit, "dropped a malformed parcel from locality {}: {}", source,
                                e.what());
-        return flat_outcome::dropped;
+        return true;
     }
-    if (!counted) {
+    if (batch_flat == nullptr) {
         locality_state& st = here();
         count_user_received(st);
         flow_started(st, source, static_cast<std::int64_t>(stream.size()));
         count_flat_request_run(st, 1);
+    } else if (h->rid != 0) {
+        count_flat_request_run(here(), std::exchange(*batch_flat, 0) + 1);
+    } else {
+        ++*batch_flat;
     }
     request_context ctx{source, h->rid, false, found.name};
     if (h->rid != 0) {
@@ -354,7 +359,7 @@ flat_outcome handle_flat_request(std::uint32_t source, std::span<std::byte const
             logging::error_limited(limit, "could not answer a call of {} from locality {}",
                                    found.name, source);
         }
-        return flat_outcome::ran;
+        return true;
     }
     try {
         request_scope scope(ctx);
@@ -368,7 +373,7 @@ flat_outcome handle_flat_request(std::uint32_t source, std::span<std::byte const
     } catch (...) {
         send_failure_reply(ctx, std::current_exception()); // logs it
     }
-    return flat_outcome::ran;
+    return true;
 }
 
 /// Runs a received request's action (`in` is after its kind byte; `bytes`: the parcel's size,

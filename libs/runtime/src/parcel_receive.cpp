@@ -161,8 +161,7 @@ struct parcel_task final : task, pooled {
         bool const flat = chunks.size() == 1 &&
                           chunks[0].type == serialization::chunk_type::index &&
                           chunks[0].size == self->msg.index_size() && !self->msg.index_owner();
-        if (!flat ||
-            handle_flat_request(self->source, self->msg.data(), false) == flat_outcome::not_flat) {
+        if (!flat || !handle_flat_request(self->source, self->msg.data(), nullptr)) {
             handle_parcel(self->source, self->msg);
         }
         delete self;
@@ -261,23 +260,17 @@ struct request_batch final : task {
             flow_started(st, source, user_bytes, user_requests);
         }
     }
-    /// Runs the request `rec` of the batch (counted); `view` is the batch's reusable view.
-    /// Returns 1 if it ran where it lies (handle_flat_request), else 0.
-    std::uint64_t run_record(std::span<std::byte const> rec,
-                             serialization::message& view) noexcept {
-        switch (handle_flat_request(source, rec, true)) {
-        case flat_outcome::ran:
-            return 1;
-        case flat_outcome::dropped:
-            return 0;
-        case flat_outcome::not_flat:
-            break;
+    /// Runs the request `rec` of the batch (counted); `view` is the batch's reusable view,
+    /// `flat` the run's count of requests read where they lie not yet counted
+    /// (handle_flat_request).
+    void run_record(std::span<std::byte const> rec, serialization::message& view,
+                    std::uint64_t& flat) noexcept {
+        if (!handle_flat_request(source, rec, &flat)) {
+            view.view(rec);
+            handle_parcel(source, view, true);
         }
-        view.view(rec);
-        handle_parcel(source, view, true);
-        return 0;
     }
-    /// The requests that one run of the batch's task read where they lie, counted once per run
+    /// The posts that one run of the batch's task read where they lie, counted once per run
     /// (an atomic-free add to the worker's counters, but ~35 instructions per request).
     static void count_flat(std::uint64_t n) noexcept {
         if (n != 0) {
@@ -308,7 +301,7 @@ struct request_batch final : task {
                     b->refs.fetch_sub(1, std::memory_order_relaxed);
                 }
             }
-            flat += b->run_record(rec, view);
+            b->run_record(rec, view, flat);
             if (last || (queued && !retract(b))) {
                 break; // done, or the rest runs elsewhere (it may have already)
             }
@@ -334,7 +327,7 @@ struct request_batch final : task {
                 self.on_suspend = &deferred_rest::queue;
                 self.on_suspend_arg = &rest;
             }
-            flat += b->run_record(rec, view);
+            b->run_record(rec, view, flat);
             // The same fiber_ctx after a suspension, whichever worker resumed it.
             self.on_suspend = nullptr;
             if (last || rest.queued) {

@@ -421,9 +421,12 @@ public:
     /// at a time); a transport whose large transfers slow each other down asks for one.
     virtual std::uint32_t large_parcels_in_flight() const { return 2; }
     /// A byte window of its own for large parcels, where smaller than the runtime's: parcels of
-    /// a sixteenth of it or more are admitted to a destination within it (by the same rule as
-    /// the runtime's window: a parcel over it still goes while less than half of it is in use,
-    /// or fewer than large_parcels_in_flight() parcels are). 0: the runtime's window alone.
+    /// a sixteenth of it or more are admitted to a destination within it by the same rule as
+    /// the runtime's window (one over it still goes while less than half of it is in use, or
+    /// while fewer than large_parcels_in_flight() parcels are), but they wait only while a
+    /// quarter of the runtime's window is in use too (their credits must come back): over a
+    /// runtime window of more than twice this one, they get about a quarter of that. 0: the
+    /// runtime's window alone.
     virtual std::uint64_t large_parcel_window() const { return 0; }
     /// After set_peers(): whether locality `rank` runs on this host as the peers' addresses
     /// say (a transport that routes by host knows it; others answer false: the caller then
