@@ -236,9 +236,9 @@ std::size_t passes_to_read(pair_of_endpoints& e, std::size_t n, bool b_busy) {
 
 TEST(shm_direct_read, a_large_chunk_is_read_in_steps_between_which_progress_returns) {
     // 4 MiB + 5 bytes, read directly: while the reader has sends of its own in flight (the
-    // other direction of a stream), at most 256 KiB per progress pass, so that its DONEs and
-    // announcements and its worker's tasks wait ~30 us at a time (fi_read on shm copies all of
-    // it within one call): at least 17 passes of b, and the bytes intact.
+    // other direction of a stream), at most direct_step (1 MiB) per progress pass, so that its
+    // DONEs and announcements and its worker's tasks wait ~0.1 ms at a time (fi_read on shm
+    // copies all of it within one call): at least 5 passes of b, and the bytes intact.
     std::string why;
     auto e = direct_pair(why);
     if (!e) {

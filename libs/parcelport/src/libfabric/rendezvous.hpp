@@ -181,8 +181,13 @@ public:                     // (public for the tests)
     /// A direct read copies at most direct_step per progress pass while a rendezvous send of
     /// this side waits for its DONE (the other direction of a stream), so that a large chunk
     /// holds up that direction (the DONEs and announcements that the pass sends at its end)
-    /// and the worker's tasks for ~30 us at a time, not for the whole copy (~0.3-0.6 ms for
-    /// 4 MiB); in a stream both ways, 1 MiB steps lost 8 % of bibw at 4 MiB, 4 MiB steps 26 %.
+    /// and the worker's tasks for ~0.1 ms at a time, not for the whole copy (~0.3-0.6 ms for
+    /// 4 MiB). 1 MiB: against 256 KiB steps (a process_vm_readv each: 8 per 2 MiB parcel where
+    /// OpenMPI's vader makes one), osu_bibw 1.03-1.11x at 512 KiB - 4 MiB in two paired runs on
+    /// the AMD EPYC family 26 model 2 (ahead in 7 of 7 rounds at 1-2 MiB), one-way bw and
+    /// latency level; on the family 25 machine 1 MiB steps had lost 8 % at 4 MiB. Larger steps
+    /// lose at 4 MiB: 2 MiB ones 0.92x here, 4 MiB ones 0.74x there (benchmarks/RESULTS.md,
+    /// "Landing alignment and read steps").
     /// Otherwise nothing of this side waits on the other, and a step of direct_step_alone
     /// covers a whole chunk of up to 8 MiB in one pass (a read per piece): against 1 MiB steps,
     /// 6 paired rounds on shm, a lone call 0.83 / 0.78x the latency at 2 / 4 MiB and osu_bw
@@ -190,7 +195,7 @@ public:                     // (public for the tests)
     /// "Landing alignment and read steps"). The worker's other tasks then wait for up to one
     /// such copy, as they wait for OpenMPI's copy of a whole matched piece under the MPI
     /// parcelport.
-    static constexpr std::size_t direct_step = 256 * 1024;
+    static constexpr std::size_t direct_step = 1024 * 1024;
     static constexpr std::size_t direct_step_alone = 8 * 1024 * 1024;
 
 private:
