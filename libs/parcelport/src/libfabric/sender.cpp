@@ -184,9 +184,12 @@ bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
         dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
 }
 
+bool sender::batchable(std::size_t n) const noexcept {
+    return !parts_.ep.mr_local() && coalescer_->small_enough(n);
+}
+
 bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
-    return dest < parts_.peers.size() && !parts_.ep.mr_local() && coalescer_->small_enough(n) &&
-           coalescer_->would_hold(dest);
+    return dest < parts_.peers.size() && batchable(n) && coalescer_->would_hold(dest);
 }
 
 bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
@@ -194,7 +197,7 @@ bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_w
     require_peer(dest);
     // batches_now() less its look at the batch: try_coalesce makes that look itself, before
     // and under the lock (a stream of 8 B posts made it four times per post).
-    return !parts_.ep.mr_local() && coalescer_->small_enough(n) &&
+    return batchable(n) &&
            coalesce_stream(
                *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, nullptr);
 }

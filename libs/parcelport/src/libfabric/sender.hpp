@@ -92,6 +92,10 @@ public:
                       void const* ctx);
     /// transport::batches_now(): batch_stream's first look, without the lock.
     bool batches_now(std::uint32_t dest, std::size_t n) const noexcept;
+    /// Whether a stream of `n` bytes may go into a batch at all (the endpoint needs no local
+    /// registration, and the coalescer takes its size): batches_now() less its looks at the
+    /// peer and its batch.
+    bool batchable(std::size_t n) const noexcept;
     /// As send() without a batch, for a control message (transport::send_control): if it goes
     /// as one eager message (no reads, not split), it is marked quiet (wire::quiet), rings no
     /// doorbell once posted through a message ring or on a transport without rings (a post
