@@ -130,6 +130,14 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
     return {parcels, bytes};
 }
 
+void flow_configure(flow_state& f, std::int64_t parcels, std::int64_t bytes,
+                    std::uint32_t localities) {
+    f.window_parcels = parcels;
+    f.window_bytes = bytes;
+    f.out = std::vector<flow_state::counts>(localities);
+    f.in = std::vector<flow_state::counts>(localities);
+}
+
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
                     std::uint32_t large_in_flight, std::uint64_t large_window) {
     std::tie(f.window_parcels, f.window_bytes) = flow_window_from(cfg, localities);
@@ -191,6 +199,28 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
     flow_credit(st, dest, 1, flow_bytes(bytes));
 }
 
+namespace {
+/// Sends a credit of `parcels` and `bytes` taken from `source`'s count; if it cannot go (no
+/// memory, the transport refusing it), gives them back to the count and marks them kept for
+/// the next progress pass. True if sent.
+bool send_or_keep_credit(locality_state& st, std::uint32_t source, std::int64_t parcels,
+                         std::int64_t bytes) noexcept {
+    try {
+        send_credit(source, parcels, bytes);
+        return true;
+    } catch (...) {
+        add(st.flow.in[source], parcels, bytes);
+        st.flow.credits_kept.store(true, std::memory_order_release);
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "could not send a flow-control credit to locality {} (kept for "
+                               "the next progress pass)",
+                               source);
+        return false;
+    }
+}
+} // namespace
+
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
                   std::int64_t parcels) noexcept {
     flow_state& f = st.flow;
@@ -208,18 +238,28 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
     if ((p == 0 && b == 0) || has_failed(st, source)) {
         return; // another task's flush took them
     }
-    try {
-        send_credit(source, p, b);
-    } catch (...) { // no memory for it, or the transport refused it: sent with a later one
-        add(c, p, b);
-        static logging::rate_limit limit;
-        logging::error_limited(limit,
-                               "could not send a flow-control credit to locality {} (kept for "
-                               "the next one)",
-                               source);
-        return;
+    if (send_or_keep_credit(st, source, p, b)) {
+        f.credits_sent.fetch_add(1, std::memory_order_relaxed);
     }
-    f.credits_sent.fetch_add(1, std::memory_order_relaxed);
+}
+
+void flow_send_kept_credits(locality_state& st) noexcept {
+    flow_state& f = st.flow;
+    if (!f.credits_kept.exchange(false, std::memory_order_acq_rel)) {
+        return; // another pass took them
+    }
+    for (std::uint32_t r = 0; r < f.in.size(); ++r) {
+        std::uint64_t const taken = f.in[r].word.exchange(0, std::memory_order_acq_rel);
+        std::int64_t const p = counts::parcels_of(taken);
+        std::int64_t const b = counts::bytes_of(taken);
+        if ((p == 0 && b == 0) || has_failed(st, r)) {
+            continue;
+        }
+        if (send_or_keep_credit(st, r, p, b)) {
+            f.credits_sent.fetch_add(1, std::memory_order_relaxed);
+            f.credits_retried.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
 }
 
 namespace {

@@ -89,6 +89,10 @@ struct flow_state {
     std::atomic<std::uint64_t> credits_sent{0}; // credit parcels sent
     std::atomic<std::uint64_t> credits_received{0};
     std::atomic<std::uint64_t> excess_credits{0}; // credits for more than was in flight
+    /// A credit could not be sent and is kept in `in` (flow_started): the next progress pass
+    /// sends it (flow_send_kept_credits).
+    std::atomic<bool> credits_kept{false};
+    std::atomic<std::uint64_t> credits_retried{0}; // kept credits a progress pass sent
 };
 
 /// The window of a pair (parcels, bytes; 0 parcels: no flow control) the options give in a
@@ -99,6 +103,9 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg, std::u
 /// `large_window`: its large_parcel_window() (0: none).
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
                     std::uint32_t large_in_flight, std::uint64_t large_window = 0);
+/// Sizes `f` for `localities` with a window of `parcels` and `bytes` (in-process jobs).
+void flow_configure(flow_state& f, std::int64_t parcels, std::int64_t bytes,
+                    std::uint32_t localities);
 
 /// Takes a parcel of `bytes` from `dest`'s window, waiting while it does not fit. False (nothing
 /// taken) if `dest` failed meanwhile.
@@ -111,9 +118,15 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// back (batched). `bytes` counts at most 2^36, as flow_acquire counts one parcel: several at
 /// once are small ones (a request_batch's).
 /// A credit that cannot be sent (no memory, the transport refusing it) is logged and kept:
-/// it goes with the next request from `source` that starts here.
+/// it goes with the next request from `source` that starts here, or at the next progress pass
+/// (flow_send_kept_credits), whichever comes first: a sender that waits for it has nothing
+/// more to send that would start a request here.
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
                   std::int64_t parcels = 1) noexcept;
+/// Sends the credits flow_started kept: every progress hook calls it when
+/// flow_state::credits_kept is set (a relaxed load per pass). What cannot be sent again stays
+/// kept, for the next pass.
+void flow_send_kept_credits(locality_state& st) noexcept;
 /// A credit parcel from `dest` gave back `parcels` and `bytes`.
 void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
 /// `rank` failed: its window is void; senders waiting on it wake up.

@@ -27,6 +27,7 @@ in_process_job::in_process_job(in_process_options const& o)
         l->state.rank = r;
         l->state.size = o.localities;
         l->state.dead = std::vector<std::atomic<bool>>(o.localities);
+        flow_configure(l->state.flow, o.flow_window_parcels, o.flow_window_bytes, o.localities);
         l->state.tp = parcelport::make_loopback_transport(hub_, r);
         l->state.tp->set_job_token(1);
         // A send with no handler of its own (send_parcel) only ends: counted, per batch.
@@ -58,10 +59,17 @@ in_process_job::in_process_job(in_process_options const& o)
         l->sched = std::make_unique<scheduler>(so);
         l->sched->locality = &l->state;
         parcelport::transport* tp = l->state.tp.get();
-        l->hook = l->sched->register_hook([tp] { return tp->progress(); }, tp->wait_fd(),
-                                          [tp] { return tp->can_sleep(); },
-                                          // delayed messages ring nothing when due
-                                          parcelport::wait_coverage::partial);
+        locality_state* st = &l->state;
+        l->hook = l->sched->register_hook(
+            [tp, st] {
+                if (st->flow.credits_kept.load(std::memory_order_relaxed)) {
+                    flow_send_kept_credits(*st);
+                }
+                return tp->progress();
+            },
+            tp->wait_fd(), [tp] { return tp->can_sleep(); },
+            // delayed messages ring nothing when due
+            parcelport::wait_coverage::partial);
         l->sched->start();
     }
 }

@@ -32,6 +32,9 @@ struct in_process_options {
     std::size_t threads = 1; ///< workers per locality
     std::uint64_t seed = 1;  ///< the loopback hub's fault generator
     std::chrono::milliseconds drain_timeout{10000};
+    /// Flow control's window of each pair (parcels, bytes); 0 parcels: none (the default).
+    std::int64_t flow_window_parcels = 0;
+    std::int64_t flow_window_bytes = 0;
     /// Sees every parcel a locality receives, (destination, source, parcel), on the receiving
     /// worker before the runtime handles it (the wire fuzzer's corpus generator records them).
     std::function<void(std::uint32_t, std::uint32_t, serialization::message const&)> observer{};

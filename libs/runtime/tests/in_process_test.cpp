@@ -209,6 +209,50 @@ TEST(in_process, a_send_the_transport_refuses_fails_the_call_and_leaves_nothing_
     EXPECT_TRUE(job.drain(std::chrono::seconds(2)));
 }
 
+TEST(in_process, a_refused_credit_goes_at_the_next_progress_pass) {
+    // Every credit from 1 to 0 refused (the only parcels 1 sends here) while 0 fills its
+    // window: 1 keeps them. Once the transport takes them again, nothing of 0's is left to start
+    // on 1 and carry them (0 waits for them): the next progress pass on 1 must send them, or 0
+    // waits forever.
+    static constexpr int window = 8;
+    static constexpr int posts = 64;
+    in_process_job job({.localities = 2,
+                        .drain_timeout = std::chrono::seconds(2),
+                        .flow_window_parcels = window,
+                        .flow_window_bytes = std::int64_t{1} << 20});
+    job.hub().add_rule({.kind = fault_kind::refuse, .source = 1, .dest = 0});
+    g_bumps[1] = 0;
+    bool const done = job.run_on(0, [&job] {
+        auto sender = courier::async([] {
+            for (int i = 0; i < posts; ++i) {
+                courier::post<record_action>(locality(1), std::vector<int>{i});
+            }
+        });
+        auto wait_until = [](auto ready) {
+            auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (!ready() && std::chrono::steady_clock::now() < until) {
+                courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+            return ready();
+        };
+        // The window's parcels ran on 1 and their credits were refused; 0 waits for them.
+        EXPECT_TRUE(wait_until([] { return g_bumps[1].load() == window; }));
+        EXPECT_TRUE(wait_until([&job] { return job.hub().fault_counts().refuse > 0; }));
+        courier::this_thread::sleep_for(std::chrono::milliseconds(20));
+        EXPECT_EQ(g_bumps[1].load(), window); // still waiting
+        EXPECT_FALSE(sender.is_ready());
+        job.hub().clear_rules();
+        bool const all = wait_until([] { return g_bumps[1].load() == posts; });
+        if (all) {
+            sender.get();
+        }
+        return all;
+    });
+    EXPECT_TRUE(done) << "the sender still waits: " << g_bumps[1].load() << " of " << posts
+                      << " posts arrived";
+    EXPECT_GT(job.state(1).flow.credits_retried.load(), 0u);
+}
+
 TEST(in_process, delayed_parcels_still_give_the_right_results) {
     in_process_job job({.localities = 2});
     job.hub().add_rule({.kind = fault_kind::delay,
