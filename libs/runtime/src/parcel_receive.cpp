@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <new>
+#include <optional>
 #include <span>
 
 namespace courier::detail {
@@ -261,13 +262,17 @@ struct request_batch final : task {
         }
     }
     /// Runs the request `rec` of the batch (counted); `view` is the batch's reusable view,
-    /// `flat` the run's count of requests read where they lie not yet counted
-    /// (handle_flat_request).
-    void run_record(std::span<std::byte const> rec, serialization::message& view,
+    /// made by the first request not read where it lies (an empty message's construction,
+    /// move and destruction cost ~290 instructions per batch of posts that need none), `flat`
+    /// the run's count of requests read where they lie not yet counted (handle_flat_request).
+    void run_record(std::span<std::byte const> rec, std::optional<serialization::message>& view,
                     std::uint64_t& flat) noexcept {
         if (!handle_flat_request(source, rec, &flat)) {
-            view.view(rec);
-            handle_parcel(source, view, true);
+            if (!view) {
+                view.emplace();
+            }
+            view->view(rec);
+            handle_parcel(source, *view, true);
         }
     }
     /// The posts that one run of the batch's task read where they lie, counted once per run
@@ -286,7 +291,7 @@ struct request_batch final : task {
             run_deferring(b, *self);
             return;
         }
-        serialization::message view;
+        std::optional<serialization::message> view;
         std::uint64_t flat = 0;
         for (;;) {
             std::span<std::byte const> const rec = b->take_record();
@@ -311,13 +316,13 @@ struct request_batch final : task {
             progress_point();
         }
         count_flat(flat);
-        view = serialization::message(); // before the bytes it views can go
+        view.reset(); // before the bytes it views can go
         unref(b);
     }
     /// run_it on a locality of one worker: the requests one after the other, the rest of the
     /// batch queued only if one suspends (deferred_rest).
     static void run_deferring(request_batch* b, fiber_ctx& self) noexcept {
-        serialization::message view;
+        std::optional<serialization::message> view;
         std::uint64_t flat = 0;
         for (;;) {
             std::span<std::byte const> const rec = b->take_record();
@@ -336,7 +341,7 @@ struct request_batch final : task {
             progress_point();
         }
         count_flat(flat);
-        view = serialization::message();
+        view.reset();
         unref(b);
     }
     static void drop_it(task* t) noexcept { unref(static_cast<request_batch*>(t)); }
