@@ -8,6 +8,7 @@
 #include "scheduler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 
 namespace courier::detail {
@@ -132,10 +133,13 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg,
 
 void flow_configure(flow_state& f, std::int64_t parcels, std::int64_t bytes,
                     std::uint32_t localities) {
-    f.window_parcels = parcels;
-    f.window_bytes = bytes;
+    bool const on = parcels > 0 && bytes > 0;
+    // Within flow_state::counts' fields, as flow_window_from bounds them.
+    f.window_parcels = on ? std::min(parcels, std::int64_t{1} << 22) : 0;
+    f.window_bytes = on ? std::min(bytes, std::int64_t{1} << 38) : 0;
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
+    f.kept_from = std::vector<std::atomic<bool>>(localities);
 }
 
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
@@ -147,6 +151,7 @@ void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
                          : 0;
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
+    f.kept_from = std::vector<std::atomic<bool>>(localities);
 }
 
 bool flow_try_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes) {
@@ -210,6 +215,8 @@ bool send_or_keep_credit(locality_state& st, std::uint32_t source, std::int64_t 
         return true;
     } catch (...) {
         add(st.flow.in[source], parcels, bytes);
+        // The source first: a pass that takes the flag then finds it marked.
+        st.flow.kept_from[source].store(true, std::memory_order_release);
         st.flow.credits_kept.store(true, std::memory_order_release);
         static logging::rate_limit limit;
         logging::error_limited(limit,
@@ -245,20 +252,40 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
 
 void flow_send_kept_credits(locality_state& st) noexcept {
     flow_state& f = st.flow;
-    if (!f.credits_kept.exchange(false, std::memory_order_acq_rel)) {
-        return; // another pass took them
+    if (!f.credits_kept.load(std::memory_order_relaxed)) {
+        return;
     }
+    // A transport that keeps refusing is asked again each millisecond, not on every pass (a
+    // message built and an exception thrown each time).
+    std::int64_t const now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
+    if (now < f.next_retry_ns.load(std::memory_order_relaxed) ||
+        !f.credits_kept.exchange(false, std::memory_order_acq_rel)) {
+        return; // not yet, or another pass took them
+    }
+    bool failed = false;
     for (std::uint32_t r = 0; r < f.in.size(); ++r) {
+        if (!f.kept_from[r].exchange(false, std::memory_order_acq_rel)) {
+            continue; // its count waits for its quarter of the window, as usual
+        }
         std::uint64_t const taken = f.in[r].word.exchange(0, std::memory_order_acq_rel);
         std::int64_t const p = counts::parcels_of(taken);
         std::int64_t const b = counts::bytes_of(taken);
-        if ((p == 0 && b == 0) || has_failed(st, r)) {
-            continue;
+        bool const departed =
+            r < st.live.departed.size() && st.live.departed[r].load(std::memory_order_relaxed);
+        if ((p == 0 && b == 0) || has_failed(st, r) || departed) {
+            continue; // taken with a later credit, or nobody to give it to
         }
         if (send_or_keep_credit(st, r, p, b)) {
             f.credits_sent.fetch_add(1, std::memory_order_relaxed);
             f.credits_retried.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            failed = true;
         }
+    }
+    if (failed) {
+        f.next_retry_ns.store(now + 1'000'000, std::memory_order_relaxed);
     }
 }
 

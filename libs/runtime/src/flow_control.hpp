@@ -89,9 +89,11 @@ struct flow_state {
     std::atomic<std::uint64_t> credits_sent{0}; // credit parcels sent
     std::atomic<std::uint64_t> credits_received{0};
     std::atomic<std::uint64_t> excess_credits{0}; // credits for more than was in flight
-    /// A credit could not be sent and is kept in `in` (flow_started): the next progress pass
-    /// sends it (flow_send_kept_credits).
+    /// A credit could not be sent and is kept in `in` (by flow_started or a retry), its source
+    /// marked in `kept_from`: a progress pass sends it (flow_send_kept_credits).
     std::atomic<bool> credits_kept{false};
+    std::vector<std::atomic<bool>> kept_from;      // by source
+    std::atomic<std::int64_t> next_retry_ns{0};    // after a retry that failed: 1 ms later
     std::atomic<std::uint64_t> credits_retried{0}; // kept credits a progress pass sent
 };
 
@@ -103,7 +105,8 @@ std::pair<std::int64_t, std::int64_t> flow_window_from(config const& cfg, std::u
 /// `large_window`: its large_parcel_window() (0: none).
 void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
                     std::uint32_t large_in_flight, std::uint64_t large_window = 0);
-/// Sizes `f` for `localities` with a window of `parcels` and `bytes` (in-process jobs).
+/// Sizes `f` for `localities` with a window of `parcels` and `bytes` (in-process jobs), bounded
+/// as flow_window_from bounds the options' (0 parcels or bytes: no flow control).
 void flow_configure(flow_state& f, std::int64_t parcels, std::int64_t bytes,
                     std::uint32_t localities);
 
@@ -123,9 +126,10 @@ void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// more to send that would start a request here.
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
                   std::int64_t parcels = 1) noexcept;
-/// Sends the credits flow_started kept: every progress hook calls it when
-/// flow_state::credits_kept is set (a relaxed load per pass). What cannot be sent again stays
-/// kept, for the next pass.
+/// Sends the credits that could not be sent before (flow_state::credits_kept): every progress
+/// hook calls it (a relaxed load per pass while there are none). What cannot be sent again
+/// stays kept and is tried again 1 ms later; credits to a peer that failed or said goodbye
+/// are dropped.
 void flow_send_kept_credits(locality_state& st) noexcept;
 /// A credit parcel from `dest` gave back `parcels` and `bytes`.
 void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);

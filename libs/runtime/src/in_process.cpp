@@ -62,9 +62,7 @@ in_process_job::in_process_job(in_process_options const& o)
         locality_state* st = &l->state;
         l->hook = l->sched->register_hook(
             [tp, st] {
-                if (st->flow.credits_kept.load(std::memory_order_relaxed)) {
-                    flow_send_kept_credits(*st);
-                }
+                flow_send_kept_credits(*st);
                 return tp->progress();
             },
             tp->wait_fd(), [tp] { return tp->can_sleep(); },

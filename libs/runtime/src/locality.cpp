@@ -271,9 +271,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     replace_here(std::move(owned)); // before anything can deliver a parcel
     st.hook = s.register_hook(
         [tp, &st] {
-            if (st.flow.credits_kept.load(std::memory_order_relaxed)) {
-                flow_send_kept_credits(st);
-            }
+            flow_send_kept_credits(st);
             transport_watch::call in_transport(transport_watch::kind::progress);
             progress_scope inside;
             return tp->progress();

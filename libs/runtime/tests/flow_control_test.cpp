@@ -65,6 +65,21 @@ TEST(flow_control, window_is_the_per_destination_limit_or_the_total_shared_out) 
     EXPECT_THROW(flow_fixture(2, {"--courier:parcels_in_flight=many"}), cd::config_error);
 }
 
+TEST(flow_control, a_window_given_in_numbers_is_bounded_as_the_options_are) {
+    cd::flow_state f;
+    cd::flow_configure(f, 8, 0, 3); // no bytes: no flow control
+    EXPECT_EQ(f.window_parcels, 0);
+    EXPECT_EQ(f.window_bytes, 0);
+    EXPECT_EQ(f.in.size(), 3u);
+    EXPECT_EQ(f.kept_from.size(), 3u);
+    cd::flow_configure(f, std::int64_t{1} << 40, std::int64_t{1} << 50, 2); // within the fields
+    EXPECT_EQ(f.window_parcels, std::int64_t{1} << 22);
+    EXPECT_EQ(f.window_bytes, std::int64_t{1} << 38);
+    cd::flow_configure(f, 8, 4096, 2);
+    EXPECT_EQ(f.window_parcels, 8);
+    EXPECT_EQ(f.window_bytes, 4096);
+}
+
 TEST(flow_control, credits_give_back_what_was_taken) {
     flow_fixture f(3, {"--courier:parcels_in_flight=4", "--courier:bytes_in_flight=1000"});
     for (int i = 0; i < 4; ++i) {
