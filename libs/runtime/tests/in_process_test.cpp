@@ -14,6 +14,8 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,12 @@ struct counted_result {
 counted_result make_result(int v) {
     return {v};
 }
+courier::serialize_buffer<char> echo_buffer(courier::serialize_buffer<char> const& b) {
+    return b;
+}
+std::string echo_string(std::string const& s) {
+    return s;
+}
 
 struct accumulator : courier::component_base<accumulator> {
     accumulator() = default;
@@ -85,6 +93,8 @@ COURIER_PLAIN_ACTION(record, record_action);
 COURIER_PLAIN_ACTION(components_here, components_here_action);
 COURIER_PLAIN_ACTION(note_order, note_order_action);
 COURIER_PLAIN_ACTION(make_result, make_result_action);
+COURIER_PLAIN_ACTION(echo_buffer, echo_buffer_action);
+COURIER_PLAIN_ACTION(echo_string, echo_string_action);
 COURIER_REGISTER_COMPONENT(accumulator);
 
 namespace {
@@ -251,6 +261,111 @@ TEST(in_process, a_refused_credit_goes_at_the_next_progress_pass) {
     EXPECT_TRUE(done) << "the sender still waits: " << g_bumps[1].load() << " of " << posts
                       << " posts arrived";
     EXPECT_GT(job.state(1).flow.credits_retried.load(), 0u);
+}
+
+namespace {
+/// The stream of a reply to request `rid` whose result `write` writes (the runtime's layout:
+/// locality_state.hpp), without its last `cut` bytes.
+template <class Write>
+std::vector<std::byte> reply_stream(std::uint64_t rid, Write write, std::size_t cut = 0) {
+    courier::serialization::message m;
+    {
+        courier::serialization::output_archive ar(m);
+        ar.save(static_cast<std::uint8_t>(courier::detail::reply));
+        ar.save(rid);
+        ar.save(std::uint8_t{0}); // not a control request
+        ar.save(static_cast<std::uint8_t>(courier::detail::status_ok));
+        write(ar);
+    }
+    auto d = m.data();
+    return {d.begin(), d.end() - static_cast<std::ptrdiff_t>(cut)};
+}
+
+/// Calls Action on locality 1 with `arg` while its replies are held back 300 ms, and hands
+/// locality 0 (the caller) the reply stream `make(rid)` first, as a transport's batch of one:
+/// returns the future's outcome (the real reply then comes for a request no longer pending).
+template <class Action, class Arg, class Make>
+auto forged_reply_outcome(in_process_job& job, Arg arg, Make make) {
+    using R = typename Action::result_type;
+    job.hub().add_rule({.kind = fault_kind::delay,
+                        .source = 1,
+                        .dest = 0,
+                        .delay = std::chrono::milliseconds(300)});
+    return job.run_on(0, [&job, &arg, &make] {
+        auto f = courier::async<Action>(locality(1), arg);
+        std::uint64_t rid = 0;
+        auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (rid == 0 && std::chrono::steady_clock::now() < until) {
+            job.state(0).pending.for_each_published([&](auto&, std::uint64_t id) { rid = id; });
+            courier::this_thread::yield();
+        }
+        EXPECT_NE(rid, 0u);
+        std::vector<std::byte> const bytes = make(rid);
+        std::span<std::byte const> const stream{bytes.data(), bytes.size()};
+        courier::detail::deliver_batch(1, {&stream, 1});
+        EXPECT_TRUE(f.is_ready()); // completed where it was handed over
+        std::optional<R> value;
+        std::string error;
+        try {
+            value = f.get();
+        } catch (courier::serialization::serialization_error const& e) {
+            error = e.what();
+        }
+        return std::make_pair(std::move(value), std::move(error));
+    });
+}
+} // namespace
+
+// Which results a reply read where it lies completes (courier::detail::flat_completion).
+static_assert(courier::detail::flat_completion<courier::serialize_buffer<char>>() ==
+              &courier::detail::complete_call_flat<courier::serialize_buffer<char>>);
+static_assert(courier::detail::flat_completion<void>() ==
+              &courier::detail::complete_call_flat<void>);
+static_assert(courier::detail::flat_completion<double>() ==
+              &courier::detail::complete_call_flat<double>);
+static_assert(courier::detail::flat_completion<std::string>() == nullptr);
+
+TEST(in_process, a_small_reply_completes_its_future_where_it_lies) {
+    // serialize_buffer results load from the stream itself (a flat reply); strings through a
+    // message of their own. Either way the forged reply's value is the call's.
+    in_process_job job({.localities = 2});
+    courier::serialize_buffer<char> const sent("abc", 3);
+    auto [buffer, buffer_error] =
+        forged_reply_outcome<echo_buffer_action>(job, sent, [](std::uint64_t rid) {
+            return reply_stream(
+                rid, [](auto& ar) { ar.save(courier::serialize_buffer<char>("forged", 6)); });
+        });
+    ASSERT_TRUE(buffer.has_value()) << buffer_error;
+    EXPECT_EQ(std::string(buffer->data(), buffer->size()), "forged");
+    job.hub().clear_rules();
+    auto [text, text_error] =
+        forged_reply_outcome<echo_string_action>(job, std::string("abc"), [](std::uint64_t rid) {
+            return reply_stream(rid, [](auto& ar) { ar.save(std::string("forged")); });
+        });
+    ASSERT_TRUE(text.has_value()) << text_error;
+    EXPECT_EQ(*text, "forged");
+    EXPECT_TRUE(job.drain(std::chrono::seconds(5))); // the late real replies are dropped
+}
+
+TEST(in_process, a_truncated_small_reply_fails_its_future_with_the_error) {
+    in_process_job job({.localities = 2});
+    courier::serialize_buffer<char> const sent("abc", 3);
+    auto [buffer, buffer_error] =
+        forged_reply_outcome<echo_buffer_action>(job, sent, [](std::uint64_t rid) {
+            return reply_stream(
+                rid, [](auto& ar) { ar.save(courier::serialize_buffer<char>("forged", 6)); }, 2);
+        });
+    EXPECT_FALSE(buffer.has_value());
+    EXPECT_NE(buffer_error.find("remain"), std::string::npos) << buffer_error; // too few bytes
+    job.hub().clear_rules();
+    auto [text, text_error] =
+        forged_reply_outcome<echo_string_action>(job, std::string("abc"), [](std::uint64_t rid) {
+            return reply_stream(
+                rid, [](auto& ar) { ar.save(std::string("forged")); }, 2);
+        });
+    EXPECT_FALSE(text.has_value());
+    EXPECT_FALSE(text_error.empty());
+    EXPECT_TRUE(job.drain(std::chrono::seconds(5)));
 }
 
 TEST(in_process, delayed_parcels_still_give_the_right_results) {

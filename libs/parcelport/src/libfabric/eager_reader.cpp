@@ -101,8 +101,12 @@ void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std:
         std::memcpy(&d, p + sizeof h, sizeof d);
         if (d.type == static_cast<std::uint8_t>(serialization::chunk_type::index) &&
             d.size == h.index_size) {
-            sink_.eager_parcel(h.source,
-                               serialization::message::from_bytes({p + fixed, h.index_size}));
+            // As a batch of one where the runtime takes batches: a reply is then read where
+            // it lies, with no message built (a request still gets one).
+            std::span<std::byte const> const stream{p + fixed, h.index_size};
+            if (!sink_.eager_batch(h.source, {&stream, 1})) {
+                sink_.eager_parcel(h.source, serialization::message::from_bytes(stream));
+            }
             return;
         }
     }

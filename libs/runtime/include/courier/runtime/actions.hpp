@@ -185,12 +185,17 @@ class reply_handler {
 public:
     using function = void (*)(state_base* st, serialization::input_archive* reply,
                               std::exception_ptr error);
+    /// The same for a successful reply read where it lies (a stream of one index chunk, the
+    /// reader at the result): null where the result does not load from a flat stream.
+    using flat_function = void (*)(state_base* st, serialization::flat_reader& reply);
     reply_handler() noexcept = default;
     /// Adopts one reference to `st`.
-    reply_handler(function f, state_base* st) noexcept : f_(f), st_(st) {}
+    reply_handler(function f, state_base* st, flat_function flat = nullptr) noexcept
+        : f_(f), flat_(flat), st_(st) {}
     /// Leaves `o` empty.
     reply_handler(reply_handler&& o) noexcept
-        : f_(std::exchange(o.f_, nullptr)), st_(std::exchange(o.st_, nullptr)) {}
+        : f_(std::exchange(o.f_, nullptr)), flat_(std::exchange(o.flat_, nullptr)),
+          st_(std::exchange(o.st_, nullptr)) {}
     reply_handler& operator=(reply_handler&& o) noexcept {
         reply_handler(std::move(o)).swap(*this);
         return *this;
@@ -202,6 +207,7 @@ public:
     }
     void swap(reply_handler& o) noexcept {
         std::swap(f_, o.f_);
+        std::swap(flat_, o.flat_);
         std::swap(st_, o.st_);
     }
     explicit operator bool() const noexcept { return f_ != nullptr; }
@@ -209,9 +215,14 @@ public:
     void operator()(serialization::input_archive* reply, std::exception_ptr error) const {
         f_(st_, reply, std::move(error));
     }
+    /// Whether the result loads from a flat stream (the second call operator).
+    bool reads_flat() const noexcept { return flat_ != nullptr; }
+    /// A successful reply read where it lies, the reader positioned at the result.
+    void operator()(serialization::flat_reader& reply) const { flat_(st_, reply); }
 
 private:
     function f_ = nullptr;
+    flat_function flat_ = nullptr;
     state_base* st_ = nullptr;
 };
 
@@ -266,6 +277,33 @@ void complete_call(state_base* base, serialization::input_archive* in, std::exce
             return r;
         }
     });
+}
+
+/// complete_call for a successful reply read where it lies: no message, no input archive
+/// (~400 instructions per small reply less on the caller of an 8 B echo).
+template <class R>
+void complete_call_flat(state_base* base, serialization::flat_reader& in) {
+    fulfil(static_cast<shared_state<R>*>(base), [&]() -> R {
+        if constexpr (std::is_void_v<R>) {
+            in.finish();
+        } else {
+            R r{};
+            in.load(r);
+            in.finish();
+            return r;
+        }
+    });
+}
+/// complete_call_flat<R> where R loads from a flat stream (or is void), else null.
+template <class R>
+constexpr reply_handler::flat_function flat_completion() noexcept {
+    if constexpr (std::is_void_v<R>) {
+        return &complete_call_flat<R>;
+    } else if constexpr (serialization::flat_loadable<R>) {
+        return &complete_call_flat<R>;
+    } else {
+        return nullptr;
+    }
 }
 
 /// Whether a result of type T leaves nothing in its reply that refers to the result itself:
@@ -539,9 +577,10 @@ auto remote_call(id_type const& target, std::function<void(std::error_code const
                  bool ordered, Args&&... args) {
     using R = typename Action::result_type;
     auto st = make_state<R>();
-    send_action<Action>(target, std::move(on_sent),
-                        reply_handler(&complete_call<R>, state_ptr<R>(st).detach()), true, ordered,
-                        std::forward<Args>(args)...);
+    send_action<Action>(
+        target, std::move(on_sent),
+        reply_handler(&complete_call<R>, state_ptr<R>(st).detach(), flat_completion<R>()), true,
+        ordered, std::forward<Args>(args)...);
     return future_access::make<R>(std::move(st));
 }
 
