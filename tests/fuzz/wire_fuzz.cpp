@@ -40,7 +40,8 @@ public:
     void eager_parcel(std::uint32_t source, courier::serialization::message&& m) override {
         hub_.inject(source, 0, std::move(m));
     }
-    // A coalesced message's small parcels reach the runtime's batch path (deliver_batch).
+    // A coalesced message's small parcels, and a lone small parcel, reach the runtime's batch
+    // path (deliver_batch).
     bool eager_batch(std::uint32_t source,
                      std::span<std::span<std::byte const> const> parcels) override {
         std::vector<std::vector<std::byte>> copies;

@@ -119,6 +119,10 @@ void count_flat_request_run(locality_state& st, std::uint64_t requests) noexcept
     count(st, &traffic_counters::flat_requests_run, requests);
 }
 
+void count_flat_reply(locality_state& st) noexcept {
+    count(st, &traffic_counters::flat_replies, 1);
+}
+
 void count_send_ended(locality_state& st, std::uint64_t sends) noexcept {
     count(st, &traffic_counters::sends_ended, sends);
 }
@@ -187,6 +191,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     std::uint64_t zero_copy = t.zero_copy_bytes.load(std::memory_order_relaxed);
     std::uint64_t flat = t.flat_posts.load(std::memory_order_relaxed);
     std::uint64_t flat_run = t.flat_requests_run.load(std::memory_order_relaxed);
+    std::uint64_t flat_replies = t.flat_replies.load(std::memory_order_relaxed);
     std::uint64_t received = t.parcels_received.load(std::memory_order_relaxed);
     std::uint64_t bytes_received = t.bytes_received.load(std::memory_order_relaxed);
     std::uint64_t executed = 0, idle_ns = 0;
@@ -203,6 +208,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
             zero_copy += wt.zero_copy_bytes.load(std::memory_order_relaxed);
             flat += wt.flat_posts.load(std::memory_order_relaxed);
             flat_run += wt.flat_requests_run.load(std::memory_order_relaxed);
+            flat_replies += wt.flat_replies.load(std::memory_order_relaxed);
             received += wt.parcels_received.load(std::memory_order_relaxed);
             bytes_received += wt.bytes_received.load(std::memory_order_relaxed);
             executed += w->completed.load(std::memory_order_relaxed);
@@ -225,6 +231,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcels/bytes/zero-copy", zero_copy);
     put("/parcels/count/sent-flat", flat);
     put("/parcels/count/received-flat", flat_run);
+    put("/parcels/count/replies-flat", flat_replies);
 
     collective_rings::statistics rs = st.rings ? st.rings->stats() : collective_rings::statistics{};
     put("/collectives/count/shm-sent", rs.sent);

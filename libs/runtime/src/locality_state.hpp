@@ -225,8 +225,10 @@ bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream
 bool counts_as_user_request(std::span<std::byte const> stream) noexcept;
 /// A parcel arrived from `source` (or from this locality itself).
 void deliver(std::uint32_t source, serialization::message&& m);
-/// The small parcels of one received coalesced message (transport::batch_handler): requests
-/// run as one task, in order; the others as deliver() handles them.
+/// The small parcels of one received coalesced message, or a lone small parcel
+/// (transport::batch_handler): requests run as one task, in order; a successful reply whose
+/// result loads from a flat stream completes its future from the bytes where they lie; the
+/// others as deliver() handles them.
 void deliver_batch(std::uint32_t source, std::span<std::span<std::byte const> const> parcels);
 /// The completion of request `rid`, taken out of the table (empty if no longer pending: it was
 /// answered, failed or never issued). Exactly one caller gets it.

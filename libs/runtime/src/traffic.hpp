@@ -25,6 +25,7 @@ struct alignas(64) traffic_counters {
     std::atomic<std::uint64_t> parcels_received{0};
     std::atomic<std::uint64_t> bytes_received{0};
     std::atomic<std::uint64_t> flat_requests_run{0}; // of the received: read where they lie
+    std::atomic<std::uint64_t> flat_replies{0};      // replies whose result was read so
     // Termination's counts: user parcels (not the runtime's control parcels) sent and received;
     // and sends handed to the transport and ended (completed or refused), whose difference is
     // what shutdown waits for. Summed over the workers, not one atomic each: a read-modify-write
@@ -58,6 +59,8 @@ void count_user_sent(locality_state& st, std::int64_t sent) noexcept;
 void count_user_received(locality_state& st, std::uint64_t requests = 1) noexcept;
 /// `requests` ran from their streams where they lie (handle_flat_request).
 void count_flat_request_run(locality_state& st, std::uint64_t requests) noexcept;
+/// A reply's result was read from its stream where it lies (deliver_flat_reply).
+void count_flat_reply(locality_state& st) noexcept;
 void count_send_ended(locality_state& st, std::uint64_t sends = 1) noexcept;
 /// Their sums over st's shared counts and the workers of `s` (st's scheduler; nullptr: the
 /// shared counts only).

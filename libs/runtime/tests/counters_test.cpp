@@ -74,9 +74,10 @@ TEST(counters, a_lone_locality_counts_its_tasks_and_idles_between_them) {
         for (char const* name :
              {"/parcels/count/sent", "/parcels/count/received", "/parcels/bytes/sent",
               "/parcels/bytes/received", "/parcels/bytes/zero-copy", "/parcels/bytes/rma-read",
-              "/parcels/count/sent-flat", "/parcels/count/received-flat", "/threads/count/executed",
-              "/threads/idle-rate", "/rma/pool/bytes-in-use", "/rma/pool/bytes-registered",
-              "/flow/count/waits", "/parcelport/count/rma-reads"}) {
+              "/parcels/count/sent-flat", "/parcels/count/received-flat",
+              "/parcels/count/replies-flat", "/threads/count/executed", "/threads/idle-rate",
+              "/rma/pool/bytes-in-use", "/rma/pool/bytes-registered", "/flow/count/waits",
+              "/parcelport/count/rma-reads"}) {
             EXPECT_EQ(before.count(name), 1u) << name;
         }
         std::vector<courier::future<int>> fs;

@@ -270,7 +270,9 @@ template <class Write>
 std::vector<std::byte> reply_stream(std::uint64_t rid, Write write, std::size_t cut = 0) {
     courier::serialization::message m;
     {
-        courier::serialization::output_archive ar(m);
+        courier::serialization::options inline_only; // every byte in the index: one chunk
+        inline_only.zero_copy = false;
+        courier::serialization::output_archive ar(m, inline_only);
         ar.save(static_cast<std::uint8_t>(courier::detail::reply));
         ar.save(rid);
         ar.save(std::uint8_t{0}); // not a control request
@@ -281,17 +283,26 @@ std::vector<std::byte> reply_stream(std::uint64_t rid, Write write, std::size_t 
     return {d.begin(), d.end() - static_cast<std::ptrdiff_t>(cut)};
 }
 
+/// What forged_reply_outcome saw: the future's value or its error, and how many replies the
+/// caller read where they lie (/parcels/count/replies-flat) while it handed the forged one over.
+template <class R>
+struct forged_outcome {
+    std::optional<R> value;
+    std::string error;
+    double read_flat = 0;
+};
+
 /// Calls Action on locality 1 with `arg` while its replies are held back 300 ms, and hands
 /// locality 0 (the caller) the reply stream `make(rid)` first, as a transport's batch of one:
 /// returns the future's outcome (the real reply then comes for a request no longer pending).
 template <class Action, class Arg, class Make>
-auto forged_reply_outcome(in_process_job& job, Arg arg, Make make) {
+auto forged_reply_outcome(in_process_job& job, Arg arg, Make make, bool inline_expected = true) {
     using R = typename Action::result_type;
     job.hub().add_rule({.kind = fault_kind::delay,
                         .source = 1,
                         .dest = 0,
                         .delay = std::chrono::milliseconds(300)});
-    return job.run_on(0, [&job, &arg, &make] {
+    return job.run_on(0, [&job, &arg, &make, inline_expected] {
         auto f = courier::async<Action>(locality(1), arg);
         std::uint64_t rid = 0;
         auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -302,16 +313,21 @@ auto forged_reply_outcome(in_process_job& job, Arg arg, Make make) {
         EXPECT_NE(rid, 0u);
         std::vector<std::byte> const bytes = make(rid);
         std::span<std::byte const> const stream{bytes.data(), bytes.size()};
+        auto flat_replies = [] {
+            return courier::get_counters(courier::find_here())["/parcels/count/replies-flat"];
+        };
+        forged_outcome<R> out;
+        double const before = flat_replies();
         courier::detail::deliver_batch(1, {&stream, 1});
-        EXPECT_TRUE(f.is_ready()); // completed where it was handed over
-        std::optional<R> value;
-        std::string error;
+        out.read_flat = flat_replies() - before;
+        // Completed where it was handed over, or (one worker) by a task that has not run yet.
+        EXPECT_EQ(f.is_ready(), inline_expected);
         try {
-            value = f.get();
+            out.value = f.get();
         } catch (courier::serialization::serialization_error const& e) {
-            error = e.what();
+            out.error = e.what();
         }
-        return std::make_pair(std::move(value), std::move(error));
+        return out;
     });
 }
 } // namespace
@@ -330,41 +346,60 @@ TEST(in_process, a_small_reply_completes_its_future_where_it_lies) {
     // message of their own. Either way the forged reply's value is the call's.
     in_process_job job({.localities = 2});
     courier::serialize_buffer<char> const sent("abc", 3);
-    auto [buffer, buffer_error] =
-        forged_reply_outcome<echo_buffer_action>(job, sent, [](std::uint64_t rid) {
-            return reply_stream(
-                rid, [](auto& ar) { ar.save(courier::serialize_buffer<char>("forged", 6)); });
-        });
-    ASSERT_TRUE(buffer.has_value()) << buffer_error;
-    EXPECT_EQ(std::string(buffer->data(), buffer->size()), "forged");
+    auto buffer = forged_reply_outcome<echo_buffer_action>(job, sent, [](std::uint64_t rid) {
+        return reply_stream(
+            rid, [](auto& ar) { ar.save(courier::serialize_buffer<char>("forged", 6)); });
+    });
+    ASSERT_TRUE(buffer.value.has_value()) << buffer.error;
+    EXPECT_EQ(std::string(buffer.value->data(), buffer.value->size()), "forged");
+    EXPECT_EQ(buffer.read_flat, 1.0);
     job.hub().clear_rules();
-    auto [text, text_error] =
+    auto text =
         forged_reply_outcome<echo_string_action>(job, std::string("abc"), [](std::uint64_t rid) {
             return reply_stream(rid, [](auto& ar) { ar.save(std::string("forged")); });
         });
-    ASSERT_TRUE(text.has_value()) << text_error;
-    EXPECT_EQ(*text, "forged");
+    ASSERT_TRUE(text.value.has_value()) << text.error;
+    EXPECT_EQ(*text.value, "forged");
+    EXPECT_EQ(text.read_flat, 0.0);
     EXPECT_TRUE(job.drain(std::chrono::seconds(5))); // the late real replies are dropped
+}
+
+TEST(in_process, a_large_reply_loaded_through_an_archive_is_loaded_by_a_task) {
+    // Over deliver()'s inline limit (4 KiB) and not flat: loaded by a task of its own, as
+    // deliver() does, not on the thread that received it.
+    in_process_job job({.localities = 2});
+    std::string const forged(6000, 'f');
+    auto text = forged_reply_outcome<echo_string_action>(
+        job, std::string("abc"),
+        [&forged](std::uint64_t rid) {
+            return reply_stream(rid, [&forged](auto& ar) { ar.save(forged); });
+        },
+        false);
+    ASSERT_TRUE(text.value.has_value()) << text.error;
+    EXPECT_EQ(*text.value, forged);
+    EXPECT_EQ(text.read_flat, 0.0);
+    EXPECT_TRUE(job.drain(std::chrono::seconds(5)));
 }
 
 TEST(in_process, a_truncated_small_reply_fails_its_future_with_the_error) {
     in_process_job job({.localities = 2});
     courier::serialize_buffer<char> const sent("abc", 3);
-    auto [buffer, buffer_error] =
-        forged_reply_outcome<echo_buffer_action>(job, sent, [](std::uint64_t rid) {
-            return reply_stream(
-                rid, [](auto& ar) { ar.save(courier::serialize_buffer<char>("forged", 6)); }, 2);
-        });
-    EXPECT_FALSE(buffer.has_value());
-    EXPECT_NE(buffer_error.find("remain"), std::string::npos) << buffer_error; // too few bytes
+    auto buffer = forged_reply_outcome<echo_buffer_action>(job, sent, [](std::uint64_t rid) {
+        return reply_stream(
+            rid, [](auto& ar) { ar.save(courier::serialize_buffer<char>("forged", 6)); }, 2);
+    });
+    EXPECT_FALSE(buffer.value.has_value());
+    EXPECT_NE(buffer.error.find("remain"), std::string::npos) << buffer.error; // too few bytes
+    EXPECT_EQ(buffer.read_flat, 1.0);
     job.hub().clear_rules();
-    auto [text, text_error] =
+    auto text =
         forged_reply_outcome<echo_string_action>(job, std::string("abc"), [](std::uint64_t rid) {
             return reply_stream(
                 rid, [](auto& ar) { ar.save(std::string("forged")); }, 2);
         });
-    EXPECT_FALSE(text.has_value());
-    EXPECT_FALSE(text_error.empty());
+    EXPECT_FALSE(text.value.has_value());
+    EXPECT_FALSE(text.error.empty());
+    EXPECT_EQ(text.read_flat, 0.0);
     EXPECT_TRUE(job.drain(std::chrono::seconds(5)));
 }
 

@@ -138,7 +138,7 @@ void eager_reader::deliver_eager(wire::header const& h, std::byte const* p, std:
 
 namespace {
 /// The stream of a record that is an eager-only parcel of one index chunk (what deliver_eager
-/// builds a message of with from_bytes); empty for any other.
+/// hands over as a batch of one, or builds a message of with from_bytes); empty for any other.
 std::span<std::byte const> small_stream(wire::header const& h, std::byte const* p,
                                         std::size_t len) noexcept {
     constexpr std::size_t fixed = sizeof h + sizeof(wire::descriptor);

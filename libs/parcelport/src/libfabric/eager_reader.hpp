@@ -30,8 +30,9 @@ public:
     virtual void done(std::uint64_t id) = 0;
     /// An eager-only parcel, whole and validated.
     virtual void eager_parcel(std::uint32_t source, serialization::message&& m) = 0;
-    /// The small parcels of a coalesced message (transport::batch_handler), if the sink takes
-    /// them so; false: it does not, and each comes to eager_parcel instead.
+    /// The small parcels of a coalesced message, or a lone small parcel as a batch of one
+    /// (transport::batch_handler), if the sink takes them so; false: it does not, and each
+    /// comes to eager_parcel instead.
     virtual bool eager_batch(std::uint32_t /*source*/,
                              std::span<std::span<std::byte const> const> /*parcels*/) {
         return false;

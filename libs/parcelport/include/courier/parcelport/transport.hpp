@@ -306,9 +306,10 @@ void prepare_libfabric(transport_options const& o);
 class transport {
 public:
     using receive_handler = std::function<void(std::uint32_t source, serialization::message&&)>;
-    /// The small parcels of one received coalesced message, each its whole stream (the bytes
-    /// serialization::message::from_bytes takes: a single index chunk, not yet checked), in
-    /// the order they were sent. The bytes are the transport's: valid during the call only.
+    /// The small parcels of one received coalesced message, or a lone small parcel, each its
+    /// whole stream (the bytes serialization::message::from_bytes takes: a single index chunk,
+    /// not yet checked), in the order they were sent. The bytes are the transport's: valid
+    /// during the call only.
     using batch_handler = std::function<void(std::uint32_t source,
                                              std::span<std::span<std::byte const> const> parcels)>;
     using sent_handler = std::function<void(std::error_code)>;

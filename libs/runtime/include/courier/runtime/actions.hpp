@@ -226,10 +226,10 @@ private:
     state_base* st_ = nullptr;
 };
 
-/// Sends a request; `complete` later receives the reply's archive (positioned at the result)
-/// or an exception. `on_sent` (optional) runs when the arguments' memory may be reused.
-/// `ordered`: runs on `dest` after every ordered request this locality sent there before it
-/// has run (post_ordered, async_ordered).
+/// Sends a request; `complete` later receives the reply's archive (positioned at the result),
+/// a flat_reader over it (reply_handler::reads_flat), or an exception. `on_sent` (optional) runs
+/// when the arguments' memory may be reused. `ordered`: runs on `dest` after every ordered request
+/// this locality sent there before it has run (post_ordered, async_ordered).
 void send_request(std::uint32_t dest, std::uint64_t action_id,
                   function_ref<void(serialization::output_archive&)> write_args,
                   reply_handler complete, std::function<void(std::error_code const&)> on_sent,

@@ -10,6 +10,7 @@
 //   /parcels/bytes/zero-copy             bytes sent in pointer and rma chunks (read by the peer)
 //   /parcels/count/sent-flat             posts of the sent written straight into their batch
 //   /parcels/count/received-flat         requests of the received run from their bytes in place
+//   /parcels/count/replies-flat          replies whose result was read from their bytes in place
 //   /parcels/bytes/rma-read              bytes this locality read from its peers by RMA
 //   /threads/count/executed              tasks run to completion
 //   /threads/idle-rate                   fraction of the workers' time spent idle, 0 .. 1

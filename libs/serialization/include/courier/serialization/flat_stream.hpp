@@ -12,7 +12,8 @@
 // flat_reader reads such values back from any stream of one index chunk (whoever wrote it),
 // checking every read as input_archive does, with the same errors: without a message, a chunk
 // list, or the state that deep copy and tracking need (the receiving half of the runtime's
-// posts: ~240 instructions less per parcel than a message view and an input archive).
+// posts, and of its small replies: ~240 instructions less per parcel than a message view and
+// an input archive).
 #pragma once
 
 #include <courier/serialization/chunk.hpp>
