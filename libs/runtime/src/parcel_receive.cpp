@@ -358,9 +358,8 @@ void deliver(std::uint32_t source, serialization::message&& m) {
     // A small reply only fulfils a promise (resuming the waiting thread, or queueing its
     // continuations as tasks): handled at once, on the thread that received it, it costs no
     // task and no switch. Requests (actions may block) and large replies (their loading
-    // copies) run as tasks, so that progress passes stay short (deliver_flat_reply does the
-    // same for the replies of a batch, but reads a flat result inline at any size: that costs
-    // the one copy this path makes here too).
+    // copies) run as tasks, so that progress passes stay short (deliver_flat_reply leaves
+    // every reply of 4 KiB or more to this path).
     locality_state& st = here();
     heard_from(st, source);
     parcel_received(st, source, m);
@@ -419,51 +418,20 @@ bool is_request(std::span<std::byte const> p) noexcept {
            p.size() < serialization::message::shareable_index_min &&
            std::to_integer<std::uint8_t>(p[serialization::message_header_size]) == request;
 }
-/// A reply whose result loads only through an archive, too large to load on the receiving
-/// thread (deliver()'s inline_reply_bytes): loaded by a task of its own, as deliver() would.
-struct reply_task final : task, pooled {
-    completion done;
-    serialization::message msg;
-    reply_task(completion d, serialization::message&& m) noexcept
-        : task{&run_it, &drop_it}, done(std::move(d)), msg(std::move(m)) {}
-    static void run_it(task* t) noexcept {
-        auto* self = static_cast<reply_task*>(t);
-        std::optional<serialization::input_archive> ar;
-        try {
-            ar.emplace(self->msg);
-            ar->load_value<std::uint8_t>();  // kind
-            ar->load_value<std::uint64_t>(); // rid
-            ar->load_value<std::uint8_t>();  // control
-            ar->load_value<std::uint8_t>();  // status
-        } catch (...) {
-            self->done(nullptr, std::current_exception());
-            delete self;
-            return;
-        }
-        self->done(&*ar, nullptr); // a result that does not load fails the future with the error
-        ar.reset();
-        delete self;
-    }
-    static void drop_it(task* t) noexcept {
-        auto* self = static_cast<reply_task*>(t);
-        self->done(nullptr, std::make_exception_ptr(network_error(
-                                "courier: the runtime stopped before a reply was read")));
-        delete self;
-    }
-};
-
-/// A successful reply whose stream is `p` (one index chunk), completed where it lies: what
-/// deliver() and handle_reply() do with it, less the message and the input archive (~600
-/// instructions on the caller of an 8 B echo), where the caller's result loads from a flat
-/// stream. Such a result is read on this thread whatever its size (up to the eager threshold):
-/// it costs the one copy deliver() made here too. Other results go through a message, loaded
-/// here up to inline_reply_bytes and by a task beyond, as deliver() does. False, with nothing
-/// done, for any other parcel (deliver_one takes it), a failure's reply, a head that does not
-/// read, or a traced run (the trace records each message).
+/// A successful reply whose stream is `p` (one index chunk, under 4 KiB), completed where it
+/// lies: what deliver() and handle_reply() do with it, less the message and the input archive
+/// (~600 instructions on the caller of an 8 B echo), where the caller's result loads from a
+/// flat stream; other results go through a message, as before. False, with nothing done, for
+/// any other parcel (deliver_one takes it), a failure's reply, a head that does not read, a
+/// traced run (the trace records each message), or a stream of shareable_index_min bytes or
+/// more: its message shares its index with the loaders (a serialize_buffer adopts its bytes:
+/// no second copy, no allocation), where a flat read would copy them into a buffer of their
+/// own (an allocation per reply beyond the small-object pool's 64 KiB).
 bool deliver_flat_reply(std::uint32_t source, std::span<std::byte const> p) noexcept {
     constexpr std::size_t at = serialization::message_header_size;
     constexpr std::size_t head = 1 + sizeof(std::uint64_t) + 1 + 1; // kind, rid, control, status
-    if (p.size() < at + head || std::to_integer<std::uint8_t>(p[at]) != reply ||
+    if (p.size() < at + head || p.size() >= serialization::message::shareable_index_min ||
+        std::to_integer<std::uint8_t>(p[at]) != reply ||
         std::to_integer<std::uint8_t>(p[at + head - 1]) != status_ok ||
         trace::active() != nullptr) {
         return false;
@@ -499,16 +467,7 @@ bool deliver_flat_reply(std::uint32_t source, std::span<std::byte const> p) noex
     std::optional<serialization::message> m;
     std::optional<serialization::input_archive> ar;
     try {
-        m.emplace(serialization::message::from_bytes(p));
-        if (p.size() > inline_reply_bytes) {
-            auto* t = new reply_task(std::move(done), std::move(*m));
-            try {
-                spawn(t);
-            } catch (...) { // the runtime is stopping
-                reply_task::drop_it(t);
-            }
-            return true;
-        }
+        m.emplace(serialization::message::from_bytes(p)); // small: loaded here, as deliver() does
         ar.emplace(*m);
         ar->load_value<std::uint8_t>();  // kind
         ar->load_value<std::uint64_t>(); // rid
