@@ -21,11 +21,10 @@ namespace courier::detail {
 
 namespace {
 
-void handle_reply(std::uint32_t source, serialization::input_archive& in) {
-    locality_state& st = here();
-    auto rid = in.load_value<std::uint64_t>();
-    bool control = in.load_value<std::uint8_t>() != 0;
-    auto status = in.load_value<std::uint8_t>();
+/// The completion a reply from `source` to request `rid` answers, taken out of the table and
+/// the reply counted (unless it answers a control request); empty, and logged, if the request
+/// is not pending (handle_reply, deliver_flat_reply).
+completion claim_reply(locality_state& st, std::uint32_t source, std::uint64_t rid, bool control) {
     if (!control) {
         count_user_received(st);
     }
@@ -33,6 +32,16 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     if (!done) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "reply from locality {} for unknown request {}", source, rid);
+    }
+    return done;
+}
+
+void handle_reply(std::uint32_t source, serialization::input_archive& in) {
+    auto rid = in.load_value<std::uint64_t>();
+    bool control = in.load_value<std::uint8_t>() != 0;
+    auto status = in.load_value<std::uint8_t>();
+    completion done = claim_reply(here(), source, rid, control);
+    if (!done) {
         return;
     }
     if (status == status_ok) {
@@ -449,13 +458,8 @@ bool deliver_flat_reply(std::uint32_t source, std::span<std::byte const> p) noex
     locality_state& st = here();
     heard_from(st, source);
     parcels_received(st, source, 1, p.size());
-    if (!control) {
-        count_user_received(st);
-    }
-    completion done = take_pending(rid);
+    completion done = claim_reply(st, source, rid, control);
     if (!done) {
-        static logging::rate_limit limit;
-        logging::error_limited(limit, "reply from locality {} for unknown request {}", source, rid);
         return true;
     }
     if (done.reads_flat()) {
