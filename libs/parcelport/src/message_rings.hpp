@@ -31,6 +31,7 @@
 
 #include <courier/common/single_writer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,10 @@ public:
     /// The largest message a ring takes: the largest eager message of a shm transport with
     /// its default threshold, with room to spare; larger ones go through the provider.
     static constexpr std::size_t max_message = (std::size_t{16} << 10) - 8;
+    /// After a record of at most `small_record` bytes, a drain asks for the ring's lines up
+    /// to `read_ahead` bytes ahead of its reads.
+    static constexpr std::size_t small_record = std::size_t{2} << 10;
+    static constexpr std::size_t read_ahead = std::size_t{4} << 10;
 
     /// Rings of the endpoint `name` (its file: /dev/shm/NAME-rings). Throws std::system_error
     /// when the file cannot be created (it is created empty here, so that the name is this
@@ -127,6 +132,7 @@ private:
         control* ring = nullptr; // in the peer's file, mapped
         std::uint64_t tail = 0;
         bool broken = false;
+        bool small_records = true; // the last record read was small: prefetch (drain)
     };
     /// Reads the records of `in` from `source`; true if any.
     template <class Handle>
@@ -241,7 +247,20 @@ bool message_rings::drain(incoming& in, std::uint32_t source, Handle& handle) {
     }
     std::byte const* data = data_of(in.ring);
     bool any = false;
+    // The writer's lines come over from its core one miss at a time when each record is read
+    // as its turn comes (batches of small parcels: a miss every few parcels); asked for ahead
+    // of the reads, they come together. Only while the records are small: large ones are
+    // copied out, which the hardware's own prefetch serves (asking for their lines too made
+    // 4 KiB posts up to 8 % slower). Each line is asked for once.
+    std::uint64_t asked = in.tail & ~std::uint64_t{63};
     while (in.tail != head) {
+        if (in.small_records) {
+            asked = std::max(asked, in.tail & ~std::uint64_t{63}); // past a wrap mark
+            for (std::uint64_t const upto = std::min(head, in.tail + read_ahead); asked < upto;
+                 asked += 64) {
+                __builtin_prefetch(data + asked % ring_bytes);
+            }
+        }
         std::size_t const pos = in.tail % ring_bytes;
         std::uint32_t prefix[2];
         std::memcpy(prefix, data + pos, sizeof prefix);
@@ -260,6 +279,7 @@ bool message_rings::drain(incoming& in, std::uint32_t source, Handle& handle) {
             drop(in, source, "a record with a bad mark or length");
             return any;
         }
+        in.small_records = rings_layout::record_size(len) <= small_record;
         struct advance {
             message_rings* self;
             incoming& in;
