@@ -178,9 +178,37 @@ TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_
     }
 }
 
+TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_handlers_by_8) {
+    // The auto rule (coalesce_records 0): on shm a batch of counted sends (posts nobody waits
+    // for) leaves at 16 parcels, one whose parcels have handlers at 8 of them; on tcp only a
+    // batch's 16 KiB sends it before the progress pass. 100 small parcels, no progress: the
+    // first two leave alone, then the batches.
+    for (bool const counted : {true, false}) {
+        std::unique_ptr<pair_of_endpoints> e;
+        try {
+            e = std::make_unique<pair_of_endpoints>(GetParam());
+        } catch (std::exception const& ex) {
+            GTEST_SKIP() << "provider " << GetParam() << " unavailable here: " << ex.what();
+        }
+        std::size_t ended = 0;
+        e->a->set_counted_handler([&](std::size_t sends, std::error_code) { ended += sends; });
+        constexpr int n = 100;
+        for (int i = 0; i < n; ++i) {
+            if (counted) {
+                e->a->send_counted(1, cs::save(i));
+            } else {
+                e->a->send_coalesced(1, cs::save(i), [&](std::error_code) { ++ended; });
+            }
+        }
+        std::uint64_t const expected = GetParam() != "shm" ? 0u : counted ? 98u / 16 : 98u / 8;
+        EXPECT_EQ(e->a->stats().batches_sent, expected) << (counted ? "counted" : "handlers");
+        ASSERT_TRUE(e->pump([&] { return ended == n && e->got_b.size() == n; }));
+    }
+}
+
 TEST_P(transport, rendezvous_parcels_in_a_burst_complete_after_their_reads_and_batch_on_shm) {
     // Every fifth parcel carries a 300 KB pointer chunk. The small ones around it are
-    // coalesced. On shm, whose batches leave after 8 parcels, the rendezvous parcels'
+    // coalesced. On shm, whose batches leave after 8 parcels with handlers, the rendezvous parcels'
     // announcements join the batches too; on tcp, whose batches wait for a progress pass,
     // they leave at once (their reads would wait for the batch). Either way each one's
     // handler runs once, after its DONE came back.

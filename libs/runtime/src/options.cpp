@@ -75,7 +75,8 @@ std::vector<option_spec> const& option_table() {
          "request/reply leaves at once); 0 = every parcel is its own message"},
         {"coalesce_records", "0",
          "a coalesced message leaves as soon as it holds this many parcels, so that the "
-         "receiver runs them while a sender's loop goes on; 0 = auto: 8 on shm (the MPI "
+         "receiver runs them while a sender's loop goes on; 0 = auto: on shm 16, or 8 of "
+         "them waited for (rendezvous announcements, sends with a completion), (the MPI "
          "parcelport: 16 when every peer is on this host, else only its bytes bound it), on "
          "tcp 16 parcels once they hold 16 KiB (each message is a system call)"},
         {"batch_tasks", "1",

@@ -104,6 +104,10 @@ constexpr std::size_t split_records = 4;
 struct leave_rule {
     std::size_t records;
     std::size_t bytes;
+    /// A batch also leaves once this many of its records have a completion handler (0: only
+    /// `records` counts): a rendezvous announcement's reads start when its batch arrives, and
+    /// a send with a handler is waited for, where a counted post is not.
+    std::size_t handled = 0;
 };
 
 /// Thread safety: try_coalesce/posted/completed from any thread; flush and on_completion from
@@ -209,7 +213,9 @@ public:
         }
         ++b->records;
         b->counts += counts;
-        if (b->records >= leave_.records && b->buf.size() >= leave_.bytes && full == nullptr) {
+        if (((b->records >= leave_.records && b->buf.size() >= leave_.bytes) ||
+             (leave_.handled != 0 && b->handlers.size() >= leave_.handled)) &&
+            full == nullptr) {
             // Enough to amortize the message: it leaves now, so that the receiver works on it
             // while this thread goes on adding to the next one (a sender's long loop of posts
             // would otherwise hand over everything at its end). Still listed as open; flush
