@@ -251,11 +251,12 @@ bool message_rings::drain(incoming& in, std::uint32_t source, Handle& handle) {
     // as its turn comes (batches of small parcels: a miss every few parcels); asked for ahead
     // of the reads, they come together. Only while the records are small: large ones are
     // copied out, which the hardware's own prefetch serves (asking for their lines too made
-    // 4 KiB posts up to 8 % slower). Each line is asked for once.
+    // 4 KiB posts up to 8 % slower). Each line is asked for once in a drain.
     std::uint64_t asked = in.tail & ~std::uint64_t{63};
     while (in.tail != head) {
         if (in.small_records) {
-            asked = std::max(asked, in.tail & ~std::uint64_t{63}); // past a wrap mark
+            // Not behind the reads (past a wrap mark, or after large records).
+            asked = std::max(asked, in.tail & ~std::uint64_t{63});
             for (std::uint64_t const upto = std::min(head, in.tail + read_ahead); asked < upto;
                  asked += 64) {
                 __builtin_prefetch(data + asked % ring_bytes);

@@ -180,8 +180,9 @@ TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_
 
 TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_handlers_by_8) {
     // The auto rule (coalesce_records 0): on shm a batch of counted sends (posts nobody waits
-    // for) leaves at 16 parcels, one whose parcels have handlers at 8 of them; on tcp only a
-    // batch's 16 KiB sends it before the progress pass. 100 small parcels, no progress: the
+    // for) leaves at 16 parcels, one whose parcels have handlers at 8 of them; on tcp 16 parcels
+    // must also hold 16 KiB, more than a batch takes here, so only a full batch leaves before
+    // the progress pass (98 records of 24 B fill none). 100 small parcels, no progress: the
     // first two leave alone, then the batches.
     for (bool const counted : {true, false}) {
         std::unique_ptr<pair_of_endpoints> e;

@@ -76,9 +76,9 @@ std::vector<option_spec> const& option_table() {
         {"coalesce_records", "0",
          "a coalesced message leaves as soon as it holds this many parcels, so that the "
          "receiver runs them while a sender's loop goes on; 0 = auto: on shm 16, or 8 of "
-         "them waited for (rendezvous announcements, sends with a completion), (the MPI "
-         "parcelport: 16 when every peer is on this host, else only its bytes bound it), on "
-         "tcp 16 parcels once they hold 16 KiB (each message is a system call)"},
+         "them with a completion (rendezvous announcements, sends waited for); on tcp 16 "
+         "parcels once they hold 16 KiB (each message is a system call); the MPI parcelport: "
+         "16 when every peer is on this host, else only its bytes bound it"},
         {"batch_tasks", "1",
          "1 = the small requests of a received coalesced message run one after another as one "
          "task (one allocation and task per message, not per parcel; the rest is queued for "

@@ -142,8 +142,8 @@ public:
     bool small_enough(std::size_t eager_bytes) const noexcept {
         return 3 * wire::record_size(eager_bytes) <= batch_limit_ - sizeof(wire::header);
     }
-    /// Whether a batch leaves once it holds a count of parcels whatever their bytes (shm: 8),
-    /// not only at the end of a progress pass or once it holds enough bytes (tcp).
+    /// Whether a batch leaves once it holds a count of parcels whatever their bytes (shm: 16, or 8
+    /// with handlers), not only at the end of a progress pass or once it holds enough bytes (tcp).
     bool leaves_by_count() const noexcept {
         return leave_.bytes == 0 && leave_.records < batch_limit_;
     }

@@ -196,8 +196,8 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         // them with a handler (rendezvous announcements, sends waited for), elsewhere at 16
         // parcels holding 16 KiB (tcp: a message is a system call; 16 tiny parcels do not pay
         // for it, and a window of 64 posts of 1 KiB as one ~100 KiB batch idled the receiver).
-        // On shm, 16 counted posts against 8: 8 / 64 B posts 1.08x (13 paired rounds); 8
-        // announcements: osu_bw at 64 KiB was 0.90x with 16 (7 rounds).
+        // On shm, 16 counted posts against 8: 8 B posts 1.08x, 64 B 1.02x (11 paired rounds);
+        // 8 announcements: osu_bw at 64 KiB was 0.90x with 16 (7 rounds), level with 8.
         leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
                                  : ep.shm()                  ? leave_rule{16, 0, 8}
                                             : leave_rule{16, std::size_t{16} << 10};

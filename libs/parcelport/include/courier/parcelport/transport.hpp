@@ -265,8 +265,8 @@ struct transport_options {
     /// A coalesced message is posted as soon as it holds this many parcels, without waiting for
     /// the end of the progress pass, so that the receiver runs them while the sender goes on
     /// (a task posting in a loop reaches the pass only when it ends). Worth it where posting a
-    /// message is cheap (shm: 8 B posts ~1.1x faster at 8) and not where it is a system call
-    /// (tcp: 0.66x at 8). 0: on shm 16, or 8 with a completion handler (rendezvous
+    /// message is cheap (shm: 8 B posts ~1.1x faster leaving by count) and not where it is a system
+    /// call (tcp: 0.66x at 8). 0: on shm 16, or 8 with a completion handler (rendezvous
     /// announcements, sends waited for), on tcp 16 parcels once they hold 16 KiB (tiny parcels
     /// still fill large batches); the MPI parcelport: 16 when every peer is on this host, else
     /// only the bytes.
