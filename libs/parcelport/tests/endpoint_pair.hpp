@@ -35,7 +35,8 @@ struct pair_of_endpoints {
                                bool coalescing = true, std::size_t eager_threshold = 4096,
                                bool split_messages = true, std::size_t coalesce_records = 0,
                                std::size_t shm_outbox = 0, std::size_t shm_outbox_chunk = 0,
-                               bool shm_direct_read = false, bool shm_rings = true) {
+                               bool shm_direct_read = false, bool shm_rings = true,
+                               std::function<void(pp::transport_options&)> const& adjust = {}) {
         pp::transport_options o;
         o.shm_rings = shm_rings;
         // No outbox and no direct reads unless asked: these tests see shm's RMA reads by
@@ -56,6 +57,9 @@ struct pair_of_endpoints {
         o.provider = provider;
         o.read_budget = read_budget;
         o.read_piece = read_piece;
+        if (adjust) {
+            adjust(o);
+        }
         o.job_token = 42;
         o.attach_rma_pool = attach_pool_to_a;
         a = pp::make_libfabric_transport(o);
@@ -70,6 +74,11 @@ struct pair_of_endpoints {
         b->set_receive_handler(
             [this](std::uint32_t src, cs::message&& m) { got_b.emplace_back(src, std::move(m)); });
     }
+    /// A pair with the defaults above and whatever `adjust` changes of them.
+    pair_of_endpoints(std::string const& provider,
+                      std::function<void(pp::transport_options&)> const& adjust)
+        : pair_of_endpoints(provider, 42, pp::transport_options{}.read_budget, false, 0, true, 4096,
+                            true, 0, 0, 0, false, true, adjust) {}
     // Progresses both until `done` or a timeout.
     template <class Pred>
     bool pump(Pred done, std::chrono::seconds limit = std::chrono::seconds(30)) {

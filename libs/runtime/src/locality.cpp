@@ -145,6 +145,8 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
             : static_cast<std::int32_t>(cfg.get_int("network_quiet_poll_us", 0, 1000000));
     o.coalescing = cfg.get_int("coalesce", 0, 1) != 0;
     o.coalesce_records = static_cast<std::size_t>(cfg.get_int("coalesce_records", 0, 1 << 20));
+    o.coalesce_in_flight =
+        static_cast<std::uint32_t>(cfg.get_int("coalesce_in_flight", 0, 1 << 20));
     o.attach_rma_pool = true; // rma_vector & co. travel with the pool's registrations
     o.registration_cache_entries =
         static_cast<std::size_t>(cfg.get_int("registration_cache", 0, 1 << 20));

@@ -79,6 +79,10 @@ std::vector<option_spec> const& option_table() {
          "them with a completion (rendezvous announcements, sends waited for); on tcp 16 "
          "parcels once they hold 16 KiB (each message is a system call); the MPI parcelport: "
          "16 when every peer is on this host, else only its bytes bound it"},
+        {"coalesce_in_flight", "0",
+         "a parcel waits for a coalesced message while this many messages to its destination "
+         "are in flight (sent, completion not yet seen); 0 = auto: 1 on tcp (a lone request "
+         "or reply finds none in flight there), 2 on shm"},
         {"batch_tasks", "1",
          "1 = the small requests of a received coalesced message run one after another as one "
          "task (one allocation and task per message, not per parcel; the rest is queued for "

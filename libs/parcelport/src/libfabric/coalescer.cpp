@@ -12,10 +12,15 @@
 namespace courier::parcelport::fabric {
 
 coalescer::coalescer(transport_parts const& parts, std::size_t batch_limit, leave_rule leave,
-                     std::size_t split_part)
-    : parts_(parts), batch_limit_(batch_limit), leave_(leave), split_part_(split_part) {
+                     std::size_t split_part, std::uint32_t hold_in_flight)
+    : parts_(parts), batch_limit_(batch_limit), leave_(leave), split_part_(split_part),
+      hold_in_flight_(hold_in_flight) {
     if (leave_.records == 0) {
         throw std::invalid_argument("courier: a coalesced message holds at least one parcel");
+    }
+    if (hold_in_flight_ == 0) {
+        throw std::invalid_argument(
+            "courier: parcels are held only while a message to their destination is in flight");
     }
     if (split_part_ != 0 && (split_part_ <= sizeof(wire::header) ||
                              batch_limit_ > 2 * (split_part_ - sizeof(wire::header)))) {

@@ -91,8 +91,11 @@ struct batch_op : op {
 };
 
 /// A parcel is held back only while this many messages to its destination are in flight
-/// (posted, completion not yet seen), or a batch is open: one message in flight is the common
-/// case of a request/reply exchange, whose latency coalescing must not touch.
+/// (posted, completion not yet seen), or a batch is open (coalescer's `hold_in_flight`; the
+/// transport's default, transport_options::coalesce_in_flight). With 2, one message in flight
+/// never holds the next: on shm, whose sends complete when the peer has taken them, a
+/// request/reply exchange often has one in flight. tcp's sends complete once the kernel has
+/// the bytes, so a lone request or reply finds none in flight and 1 leaves it as alone.
 constexpr std::uint32_t coalesce_in_flight = 2;
 
 /// A batch within the inject size that holds this many parcels is posted before a record takes
@@ -121,8 +124,10 @@ public:
     /// `split_part` (shm: the inject size; 0: none): a batch of more bytes goes as two parts of
     /// at most that many, which the receiver joins (fragment_joiner), so that a batch may be
     /// larger than one inject without taking shm's CMA protocol.
+    /// `hold_in_flight` (at least 1): a parcel joins a batch while this many messages to its
+    /// destination are in flight (coalesce_in_flight).
     coalescer(transport_parts const& parts, std::size_t batch_limit, leave_rule leave,
-              std::size_t split_part = 0);
+              std::size_t split_part = 0, std::uint32_t hold_in_flight = coalesce_in_flight);
     ~coalescer();
     void set_peers(std::size_t n);
     /// Where the ends of a batch's records without a handler go (transport::send_counted):
@@ -152,7 +157,7 @@ public:
     bool would_hold(std::uint32_t dest) const noexcept {
         peer_out const& po = out_[dest];
         return po.open.load(std::memory_order_acquire) != nullptr ||
-               po.in_flight.load(std::memory_order_acquire) >= coalesce_in_flight;
+               po.in_flight.load(std::memory_order_acquire) >= hold_in_flight_;
     }
     /// Adds an eager-only parcel of `eager_bytes` (small_enough) to its destination's batch if
     /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
@@ -275,6 +280,7 @@ private:
     std::size_t batch_limit_;
     leave_rule leave_;
     std::size_t split_part_;
+    std::uint32_t hold_in_flight_;
     std::atomic<std::uint32_t> split_batches_{0}; // numbers the split batches' ids
     std::unique_ptr<peer_out[]> out_;
     transport::counted_handler const* counted_ = nullptr;

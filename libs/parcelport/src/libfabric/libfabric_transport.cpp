@@ -201,7 +201,10 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
                                  : ep.shm()                  ? leave_rule{16, 0, 8}
                                             : leave_rule{16, std::size_t{16} << 10};
-        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part);
+        std::uint32_t const hold = opts_.coalesce_in_flight != 0 ? opts_.coalesce_in_flight
+                                   : ep.shm()                    ? coalesce_in_flight
+                                                                 : 1;
+        coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part, hold);
         coalescer_->set_counted_handler(&counted_);
         sender_->set_coalescer(coalescer_.get());
         rendezvous_ =
