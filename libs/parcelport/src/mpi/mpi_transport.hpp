@@ -395,6 +395,9 @@ private:
     /// A batch is posted once it holds this many parcels (transport_options::coalesce_records;
     /// set in the constructor).
     std::size_t batch_records_ = 0;
+    /// A parcel joins a batch while this many messages to its destination are in flight
+    /// (transport_options::coalesce_in_flight; set in the constructor).
+    std::uint32_t hold_in_flight_ = 2;
     std::shared_ptr<void> session_; // MPI stays initialized while this transport lives
     bool multiple_;
     MPI_Comm comm_ = MPI_COMM_NULL;

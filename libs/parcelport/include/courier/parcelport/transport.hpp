@@ -277,7 +277,8 @@ struct transport_options {
     /// reply finds none in flight: 1 does not delay it; osu_bw 1.16-1.25x at 1-32 KiB, its
     /// replies no longer going two of them alone for each batch of requests), 2 elsewhere
     /// (on shm a send completes when the peer has taken it, and a request/reply exchange
-    /// often has one in flight). The MPI parcelport: unused.
+    /// often has one in flight). The MPI parcelport: 1 (an eager MPI_Isend completes once
+    /// MPI has buffered it).
     std::uint32_t coalesce_in_flight = 0;
     /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
     std::size_t registration_cache_entries = 1024;
