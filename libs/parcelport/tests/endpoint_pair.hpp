@@ -74,7 +74,8 @@ struct pair_of_endpoints {
         b->set_receive_handler(
             [this](std::uint32_t src, cs::message&& m) { got_b.emplace_back(src, std::move(m)); });
     }
-    /// A pair with the defaults above and whatever `adjust` changes of them.
+    /// A pair with the defaults above and whatever `adjust` changes of them (but the job tokens
+    /// and attach_rma_pool, set after it).
     pair_of_endpoints(std::string const& provider,
                       std::function<void(pp::transport_options&)> const& adjust)
         : pair_of_endpoints(provider, 42, pp::transport_options{}.read_budget, false, 0, true, 4096,

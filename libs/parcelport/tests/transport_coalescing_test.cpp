@@ -96,6 +96,20 @@ pp::statistics coalesced_burst(pair_of_endpoints& e, int n, int big, int* large_
     return e.a->stats();
 }
 
+/// Sends 3 small parcels from a to b back to back, no progress between, and pumps until all
+/// arrived: how many of them went in coalesced messages (checked against the batches sent).
+std::uint64_t held_of_three(pair_of_endpoints& e) {
+    int ended = 0;
+    for (int i = 0; i < 3; ++i) {
+        e.a->send_coalesced(1, cs::save(i), [&](std::error_code ec) { ended += ec ? 100 : 1; });
+    }
+    EXPECT_TRUE(e.pump([&] { return ended == 3 && e.got_b.size() == 3; }));
+    EXPECT_EQ(ended, 3);
+    auto const st = e.a->stats();
+    EXPECT_EQ(st.batches_sent, st.parcels_in_batches == 0 ? 0u : 1u);
+    return st.parcels_in_batches;
+}
+
 } // namespace
 
 TEST_P(transport, parcels_sent_while_others_are_in_flight_are_coalesced_and_arrive_intact) {
@@ -183,8 +197,8 @@ TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_han
     // The auto rule (coalesce_records 0): on shm a batch of counted sends (posts nobody waits
     // for) leaves at 16 parcels, one whose parcels have handlers at 8 of them; on tcp 16 parcels
     // must also hold 16 KiB, more than a batch takes here, so only a full batch leaves before
-    // the progress pass (98 records of 24 B fill none). 100 small parcels, no progress: on
-    // shm the first two leave alone, then the batches.
+    // the progress pass (records of 24 B fill none). 100 small parcels, no progress: on
+    // shm the first two leave alone, then the batches (on tcp 99 records fill none).
     for (bool const counted : {true, false}) {
         std::unique_ptr<pair_of_endpoints> e;
         try {
@@ -208,20 +222,6 @@ TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_han
     }
 }
 
-/// Sends 3 small parcels from a to b back to back, no progress between, and pumps until all
-/// arrived: how many of them went in coalesced messages (checked against the batches sent).
-std::uint64_t held_of_three(pair_of_endpoints& e) {
-    int ended = 0;
-    for (int i = 0; i < 3; ++i) {
-        e.a->send_coalesced(1, cs::save(i), [&](std::error_code ec) { ended += ec ? 100 : 1; });
-    }
-    EXPECT_TRUE(e.pump([&] { return ended == 3 && e.got_b.size() == 3; }));
-    EXPECT_EQ(ended, 3);
-    auto const st = e.a->stats();
-    EXPECT_EQ(st.batches_sent, st.parcels_in_batches == 0 ? 0u : 1u);
-    return st.parcels_in_batches;
-}
-
 TEST_P(transport, by_default_a_parcel_is_held_behind_one_message_in_flight_on_tcp_and_two_on_shm) {
     // The auto rule (coalesce_in_flight 0): a tcp send completes once the kernel has its bytes,
     // so a lone request or reply finds nothing in flight and leaves at once, and the second of a
@@ -239,6 +239,37 @@ TEST_P(transport, by_default_a_parcel_is_held_behind_one_message_in_flight_on_tc
         }
         EXPECT_EQ(held_of_three(*e), 3u - n) << "coalesce_in_flight " << n;
     }
+}
+
+TEST_P(transport, gathered_parcels_go_as_one_message_on_tcp_when_sent_gathered) {
+    // transport::gather: the replies to a received batch of requests. On tcp every parcel sent
+    // to the destination from then on joins one batch, the first too, which send_gathered()
+    // posts at once, before any progress pass; on shm, where a message is cheap, both do
+    // nothing (the first two leave alone, as ever, and the third waits for a pass).
+    auto& e = *eps_;
+    bool const shm = GetParam() == "shm";
+    int ended = 0;
+    e.a->gather(1);
+    for (int i = 0; i < 3; ++i) {
+        e.a->send_coalesced(1, cs::save(i, std::vector<char>{}),
+                            [&](std::error_code ec) { ended += ec ? 100 : 1; });
+    }
+    EXPECT_EQ(e.a->stats().messages_sent, shm ? 2u : 0u) << "held until send_gathered";
+    e.a->send_gathered(1);
+    EXPECT_EQ(e.a->stats().batches_sent, shm ? 0u : 1u) << "posted by send_gathered, not a pass";
+    ASSERT_TRUE(e.pump([&] { return ended == 3 && e.got_b.size() == 3; }));
+    EXPECT_EQ(ended, 3);
+    EXPECT_EQ(e.a->stats().batches_sent, 1u);
+    EXPECT_EQ(e.a->stats().parcels_in_batches, shm ? 1u : 3u);
+    expect_each_once_from_a(e, 3, [](int) { return std::vector<char>{}; });
+    // Nothing gathered: send_gathered sends nothing, and a lone parcel still leaves alone.
+    e.a->gather(1);
+    e.a->send_gathered(1);
+    EXPECT_EQ(e.a->stats().batches_sent, 1u);
+    bool sent = false;
+    e.a->send_coalesced(1, cs::save(3), [&](std::error_code) { sent = true; });
+    ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 4; }));
+    EXPECT_EQ(e.a->stats().batches_sent, 1u);
 }
 
 TEST_P(transport, rendezvous_parcels_in_a_burst_complete_after_their_reads_and_batch_on_shm) {

@@ -296,6 +296,11 @@ void dropped_malformed_post(char const* action, std::uint32_t source, char const
 
 } // namespace
 
+bool wants_reply(std::span<std::byte const> stream) noexcept {
+    auto const h = request_head_of(stream);
+    return h && h->rid != 0;
+}
+
 bool counts_as_user_request(std::span<std::byte const> stream) noexcept {
     auto const h = request_head_of(stream);
     if (!h || is_control(h->action_id)) {

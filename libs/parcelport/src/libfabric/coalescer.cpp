@@ -32,6 +32,9 @@ coalescer::~coalescer() = default;
 
 void coalescer::set_peers(std::size_t n) {
     out_ = std::make_unique<peer_out[]>(n);
+    // A destination is listed once at most (peer_out::listed), and flush swaps the two lists.
+    open_list_.reserve(n);
+    flushing_.reserve(n);
 }
 
 batch_op* coalescer::batch_with_room(peer_out& po, std::uint32_t dest, std::size_t rec,
@@ -48,13 +51,15 @@ batch_op* coalescer::batch_with_room(peer_out& po, std::uint32_t dest, std::size
     }
     if (b == nullptr) {
         b = take_batch(dest);
-        po.open.store(b, std::memory_order_release);
-        open_batches_.fetch_add(1, std::memory_order_acq_rel);
         if (!po.listed) {
+            // No allocation (set_peers reserved a place for every destination): a batch open
+            // but not listed would never be flushed, and every later parcel would join it.
             po.listed = true;
             std::lock_guard lg(batch_mutex_);
             open_list_.push_back(dest);
         }
+        po.open.store(b, std::memory_order_release);
+        open_batches_.fetch_add(1, std::memory_order_acq_rel);
     }
     return b;
 }
@@ -77,6 +82,35 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->records = 0;
     b->counts = {};
     return b;
+}
+
+void coalescer::open_for(std::uint32_t dest) {
+    peer_out& po = out_[dest];
+    batch_op* full = nullptr;
+    {
+        std::lock_guard g(po.m);
+        if (po.open.load(std::memory_order_relaxed) != nullptr) {
+            return;
+        }
+        batch_with_room(po, dest, 0, full); // none open: never one full (full stays null)
+    }
+}
+
+bool coalescer::post_open(std::uint32_t dest) {
+    peer_out& po = out_[dest];
+    if (po.open.load(std::memory_order_acquire) == nullptr) {
+        return false;
+    }
+    batch_op* b = nullptr;
+    {
+        std::lock_guard g(po.m);
+        b = close_open(po); // still listed: flush then finds none open, or a later one
+    }
+    if (b == nullptr) {
+        return false;
+    }
+    post_batch(b);
+    return true;
 }
 
 bool coalescer::flush() {
@@ -107,7 +141,8 @@ bool coalescer::flush() {
 
 void coalescer::post_batch(batch_op* b) {
     if (b->records == 0) {
-        // Opened for a record that could not be added (out of memory): nothing to send.
+        // Opened by open_for and nothing joined it, or for a record that could not be added
+        // (out of memory): nothing to send.
         finish(b, {});
         return;
     }

@@ -113,8 +113,8 @@ struct leave_rule {
     std::size_t handled = 0;
 };
 
-/// Thread safety: try_coalesce/posted/completed from any thread; flush and on_completion from
-/// the poller.
+/// Thread safety: try_coalesce/posted/completed/open_for/post_open from any thread; flush and
+/// on_completion from the poller.
 class coalescer {
 public:
     /// `batch_limit`: the largest coalesced message. `leave`: when a batch is posted at once,
@@ -237,6 +237,13 @@ public:
         std::size_t const open = open_batches_.load(std::memory_order_acquire);
         return open + parcels_in_flight_.load(std::memory_order_acquire);
     }
+    /// Opens a batch to `dest` if none is open, so that the parcels sent to it next join it
+    /// whatever is in flight (would_hold), until post_open() or the end of a progress pass
+    /// (flush) posts it: transport::gather. Any thread. Throws std::bad_alloc (nothing opened).
+    void open_for(std::uint32_t dest);
+    /// Posts `dest`'s open batch now, if one is open (one that holds no parcel is dropped
+    /// without a send); true if one was. Any thread.
+    bool post_open(std::uint32_t dest);
     /// Posts the open batches (the poller, at the end of each pass); true if any.
     bool flush();
     bool has_open() const noexcept { return open_batches_.load(std::memory_order_acquire) != 0; }

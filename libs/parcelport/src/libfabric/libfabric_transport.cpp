@@ -201,9 +201,12 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
                                  : ep.shm()                  ? leave_rule{16, 0, 8}
                                             : leave_rule{16, std::size_t{16} << 10};
+        // A send over sockets completes once the kernel has its bytes: there a parcel is held
+        // behind one message in flight (coalesce_in_flight), elsewhere behind two.
+        socket_core_ = ep.core() == "tcp" || ep.core() == "sockets";
         std::uint32_t const hold = opts_.coalesce_in_flight != 0 ? opts_.coalesce_in_flight
-                                   : ep.shm()                    ? coalesce_in_flight
-                                                                 : 1;
+                                   : socket_core_                ? 1
+                                                                 : coalesce_in_flight;
         coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part, hold);
         coalescer_->set_counted_handler(&counted_);
         sender_->set_coalescer(coalescer_.get());
@@ -265,6 +268,31 @@ statistics libfabric_transport::stats() const {
         s.ring_refusals = r.refused;
     }
     return s;
+}
+
+bool libfabric_transport::gathers(std::uint32_t dest) const noexcept {
+    // Over sockets only, where each message costs system calls; not on shm, where a message is
+    // cheap and the first replies leaving alone start the sender's next work sooner (gathered,
+    // osu_bw at 1 KiB was 0.96x; 7 paired rounds), nor where nothing coalesces (mr_local:
+    // sender::batched takes no parcel).
+    return socket_core_ && opts_.coalescing && !endpoint_->mr_local() && dest < peers_.size();
+}
+
+void libfabric_transport::gather(std::uint32_t dest) noexcept {
+    if (!gathers(dest)) {
+        return;
+    }
+    try {
+        coalescer_->open_for(dest);
+    } catch (std::bad_alloc const&) {
+        // No batch: the replies leave as they would have without gathering.
+    }
+}
+
+void libfabric_transport::send_gathered(std::uint32_t dest) noexcept {
+    if (gathers(dest) && coalescer_->post_open(dest)) {
+        pacer_.kick();
+    }
 }
 
 bool libfabric_transport::can_sleep() {

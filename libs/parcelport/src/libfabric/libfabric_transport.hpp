@@ -95,6 +95,9 @@ public:
         pacer_.kick();
         return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
     }
+    /// On tcp (socket_core_): the coalescer opens a batch to `dest` (coalescer::open_for).
+    void gather(std::uint32_t dest) noexcept override;
+    void send_gathered(std::uint32_t dest) noexcept override;
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return opts_.coalescing && sender_->batches_now(dest, n);
     }
@@ -133,6 +136,12 @@ public:
         return bell_partial_ ? wait_coverage::partial : wait_coverage::rare_misses;
     }
     bool can_sleep() override;
+
+private:
+    /// Whether gather/send_gathered act for `dest`: tcp (socket_core_), coalescing, a peer.
+    bool gathers(std::uint32_t dest) const noexcept;
+
+public:
     statistics stats() const override;
     std::string provider_name() const override { return endpoint_->provider(); }
 
@@ -173,6 +182,7 @@ private:
     /// A peer rings the network doorbell when it posts after this long without posting to us;
     /// this side stays awake for four times as long after anything arrived (net_bell.hpp).
     static constexpr std::chrono::microseconds net_bell_quiet{250};
+    bool socket_core_ = false;  ///< tcp or sockets: a send completes once the kernel has it
     bool bell_wait_ = true;     ///< idle workers wait on a bell (false: some peer cannot ring it)
     bool bell_partial_ = false; ///< some peer could not open the shm bell: it never rings
     backlog backlog_{counters_};

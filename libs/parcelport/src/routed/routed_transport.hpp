@@ -46,6 +46,16 @@ public:
     bool send_counted(std::uint32_t dest, serialization::message&& m) override {
         return rail_of(dest).send_counted(dest, std::move(m));
     }
+    void gather(std::uint32_t dest) noexcept override {
+        if (dest < route_.size()) {
+            rail_of(dest).gather(dest);
+        }
+    }
+    void send_gathered(std::uint32_t dest) noexcept override {
+        if (dest < route_.size()) {
+            rail_of(dest).send_gathered(dest);
+        }
+    }
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return rail_of(dest).batches_now(dest, n);
     }

@@ -273,9 +273,10 @@ struct transport_options {
     std::size_t coalesce_records = 0;
     /// A parcel is held for a coalesced message while this many messages to its destination
     /// are in flight (posted, completion not seen), or while a coalesced message to it is
-    /// open. 0: 1 on tcp, whose sends complete once the kernel has the bytes (a lone request or
-    /// reply finds none in flight: 1 does not delay it; osu_bw 1.16-1.25x at 1-32 KiB, its
-    /// replies no longer going two of them alone for each batch of requests), 2 elsewhere
+    /// open. 0: 1 over sockets (tcp), whose sends complete once the kernel has the bytes (a
+    /// lone request or reply finds none in flight: 1 does not delay it; osu_bw 1.13-1.35x at
+    /// 8 B - 32 KiB, its replies no longer going two of them alone for each batch of
+    /// requests), 2 elsewhere
     /// (on shm a send completes when the peer has taken it, and a request/reply exchange
     /// often has one in flight). The MPI parcelport: 1 (an eager MPI_Isend completes once
     /// MPI has buffered it).
@@ -383,6 +384,15 @@ public:
     /// Writes a parcel's whole stream (a single index chunk: serialization/flat_stream.hpp) at
     /// `at`, the `n` bytes the caller announced.
     using stream_writer = void (*)(void const* ctx, std::byte* at);
+    /// The replies to a received batch of requests, gathered: the parcels sent to `dest` from
+    /// now on join one coalesced message whatever is in flight, until send_gathered(dest)
+    /// posts it (or the end of a progress pass does, as for any held parcel: a request that
+    /// blocks holds nothing up for longer). Without it the first replies of a batch leave
+    /// alone, each a message of its own. Any thread. The libfabric transport over sockets
+    /// (tcp) gathers; elsewhere, and by default, both do nothing.
+    virtual void gather(std::uint32_t /*dest*/) noexcept {}
+    /// Posts what gather(dest) collected, now (nothing if none).
+    virtual void send_gathered(std::uint32_t /*dest*/) noexcept {}
     /// A first look, for a caller that would do work before try_batch_stream(): would a stream
     /// of `n` bytes to `dest` (a known peer) wait in a batch now? try_batch_stream() decides.
     virtual bool batches_now(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
