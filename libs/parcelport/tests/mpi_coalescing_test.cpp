@@ -37,13 +37,10 @@ int main(int argc, char** argv) {
     unsigned long long held = 0;
     {
         auto tp = pp::make_mpi_transport(o);
-        auto addresses = pp::mpi_allgather(tp->address());
-        rank = static_cast<int>(pp::mpi_world_info().rank);
-        if (addresses.size() != 2) {
-            std::fprintf(stderr, "mpi_coalescing_test runs on 2 ranks (mpirun -np 2)\n");
+        rank = pp::test::connect_two_ranks(*tp, "mpi_coalescing_test");
+        if (rank < 0) {
             return 2;
         }
-        tp->set_peers(addresses, static_cast<std::uint32_t>(rank));
         std::vector<int> got;
         tp->set_receive_handler([&got](std::uint32_t, cs::message&& m) {
             int i = -1;

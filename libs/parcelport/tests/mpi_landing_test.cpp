@@ -249,13 +249,10 @@ int main(int argc, char** argv) {
     {
         auto st = std::make_shared<state>();
         auto tp = pp::make_mpi_transport(o);
-        auto addresses = pp::mpi_allgather(tp->address());
-        rank = static_cast<int>(pp::mpi_world_info().rank);
-        if (addresses.size() != 2) {
-            std::fprintf(stderr, "mpi_landing_test runs on 2 ranks (mpirun -np 2)\n");
+        rank = pp::test::connect_two_ranks(*tp, "mpi_landing_test");
+        if (rank < 0) {
             return 2;
         }
-        tp->set_peers(addresses, static_cast<std::uint32_t>(rank));
         tp->set_receive_handler(
             [st](std::uint32_t, cs::message&& msg) { on_receive(*st, std::move(msg)); });
         if (mode == "tags") {

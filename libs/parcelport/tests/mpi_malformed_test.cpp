@@ -189,13 +189,10 @@ int main() {
     int rank = 0;
     {
         auto tp = pp::make_mpi_transport(o);
-        auto addresses = pp::mpi_allgather(tp->address());
-        rank = static_cast<int>(pp::mpi_world_info().rank);
-        if (addresses.size() != 2) {
-            std::fprintf(stderr, "mpi_malformed_test runs on 2 ranks (mpirun -np 2)\n");
+        rank = pp::test::connect_two_ranks(*tp, "mpi_malformed_test");
+        if (rank < 0) {
             return 2;
         }
-        tp->set_peers(addresses, static_cast<std::uint32_t>(rank));
         tp->set_receive_handler(
             [&](std::uint32_t src, cs::message&& m) { got.emplace_back(src, std::move(m)); });
         auto sent = [&] {

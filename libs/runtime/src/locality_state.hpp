@@ -220,11 +220,14 @@ void handle_request(std::uint32_t source, serialization::input_archive& in, std:
 /// per run of posts, not per post.
 bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,
                          std::uint64_t* batch_flat) noexcept;
-/// Whether a parcel's stream is a request that handle_request counts as user traffic (one
-/// that is not the runtime's own control): what a request_batch counts when it starts.
-bool counts_as_user_request(std::span<std::byte const> stream) noexcept;
-/// Whether `stream` is a request that wants a reply (a call: request id not 0).
-bool wants_reply(std::span<std::byte const> stream) noexcept;
+/// What a request_batch counts of a request's stream when it starts (its head read once):
+/// `user`, a request that handle_request counts as user traffic (one that is not the runtime's
+/// own control); `call`, one that wants a reply (request id not 0).
+struct request_counts {
+    bool user = false;
+    bool call = false;
+};
+request_counts count_request(std::span<std::byte const> stream) noexcept;
 /// A parcel arrived from `source` (or from this locality itself).
 void deliver(std::uint32_t source, serialization::message&& m);
 /// The small parcels of one received coalesced message, or a lone small parcel

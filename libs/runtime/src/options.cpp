@@ -82,7 +82,8 @@ std::vector<option_spec> const& option_table() {
         {"coalesce_in_flight", "0",
          "a parcel waits for a coalesced message while this many messages to its destination "
          "are in flight (sent, completion not yet seen); 0 = auto: 1 on tcp (a lone request "
-         "or reply finds none in flight there) and on the MPI parcelport, 2 on shm"},
+         "or reply finds none in flight there) and on the MPI parcelport, 2 on shm and the other "
+         "libfabric providers"},
         {"batch_tasks", "1",
          "1 = the small requests of a received coalesced message run one after another as one "
          "task (one allocation and task per message, not per parcel; the rest is queued for "

@@ -296,22 +296,21 @@ void dropped_malformed_post(char const* action, std::uint32_t source, char const
 
 } // namespace
 
-bool wants_reply(std::span<std::byte const> stream) noexcept {
+request_counts count_request(std::span<std::byte const> stream) noexcept {
     auto const h = request_head_of(stream);
-    return h && h->rid != 0;
-}
-
-bool counts_as_user_request(std::span<std::byte const> stream) noexcept {
-    auto const h = request_head_of(stream);
-    if (!h || is_control(h->action_id)) {
-        return false;
+    if (!h) {
+        return {};
     }
-    try {
-        serialization::message::header_threshold(stream); // as handle_parcel checks it first
-        return true;
-    } catch (serialization::serialization_error const&) {
-        return false;
+    request_counts c;
+    c.call = h->rid != 0;
+    if (!is_control(h->action_id)) {
+        try {
+            serialization::message::header_threshold(stream); // as handle_parcel checks it first
+            c.user = true;
+        } catch (serialization::serialization_error const&) {
+        }
     }
+    return c;
 }
 
 bool handle_flat_request(std::uint32_t source, std::span<std::byte const> stream,

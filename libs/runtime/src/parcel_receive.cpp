@@ -209,7 +209,7 @@ struct request_batch final : task {
     std::uint32_t size;     // bytes of records after the header
     std::uint32_t next = 0; // offset of the next request to run (the queued copy's to change)
     std::atomic<std::uint32_t> refs{1};
-    std::uint32_t user_requests = 0; // counts_as_user_request, and their bytes
+    std::uint32_t user_requests = 0; // count_request's user requests, and their bytes
     std::uint32_t user_bytes = 0;
     std::uint32_t calls = 0; // requests that want a reply (request id not 0)
     bool counted = false;    // by the first run, before any copy is queued
@@ -262,21 +262,19 @@ struct request_batch final : task {
 
     /// The batch's receipt counted and credited (see above), once; and with two calls or more,
     /// their replies gathered into one message (transport::gather), which the last request's
-    /// end posts (replied()): the first replies would otherwise leave alone, each a message of
-    /// its own (tcp: osu_bw 1.07 / 1.09 / 1.13x at 8 B / 1 / 2 KiB, 7 paired rounds; latency
-    /// level).
+    /// end posts (run_record): the first replies would otherwise leave alone, each a message
+    /// of its own (tcp: osu_bw 1.07 / 1.09 / 1.13x at 8 B / 1 / 2 KiB, 7 paired rounds;
+    /// latency level).
     void count_once() noexcept {
         if (counted) {
             return;
         }
         counted = true;
-        if (calls >= 2) {
-            if (parcelport::transport* tp = here().tp.get()) {
-                tp->gather(source);
-            }
+        locality_state& st = here();
+        if (calls >= 2 && st.tp) {
+            st.tp->gather(source);
         }
         if (user_requests != 0) {
-            locality_state& st = here();
             count_user_received(st, user_requests);
             flow_started(st, source, user_bytes, user_requests);
         }
@@ -285,8 +283,9 @@ struct request_batch final : task {
     /// made by the first request not read where it lies (an empty message's construction,
     /// move and destruction cost ~290 instructions per batch of posts that need none), `flat`
     /// the run's count of requests read where they lie not yet counted (handle_flat_request).
+    /// After the `last` request the replies count_once gathered go.
     void run_record(std::span<std::byte const> rec, std::optional<serialization::message>& view,
-                    std::uint64_t& flat) noexcept {
+                    std::uint64_t& flat, bool last) noexcept {
         if (!handle_flat_request(source, rec, &flat)) {
             if (!view) {
                 view.emplace();
@@ -294,11 +293,8 @@ struct request_batch final : task {
             view->view(rec);
             handle_parcel(source, *view, true);
         }
-    }
-    /// After the batch's last request: its gathered replies go (count_once).
-    void replied() noexcept {
-        if (calls >= 2) {
-            if (parcelport::transport* tp = here().tp.get()) {
+        if (last && calls >= 2) {
+            if (auto const& tp = here().tp) {
                 tp->send_gathered(source);
             }
         }
@@ -334,10 +330,7 @@ struct request_batch final : task {
                     b->refs.fetch_sub(1, std::memory_order_relaxed);
                 }
             }
-            b->run_record(rec, view, flat);
-            if (last) {
-                b->replied();
-            }
+            b->run_record(rec, view, flat, last);
             if (last || (queued && !retract(b))) {
                 break; // done, or the rest runs elsewhere (it may have already)
             }
@@ -363,10 +356,7 @@ struct request_batch final : task {
                 self.on_suspend = &deferred_rest::queue;
                 self.on_suspend_arg = &rest;
             }
-            b->run_record(rec, view, flat);
-            if (last) {
-                b->replied();
-            }
+            b->run_record(rec, view, flat, last);
             // The same fiber_ctx after a suspension, whichever worker resumed it.
             self.on_suspend = nullptr;
             if (last || rest.queued) {
@@ -548,11 +538,12 @@ void deliver_run(std::uint32_t source, std::span<std::span<std::byte const> cons
             continue;
         }
         auto n = static_cast<std::uint32_t>(p.size());
-        if (counts_as_user_request(p)) {
+        request_counts const c = count_request(p);
+        if (c.user) {
             ++b->user_requests;
             b->user_bytes += n;
         }
-        b->calls += wants_reply(p) ? 1 : 0;
+        b->calls += c.call ? 1 : 0;
         std::memcpy(at, &n, sizeof n);
         std::memset(at + sizeof n, 0, request_batch::prefix - sizeof n);
         std::memcpy(at + request_batch::prefix, p.data(), p.size());

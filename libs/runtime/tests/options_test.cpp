@@ -114,6 +114,8 @@ TEST(options, bad_values_are_rejected) {
                      "--courier:coalesce=3",
                      "--courier:coalesce_records=-1",
                      "--courier:coalesce_records=many",
+                     "--courier:coalesce_in_flight=-1",
+                     "--courier:coalesce_in_flight=two",
                      "--courier:eager_threshold=10",
                      "--courier:registration_cache=-5",
                      "--courier:peer_timeout=soon",

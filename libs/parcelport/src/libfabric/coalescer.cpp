@@ -86,13 +86,10 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
 
 void coalescer::open_for(std::uint32_t dest) {
     peer_out& po = out_[dest];
-    batch_op* full = nullptr;
-    {
-        std::lock_guard g(po.m);
-        if (po.open.load(std::memory_order_relaxed) != nullptr) {
-            return;
-        }
-        batch_with_room(po, dest, 0, full); // none open: never one full (full stays null)
+    std::lock_guard g(po.m);
+    if (po.open.load(std::memory_order_relaxed) == nullptr) {
+        batch_op* full = nullptr; // none open, so none closed full: it stays null
+        batch_with_room(po, dest, 0, full);
     }
 }
 

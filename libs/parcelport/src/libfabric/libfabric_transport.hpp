@@ -136,12 +136,6 @@ public:
         return bell_partial_ ? wait_coverage::partial : wait_coverage::rare_misses;
     }
     bool can_sleep() override;
-
-private:
-    /// Whether gather/send_gathered act for `dest`: tcp (socket_core_), coalescing, a peer.
-    bool gathers(std::uint32_t dest) const noexcept;
-
-public:
     statistics stats() const override;
     std::string provider_name() const override { return endpoint_->provider(); }
 
@@ -182,6 +176,8 @@ private:
     /// A peer rings the network doorbell when it posts after this long without posting to us;
     /// this side stays awake for four times as long after anything arrived (net_bell.hpp).
     static constexpr std::chrono::microseconds net_bell_quiet{250};
+    /// Whether gather/send_gathered act for `dest`: tcp (socket_core_), coalescing, a peer.
+    bool gathers(std::uint32_t dest) const noexcept;
     bool socket_core_ = false;  ///< tcp or sockets: a send completes once the kernel has it
     bool bell_wait_ = true;     ///< idle workers wait on a bell (false: some peer cannot ring it)
     bool bell_partial_ = false; ///< some peer could not open the shm bell: it never rings

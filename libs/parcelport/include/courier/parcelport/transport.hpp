@@ -276,10 +276,9 @@ struct transport_options {
     /// open. 0: 1 over sockets (tcp), whose sends complete once the kernel has the bytes (a
     /// lone request or reply finds none in flight: 1 does not delay it; osu_bw 1.13-1.35x at
     /// 8 B - 32 KiB, its replies no longer going two of them alone for each batch of
-    /// requests), 2 elsewhere
-    /// (on shm a send completes when the peer has taken it, and a request/reply exchange
-    /// often has one in flight). The MPI parcelport: 1 (an eager MPI_Isend completes once
-    /// MPI has buffered it).
+    /// requests), 2 elsewhere (on shm a send completes when the peer has taken it, and a
+    /// request/reply exchange often has one in flight). The MPI parcelport: 1 (an eager
+    /// MPI_Isend completes once MPI has buffered it).
     std::uint32_t coalesce_in_flight = 0;
     /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
     std::size_t registration_cache_entries = 1024;
