@@ -15,6 +15,8 @@
 //               index chunk: what serialization::message::from_bytes takes), whose source and
 //               job are the batch header's. A small parcel is written compact: 80 bytes less
 //               than its eager message (an 8-byte post's record: 48 bytes instead of 128).
+//               A record may also be a whole DONE message (below) to the batch's destination,
+//               which rode with the batch rather than going alone; chunk_count counts it.
 // A split message (kind fragment): a message somewhat larger than the provider's inject size
 // goes as two, each within it (on shm a larger message takes the slower CMA protocol).
 //   header      48 bytes: kind fragment, send_id = the split message's id at its sender,

@@ -107,7 +107,8 @@ TEST_P(malformed, a_batch_in_two_parts_is_joined_and_malformed_ones_are_dropped)
     e_->got_b.clear();
     // Joined, each of these is a malformed batch: its header's size is not the message's, or
     // its first record runs past the end (both dropped whole); or its first record is a
-    // fragment or a DONE, which is dropped while the well-formed parcel behind it arrives.
+    // fragment, or a DONE (which may ride in a batch) whose length is not its ids', which is
+    // dropped while the well-formed parcel behind it arrives.
     std::vector<forged> whole;
     auto wrong_size = both;
     wire::header h;

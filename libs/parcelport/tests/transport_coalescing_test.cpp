@@ -272,6 +272,49 @@ TEST_P(transport, gathered_parcels_go_as_one_message_on_tcp_when_sent_gathered) 
     EXPECT_EQ(e.a->stats().batches_sent, 1u);
 }
 
+TEST_P(transport, a_done_rides_in_the_batch_open_to_its_sender) {
+    // b has a batch open to a (on tcp: gather, as the runtime does for a batch's replies) when
+    // it finishes reading a's rendezvous parcels: their DONEs go in that batch at the end of
+    // the pass, not as messages of their own. On shm gather opens nothing (nor would a DONE
+    // ride there: it is a few stores into the peer's ring), and the DONEs go as DONE messages.
+    // Either way each send completes once, after its parcel arrived.
+    auto& e = *eps_;
+    bool const shm = GetParam() == "shm";
+    constexpr int n = 3;
+    auto payload = [](int i) { return std::vector<char>(300000, static_cast<char>(i)); };
+    std::vector<std::vector<char>> payloads; // read from where they lie: alive until read
+    int ended = 0, errors = 0, early = 0;
+    for (int i = 0; i < n; ++i) {
+        payloads.push_back(payload(i));
+        e.a->send_coalesced(1, cs::save(i, payloads.back()), [&](std::error_code ec) {
+            ++ended;
+            errors += ec ? 1 : 0;
+            early += e.got_b.size() < static_cast<std::size_t>(ended) ? 1 : 0;
+        });
+    }
+    auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(ended == n && e.got_b.size() == static_cast<std::size_t>(n)) &&
+           std::chrono::steady_clock::now() < until) {
+        e.b->gather(0);
+        e.b->progress();
+        e.a->progress();
+    }
+    ASSERT_EQ(ended, n);
+    ASSERT_EQ(e.got_b.size(), static_cast<std::size_t>(n));
+    EXPECT_EQ(errors, 0);
+    EXPECT_EQ(early, 0) << "sends completed before their parcels arrived";
+    expect_each_once_from_a(e, n, payload);
+    auto const st = e.b->stats();
+    if (shm) {
+        EXPECT_GE(st.done_messages, 1u);
+        EXPECT_EQ(st.batches_sent, 0u);
+    } else {
+        EXPECT_EQ(st.done_messages, 0u) << "a DONE went alone while a batch to its sender was open";
+        EXPECT_GE(st.batches_sent, 1u);
+        EXPECT_EQ(st.parcels_in_batches, 0u) << "the batches carried DONEs only";
+    }
+}
+
 TEST_P(transport, rendezvous_parcels_in_a_burst_complete_after_their_reads_and_batch_on_shm) {
     // Every fifth parcel carries a 300 KB pointer chunk. The small ones around it are
     // coalesced. On shm, whose batches leave after 8 parcels with handlers, the rendezvous parcels'

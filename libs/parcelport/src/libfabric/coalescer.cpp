@@ -80,6 +80,7 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->buf.reset(batch_limit_, sizeof(wire::header));
     b->handlers.clear();
     b->records = 0;
+    b->controls = 0;
     b->counts = {};
     return b;
 }
@@ -110,6 +111,31 @@ bool coalescer::post_open(std::uint32_t dest) {
     return true;
 }
 
+bool coalescer::add_control(std::uint32_t dest, void const* p, std::size_t n) {
+    peer_out& po = out_[dest];
+    if (po.open.load(std::memory_order_acquire) == nullptr) {
+        return false;
+    }
+    std::size_t const rec = wire::record_size(n);
+    std::lock_guard g(po.m);
+    batch_op* b = po.open.load(std::memory_order_relaxed);
+    if (b == nullptr) {
+        return false;
+    }
+    std::size_t const size = b->buf.size();
+    bool const room = size + rec <= batch_limit_ &&
+                      (split_part_ == 0 || size > split_part_ || size + rec <= split_part_);
+    if (!room) {
+        return false;
+    }
+    std::byte* r = b->buf.extend(rec);
+    std::memset(r + rec - 8, 0, 8); // the padding, as try_coalesce
+    write_record_prefix(r, n);
+    std::memcpy(r + wire::record_prefix, p, n);
+    ++b->controls;
+    return true;
+}
+
 bool coalescer::flush() {
     if (!has_open()) {
         return false;
@@ -137,14 +163,14 @@ bool coalescer::flush() {
 }
 
 void coalescer::post_batch(batch_op* b) {
-    if (b->records == 0) {
+    if (b->records == 0 && b->controls == 0) {
         // Opened by open_for and nothing joined it, or for a record that could not be added
         // (out of memory): nothing to send.
         finish(b, {});
         return;
     }
     wire::header h = parts_.peers.header_of(wire::batch);
-    h.chunk_count = static_cast<std::uint32_t>(b->records);
+    h.chunk_count = static_cast<std::uint32_t>(b->records + b->controls);
     h.index_size = b->buf.size() - sizeof h;
     std::memcpy(b->buf.data(), &h, sizeof h);
     ++parts_.stats.batches_sent;

@@ -83,8 +83,9 @@ struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // of the records that have one
-    std::size_t records = 0; // parcels in it; those beyond handlers' are counted sends
-    batch_counts counts;     // of its records (under its peer's lock)
+    std::size_t records = 0;  // parcels in it; those beyond handlers' are counted sends
+    std::size_t controls = 0; // records that are no parcel: DONE messages (add_control)
+    batch_counts counts;      // of its records (under its peer's lock)
     // A batch over the inject size (shm) goes as two parts, as a split message.
     split_parts<batch_part_op> split{this};
     batch_op() : op(kind::batch) {}
@@ -244,9 +245,19 @@ public:
     /// Posts `dest`'s open batch now, if one is open (one that holds no parcel is dropped
     /// without a send); true if one was. Any thread.
     bool post_open(std::uint32_t dest);
+    /// Adds the control message [p, p + n) (a DONE: wire::done) as a record to `dest`'s open
+    /// batch, if one is open and has room for it without growing past a part (shm); true if
+    /// added. It leaves with the batch (at the latest when the pass ends: flush), instead of as
+    /// a message of its own: on tcp each message costs both sides system calls, and the replies
+    /// to a stream of rendezvous parcels wait in a batch when their DONEs go. Poller only.
+    bool add_control(std::uint32_t dest, void const* p, std::size_t n);
     /// Posts the open batches (the poller, at the end of each pass); true if any.
     bool flush();
     bool has_open() const noexcept { return open_batches_.load(std::memory_order_acquire) != 0; }
+    /// Whether a batch to `dest` is open now (a first look, without the lock).
+    bool open_to(std::uint32_t dest) const noexcept {
+        return out_[dest].open.load(std::memory_order_acquire) != nullptr;
+    }
     /// A part of the batch's send completed (or failed: `ec`); after the last (one, or two
     /// for a batch sent in two parts) its parcels complete.
     void on_completion(batch_op* b, std::error_code ec);

@@ -52,12 +52,13 @@ void eager_reader::handle_message(std::byte const* p, std::size_t len) {
     }
 }
 
-void eager_reader::handle_done(wire::header const& h, std::byte const* p, std::size_t len) {
+void eager_reader::handle_done(wire::header const& h, std::byte const* p, std::size_t len,
+                               bool in_batch) {
     std::size_t const more = h.chunk_count;
     if (more >= wire::max_done_ids || len != sizeof h + more * sizeof(std::uint64_t)) {
         static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a DONE from locality {}: {} more ids in {} bytes",
-                               h.source, more, len);
+        logging::error_limited(limit, "dropped a DONE{} from locality {}: {} more ids in {} bytes",
+                               in_batch ? " in a coalesced message" : "", h.source, more, len);
         return;
     }
     sink_.done(h.send_id);
@@ -185,7 +186,10 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
                 }
                 wire::header ih;
                 std::memcpy(&ih, r, sizeof ih);
-                if (!sink_.header_ok(ih) || ih.source != h.source || ih.kind != wire::parcel) {
+                if (sink_.header_ok(ih) && ih.source == h.source && ih.kind == wire::done) {
+                    handle_done(ih, r, rl, true); // DONEs that rode with the batch (add_control)
+                } else if (!sink_.header_ok(ih) || ih.source != h.source ||
+                           ih.kind != wire::parcel) {
                     static logging::rate_limit limit;
                     logging::error_limited(
                         limit,

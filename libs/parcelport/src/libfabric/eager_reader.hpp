@@ -71,8 +71,10 @@ public:
     std::size_t buffer_size() const noexcept { return recv_size_; }
 
 private:
-    /// A DONE, with the ids after its header (wire.hpp); a malformed one is logged, dropped.
-    void handle_done(wire::header const& h, std::byte const* p, std::size_t len);
+    /// A DONE, with the ids after its header (wire.hpp), a message or (`in_batch`) a record of
+    /// a coalesced message; a malformed one is logged, dropped.
+    void handle_done(wire::header const& h, std::byte const* p, std::size_t len,
+                     bool in_batch = false);
     /// A parcel: a message of its own (`whole_message`) or a record of a batch.
     void handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
                        bool whole_message);

@@ -511,10 +511,13 @@ void sender::send_done(std::uint32_t dest, std::uint64_t id) {
     auto& q = dones_[dest];
     if (std::find(done_dests_.begin(), done_dests_.end(), dest) == done_dests_.end()) {
         // The first DONE of the pass to `dest` leaves at once, as a lone parcel's must (its
-        // sender may be waiting for it to reuse the buffer); the pass's later ones wait.
+        // sender may be waiting for it to reuse the buffer); the pass's later ones wait. So
+        // does the first while a batch to `dest` is open, which leaves at the pass's end too.
         done_dests_.push_back(dest);
-        post_dones(dest, &id, 1);
-        return;
+        if (!dones_ride_ || !coalescer_->open_to(dest)) {
+            post_dones(dest, &id, 1);
+            return;
+        }
     }
     q.push_back(id);
 }
@@ -534,7 +537,12 @@ bool sender::flush_dones() {
         sending_.swap(dones_[dest]);
         any = any || !sending_.empty();
         for (std::size_t at = 0; at < sending_.size(); at += per_message) {
-            post_dones(dest, sending_.data() + at, std::min(per_message, sending_.size() - at));
+            std::size_t const n = std::min(per_message, sending_.size() - at);
+            done_message m;
+            std::size_t const bytes = write_dones(m, sending_.data() + at, n);
+            if (!dones_ride_ || !coalescer_->add_control(dest, &m, bytes)) {
+                post_done_message(dest, m, bytes);
+            }
         }
         sending_.clear();
     }
@@ -542,16 +550,21 @@ bool sender::flush_dones() {
     return any;
 }
 
-void sender::post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n) {
-    struct done_message {
-        wire::header h;
-        std::array<std::uint64_t, wire::max_done_ids - 1> more;
-    } m;
+std::size_t sender::write_dones(done_message& m, std::uint64_t const* ids, std::size_t n) const {
     m.h = parts_.peers.header_of(wire::done);
     m.h.send_id = ids[0];
     m.h.chunk_count = static_cast<std::uint32_t>(n - 1);
     std::copy(ids + 1, ids + n, m.more.begin());
-    std::size_t const bytes = sizeof m.h + (n - 1) * sizeof(std::uint64_t);
+    return sizeof m.h + (n - 1) * sizeof(std::uint64_t);
+}
+
+void sender::post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n) {
+    done_message m;
+    std::size_t const bytes = write_dones(m, ids, n);
+    post_done_message(dest, m, bytes);
+}
+
+void sender::post_done_message(std::uint32_t dest, done_message const& m, std::size_t bytes) {
     ++parts_.stats.done_messages;
     if (parts_.send_by_ring(dest, &m, bytes, nullptr)) {
         return;

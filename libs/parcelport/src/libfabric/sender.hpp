@@ -69,7 +69,11 @@ public:
     sender(transport_parts const& parts, memory& mem, std::size_t recv_size, std::size_t split_part,
            std::size_t split_max);
     ~sender();
-    void set_coalescer(coalescer* c) noexcept { coalescer_ = c; }
+    /// `dones_ride`: a DONE to a destination with an open batch rides in it (send_done).
+    void set_coalescer(coalescer* c, bool dones_ride = false) noexcept {
+        coalescer_ = c;
+        dones_ride_ = dones_ride && c != nullptr;
+    }
     /// shm: chunks of up to the outbox's largest are staged in `b` (null: none); those of a
     /// parcel to an idle destination (the coalescer would not hold a parcel for it) only if
     /// `stage_idle`, else they are read from the parcel's own memory.
@@ -114,9 +118,13 @@ public:
     void complete(send_state* s, std::error_code ec);
     /// Tells `dest` that its rendezvous send `id` was read (poller only): the pass's first
     /// DONE to `dest` at once, later ones queued until flush_dones(), which the poller calls at
-    /// the end of its pass, so that they go as one message (wire.hpp), not one each.
+    /// the end of its pass, so that they go as one message (wire.hpp), not one each. Where
+    /// DONEs ride (set_coalescer), the first waits too while a batch to `dest` is open: the
+    /// pass's end then adds the DONEs to that batch (coalescer::add_control), which leaves
+    /// right after, rather than as a message of their own.
     void send_done(std::uint32_t dest, std::uint64_t id);
-    /// Sends the queued DONEs (poller, end of pass); true if any.
+    /// Sends the queued DONEs (poller, end of pass), where DONEs ride in `dest`'s open batch
+    /// if one is open; true if any.
     bool flush_dones();
     /// Sizes the DONE queues for `n` localities (set_peers).
     void set_peers(std::size_t n);
@@ -131,8 +139,18 @@ public:
 
 private:
     void post_split(send_state* s);
+    /// A DONE message (wire.hpp): its header and up to max_done_ids - 1 more ids.
+    struct done_message {
+        wire::header h;
+        std::array<std::uint64_t, wire::max_done_ids - 1> more;
+    };
+    /// Writes the DONE message of ids[0, n) (1 <= n <= wire::max_done_ids) into `m`; returns
+    /// its bytes.
+    std::size_t write_dones(done_message& m, std::uint64_t const* ids, std::size_t n) const;
     /// Posts one DONE message to `dest` of ids[0, n) (n <= wire::max_done_ids).
     void post_dones(std::uint32_t dest, std::uint64_t const* ids, std::size_t n);
+    /// Posts the DONE message `m` of `bytes` to `dest`.
+    void post_done_message(std::uint32_t dest, done_message const& m, std::size_t bytes);
     /// Throws std::out_of_range for a destination this sender does not serve.
     void require_peer(std::uint32_t dest) const;
     /// require_peer(dest); then true if `m` went into a batch (coalesce, see try_coalesce;
@@ -170,6 +188,7 @@ private:
     transport_parts parts_;
     memory& memory_;
     coalescer* coalescer_ = nullptr;
+    bool dones_ride_ = false;
     outbox* outbox_ = nullptr;
     bool stage_idle_ = true;
     mutable send_table sends_; // lock-free
