@@ -81,6 +81,7 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->handlers.clear();
     b->records = 0;
     b->controls = 0;
+    b->announcements = 0;
     b->counts = {};
     return b;
 }

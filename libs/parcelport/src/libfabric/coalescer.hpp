@@ -83,9 +83,10 @@ struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // of the records that have one
-    std::size_t records = 0;  // parcels in it; those beyond handlers' are counted sends
-    std::size_t controls = 0; // records that are no parcel: DONE messages (add_control)
-    batch_counts counts;      // of its records (under its peer's lock)
+    std::size_t records = 0;       // parcels in it; those beyond handlers' are counted sends
+    std::size_t controls = 0;      // records that are no parcel: DONE messages (add_control)
+    std::size_t announcements = 0; // records that announce a rendezvous parcel
+    batch_counts counts;           // of its records (under its peer's lock)
     // A batch over the inject size (shm) goes as two parts, as a split message.
     split_parts<batch_part_op> split{this};
     batch_op() : op(kind::batch) {}
@@ -112,6 +113,10 @@ struct leave_rule {
     /// `records` counts): a rendezvous announcement's reads start when its batch arrives, and
     /// a send with a handler is waited for, where a counted post is not.
     std::size_t handled = 0;
+    /// Where batches do not leave by count (tcp), rendezvous announcements still join them if
+    /// this is not 0, and a batch leaves once it holds this many: each parcel's message costs
+    /// both sides system calls, and its reads start only when its batch arrives.
+    std::size_t announced = 0;
 };
 
 /// Thread safety: try_coalesce/posted/completed/open_for/post_open from any thread; flush and
@@ -153,6 +158,9 @@ public:
     bool leaves_by_count() const noexcept {
         return leave_.bytes == 0 && leave_.records < batch_limit_;
     }
+    /// Whether a rendezvous parcel's announcement may join a batch (try_coalesce with
+    /// `announcement`): where batches leave by count, or leave at a count of announcements.
+    bool takes_announcements() const noexcept { return leaves_by_count() || leave_.announced != 0; }
     /// A first look, without the lock: would a parcel to `dest` be held now (a message to it
     /// in flight or a batch open)? try_coalesce decides under the lock.
     bool would_hold(std::uint32_t dest) const noexcept {
@@ -172,11 +180,12 @@ public:
     /// yields or ends), and its receiver's reads with it. Its send completes at its DONE, after
     /// the batch's handler ran. `counts`: what the record adds to the statistics once its batch
     /// is posted. `record_flags`: the record's (wire::record_compact: `write` writes the
-    /// parcel's stream alone, `eager_bytes` of it).
+    /// parcel's stream alone, `eager_bytes` of it). `announcement`: the record announces a
+    /// rendezvous parcel (leave_rule::announced).
     template <class Write>
     bool try_coalesce(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
                       transport::sent_handler* on_sent, batch_counts const& counts = {},
-                      std::uint32_t record_flags = 0) {
+                      std::uint32_t record_flags = 0, bool announcement = false) {
         if (!would_hold(dest)) {
             return false; // it leaves at once (the request/reply case: no lock taken)
         }
@@ -219,8 +228,10 @@ public:
         }
         ++b->records;
         b->counts += counts;
+        b->announcements += announcement ? 1 : 0;
         if (((b->records >= leave_.records && b->buf.size() >= leave_.bytes) ||
-             (leave_.handled != 0 && b->handlers.size() >= leave_.handled)) &&
+             (leave_.handled != 0 && b->handlers.size() >= leave_.handled) ||
+             (leave_.announced != 0 && b->announcements >= leave_.announced)) &&
             full == nullptr) {
             // Enough to amortize the message: it leaves now, so that the receiver works on it
             // while this thread goes on adding to the next one (a sender's long loop of posts

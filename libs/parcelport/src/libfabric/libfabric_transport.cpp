@@ -200,7 +200,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         // 8 announcements: osu_bw at 64 KiB was 0.90x with 16 (7 rounds), level with 8.
         leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
                                  : ep.shm()                  ? leave_rule{16, 0, 8}
-                                            : leave_rule{16, std::size_t{16} << 10};
+                                            : leave_rule{16, std::size_t{16} << 10, 0, 4};
         // A send over sockets completes once the kernel has its bytes: there a parcel is held
         // behind one message in flight (coalesce_in_flight), elsewhere behind two.
         socket_core_ = ep.core() == "tcp" || ep.core() == "sockets";

@@ -259,7 +259,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     // provider one send and one completion per batch (shm, Intel Xeon: posts of 8-32 KiB
     // 1.07-1.09x, osu_bw 8-16 KiB 1.14-1.15x, bibw 64-256 KiB 1.09-1.11x).
     bool const announce_in_batch = coalesce && s->needs_done && !s->index_apart &&
-                                   eager_mr == nullptr && coalescer_->leaves_by_count() &&
+                                   eager_mr == nullptr && coalescer_->takes_announcements() &&
                                    coalescer_->small_enough(s->eager.size()) &&
                                    coalescer_->would_hold(dest);
     sends_.publish(std::exchange(guard.slot, nullptr));
@@ -279,7 +279,8 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         };
         try {
             if (coalescer_->try_coalesce(
-                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, &announced)) {
+                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, &announced, {}, 0,
+                    true)) {
                 return true;
             }
         } catch (...) {
