@@ -174,7 +174,7 @@ public:
     /// stream), and `on_sent` is kept to run when the batch's send
     /// completes (null: the send is counted, set_counted_handler). False: the caller posts it
     /// itself (`on_sent` is then untouched). A rendezvous
-    /// parcel's announcement comes here too where batches leave by count (sender::send): in a
+    /// parcel's announcement comes here too where it may (takes_announcements; sender::send): in a
     /// stream it waits for a few more parcels; the last of a burst waits, as a small parcel
     /// does, for the end of the pass (with one worker per locality: until the sending task
     /// yields or ends), and its receiver's reads with it. Its send completes at its DONE, after

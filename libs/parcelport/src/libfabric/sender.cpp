@@ -254,7 +254,10 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
     }
     // A rendezvous parcel's announcement may join a batch like an eager-only parcel where
-    // batches leave by count (coalescer::try_coalesce): the receiver takes its record from the
+    // batches leave by count or at a count of announcements (coalescer::takes_announcements,
+    // try_coalesce; on tcp at 4 of them: osu_bw 1.04-1.25x at 128 KiB - 1 MiB on an AMD EPYC
+    // guest, each announcement having been a message with rxm's system calls on both sides,
+    // benchmarks/RESULTS.md, "Rendezvous on tcp"): the receiver takes its record from the
     // batch as it would the message (eager_reader), and a stream of such parcels costs the
     // provider one send and one completion per batch (shm, Intel Xeon: posts of 8-32 KiB
     // 1.07-1.09x, osu_bw 8-16 KiB 1.14-1.15x, bibw 64-256 KiB 1.09-1.11x).
