@@ -15,12 +15,12 @@ namespace courier::parcelport {
 /// Calls record(bytes, size, number, compact) for each record of the coalesced message
 /// [p, p + len) whose header `h` (from locality h.source) was checked by the caller: `compact`,
 /// the record is a parcel's stream alone (wire::record_compact; its first bytes are the
-/// stream's, which the callee checks as any received stream), else an eager message whose own
-/// header is the callee's to check. One rate-limited line for each problem: a message whose
-/// size is not its header's is dropped whole; a record that runs past the end, is empty, is
-/// shorter than a header (an eager message) or has unknown record flags ends it (the records
-/// before it are delivered); a record count other than the header's chunk_count, or bytes after
-/// the last record, are reported.
+/// stream's, which the callee checks as any received stream), else a whole message (a parcel's
+/// eager message, or on libfabric over tcp a DONE) whose own header is the callee's to check. One
+/// rate-limited line for each problem: a message whose size is not its header's is dropped whole; a
+/// record that runs past the end, is empty, is shorter than a header (an eager message) or has
+/// unknown record flags ends it (the records before it are delivered); a record count other than
+/// the header's chunk_count, or bytes after the last record, are reported.
 template <class Record>
 void for_each_record(wire::header const& h, std::byte const* p, std::size_t len, Record&& record) {
     if (h.index_size != len - sizeof h) {
@@ -64,7 +64,7 @@ void for_each_record(wire::header const& h, std::byte const* p, std::size_t len,
     if (n != h.chunk_count || at != len) {
         static logging::rate_limit limit;
         logging::error_limited(limit,
-                               "a coalesced message from locality {} announced {} parcels and "
+                               "a coalesced message from locality {} announced {} records and "
                                "held {}",
                                h.source, h.chunk_count, n);
     }

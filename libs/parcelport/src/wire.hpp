@@ -7,8 +7,8 @@
 //               with flag descriptors_remote, one descriptor of the table holding them
 //   index data  index_size bytes, if inline
 // A coalesced message (kind batch) carries several parcels to one destination:
-//   header      48 bytes: kind batch, chunk_count = number of parcels, index_size = the bytes
-//               after the header, send_id 0
+//   header      48 bytes: kind batch, chunk_count = number of records (parcels, and DONEs
+//               below), index_size = the bytes after the header, send_id 0
 //   records     chunk_count x {u32 length, u32 record flags, length bytes, zero padding to a
 //               multiple of 8}: the bytes are one parcel's eager message (as above, with its own
 //               header), or with record flag record_compact one parcel's stream alone (a single

@@ -43,6 +43,41 @@ TEST_P(malformed, a_well_formed_forged_batch_delivers_each_parcel) {
     }
 }
 
+TEST_P(malformed, done_records_in_a_batch_complete_nothing_unknown_and_bad_ones_are_dropped) {
+    // Over tcp a DONE may ride in a batch as a record (coalescer::add_control). A well-formed
+    // one of ids no send has completes nothing and logs nothing; one whose ids do not add up,
+    // or that names another source, is dropped with a line; the parcels around them arrive.
+    auto done_record = [](std::uint32_t more, std::size_t ids, std::uint32_t source) {
+        auto h = parcel_header(more, 0, 0);
+        h.kind = wire::done;
+        h.source = source;
+        forged f;
+        f.add(&h, sizeof h);
+        for (std::size_t i = 0; i < ids; ++i) {
+            std::uint64_t id = 2000 + i;
+            f.add(&id, sizeof id);
+        }
+        return f;
+    };
+    testing::internal::CaptureStderr();
+    e_->raw(batch({done_record(2, 2, 0), real_parcel(), done_record(3, 1, 0), done_record(0, 0, 7),
+                   real_parcel()})
+                .bytes);
+    bool const arrived = e_->pump([&] { return e_->got_b.size() == 2; });
+    e_->settle(std::chrono::milliseconds(200));
+    std::string const err = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(arrived) << err;
+    EXPECT_EQ(e_->got_b.size(), 2u);
+    for (auto& m : e_->got_b) {
+        EXPECT_EQ(load_fields(m).i, 12345);
+    }
+    EXPECT_EQ(occurrences(err, "dropped a DONE in a coalesced message"), 1u) << err;
+    EXPECT_EQ(occurrences(err, "bad header"), 1u) << err;
+    EXPECT_EQ(occurrences(err, "courier ["), 2u) << err;
+    e_->got_b.clear();
+    e_->still_works();
+}
+
 /// A parcel's stream alone: a compact record's bytes (wire::record_compact).
 forged compact_parcel(int i) {
     cs::message m = cs::save(std::string("compact"), i, std::vector<int>{4, 5});

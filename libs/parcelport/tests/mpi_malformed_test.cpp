@@ -153,7 +153,7 @@ std::vector<forgery> forged_messages() {
     h = header(wire::parcel, 1, 8);
     h.magic = 0;
     add(batch_of({parcel(h, {desc(ix, 8)})}, 2, false),
-        {"bad magic, version or kind", "announced 2 parcels and held 1"});
+        {"bad magic, version or kind", "announced 2 records and held 1"});
     // A compact record (a stream alone), which only the libfabric sender writes.
     add(batch_of({std::vector<std::byte>(16, std::byte{1})}, 1, false, wire::record_compact),
         {"a compact record"});

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSL-1.0
 // Coalescing (transport::send_coalesced): small eager-only parcels to one destination that is
-// busy, and on shm the announcements of rendezvous parcels, wait in a batch (wire::batch),
-// which the next progress pass posts as one message (or at once, once it holds enough).
+// busy, and on shm and tcp the announcements of rendezvous parcels, wait in a batch
+// (wire::batch), which the next progress pass posts as one message (or at once, once it holds
+// enough); on tcp the DONEs to that destination ride in it (add_control).
 #pragma once
 
 #include "../eager_writer.hpp"
@@ -253,8 +254,8 @@ public:
     /// whatever is in flight (would_hold), until post_open() or the end of a progress pass
     /// (flush) posts it: transport::gather. Any thread. Throws std::bad_alloc (nothing opened).
     void open_for(std::uint32_t dest);
-    /// Posts `dest`'s open batch now, if one is open (one that holds no parcel is dropped
-    /// without a send); true if one was. Any thread.
+    /// Posts `dest`'s open batch now, if one is open (one that holds no record, parcel or
+    /// DONE, is dropped without a send); true if one was. Any thread.
     bool post_open(std::uint32_t dest);
     /// Adds the control message [p, p + n) (a DONE: wire::done) as a record to `dest`'s open
     /// batch, if one is open and has room for it without growing past a part (shm); true if
@@ -294,6 +295,10 @@ private:
             // Counted before it stops counting as open: in_flight() never drops to 0 between.
             parcels_in_flight_.fetch_add(b->records, std::memory_order_acq_rel);
             open_batches_.fetch_sub(1, std::memory_order_acq_rel);
+            // A batch of DONEs alone counts as any batch, unlike a DONE message: the reply that
+            // follows may then wait in a batch that the next pass's DONEs join. Counting only
+            // batches with parcels made no clear difference (osu_bw at 128 and 256 KiB on tcp:
+            // 6,881 DONE messages against 6,247 for 13,064 parcels, one run each).
             po.in_flight.fetch_add(1, std::memory_order_acq_rel);
         }
         return b;

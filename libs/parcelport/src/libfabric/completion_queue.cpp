@@ -225,8 +225,9 @@ bool libfabric_transport::pass(bool read_queue) {
             any = found || any;
         }
     } catch (...) {
-        // A failed pass (fi_cq_read's error, a handler's) still sends the DONEs it queued.
-        sender_->flush_dones();
+        // A failed pass (fi_cq_read's error, a handler's) still sends the DONEs it queued, as
+        // messages: no flush of the batches follows.
+        sender_->flush_dones(false);
         throw;
     }
     if ((++progress_calls_ & 255) == 0) {

@@ -177,6 +177,7 @@ void eager_reader::flush_batch(std::uint32_t source) {
 
 void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::size_t len) {
     batch_.clear();
+    dones_.clear();
     try {
         for_each_record(
             h, p, len, [&](std::byte const* r, std::size_t rl, std::uint32_t n, bool compact) {
@@ -187,7 +188,7 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
                 wire::header ih;
                 std::memcpy(&ih, r, sizeof ih);
                 if (sink_.header_ok(ih) && ih.source == h.source && ih.kind == wire::done) {
-                    handle_done(ih, r, rl, true); // DONEs that rode with the batch (add_control)
+                    dones_.push_back({r, rl}); // DONEs that rode with the batch (add_control)
                 } else if (!sink_.header_ok(ih) || ih.source != h.source ||
                            ih.kind != wire::parcel) {
                     static logging::rate_limit limit;
@@ -209,6 +210,14 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
         logging::error_limited(limit, "dropped parcels of a coalesced message from locality {}: {}",
                                h.source, e.what());
     }
+    // After the parcels, outside the catch: a DONE's handlers (the sends it completes) throw
+    // as they would for a DONE message, and drop no parcel.
+    for (auto d : dones_) {
+        wire::header dh;
+        std::memcpy(&dh, d.data(), sizeof dh);
+        handle_done(dh, d.data(), d.size(), true);
+    }
+    dones_.clear();
 }
 
 } // namespace courier::parcelport::fabric

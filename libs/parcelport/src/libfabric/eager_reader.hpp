@@ -90,6 +90,7 @@ private:
     message_sink& sink_;
     std::size_t recv_size_;
     std::vector<std::span<std::byte const>> batch_; // a coalesced message's small parcels
+    std::vector<std::span<std::byte const>> dones_; // its DONE records, run after its parcels
     fragment_joiner joiner_;
 };
 

@@ -192,18 +192,22 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
         sender_->set_outbox(outbox_.get(), opts_.shm_outbox_idle < 0 ? fabric::amd_processor()
                                                                      : opts_.shm_outbox_idle != 0);
+        // A send over sockets completes once the kernel has its bytes: there a parcel is held
+        // behind one message in flight (coalesce_in_flight), elsewhere behind two.
+        socket_core_ = ep.core() == "tcp" || ep.core() == "sockets";
         // A batch leaves at coalesce_records parcels if given, else on shm at 16, or at 8 of
         // them with a handler (rendezvous announcements, sends waited for), elsewhere at 16
         // parcels holding 16 KiB (tcp: a message is a system call; 16 tiny parcels do not pay
         // for it, and a window of 64 posts of 1 KiB as one ~100 KiB batch idled the receiver).
         // On shm, 16 counted posts against 8: 8 B posts 1.08x, 64 B 1.02x (11 paired rounds);
-        // 8 announcements: osu_bw at 64 KiB was 0.90x with 16 (7 rounds), level with 8.
+        // 8 announcements: osu_bw at 64 KiB was 0.90x with 16 (7 rounds), level with 8. Over
+        // sockets rendezvous announcements join batches too, which leave at 4 of them (osu_bw
+        // 1.04-1.25x at 128 KiB - 1 MiB, 7 paired rounds; 2 level with 4); other providers
+        // (verbs, efa) are not measured and send each announcement alone.
         leave_rule const leave = opts_.coalesce_records != 0 ? leave_rule{opts_.coalesce_records, 0}
                                  : ep.shm()                  ? leave_rule{16, 0, 8}
-                                            : leave_rule{16, std::size_t{16} << 10, 0, 4};
-        // A send over sockets completes once the kernel has its bytes: there a parcel is held
-        // behind one message in flight (coalesce_in_flight), elsewhere behind two.
-        socket_core_ = ep.core() == "tcp" || ep.core() == "sockets";
+                                 : socket_core_ ? leave_rule{16, std::size_t{16} << 10, 0, 4}
+                                                : leave_rule{16, std::size_t{16} << 10};
         std::uint32_t const hold = opts_.coalesce_in_flight != 0 ? opts_.coalesce_in_flight
                                    : socket_core_                ? 1
                                                                  : coalesce_in_flight;

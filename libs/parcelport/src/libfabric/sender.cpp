@@ -526,7 +526,7 @@ void sender::send_done(std::uint32_t dest, std::uint64_t id) {
     q.push_back(id);
 }
 
-bool sender::flush_dones() {
+bool sender::flush_dones(bool ride) {
     if (done_dests_.empty()) {
         return false;
     }
@@ -537,14 +537,17 @@ bool sender::flush_dones() {
     bool any = false;
     for (std::uint32_t dest : done_dests_) {
         // Taken out of the queue before posting, so that a post that throws (the endpoint
-        // failing) leaves no id to be sent twice; the two vectors keep their capacity.
+        // failing) leaves no id to be sent twice; the two vectors keep their capacity. What
+        // such a post left in sending_ goes now: swapped into this queue, those ids would go
+        // to this destination, where one may name a live send.
+        sending_.clear();
         sending_.swap(dones_[dest]);
         any = any || !sending_.empty();
         for (std::size_t at = 0; at < sending_.size(); at += per_message) {
             std::size_t const n = std::min(per_message, sending_.size() - at);
             done_message m;
             std::size_t const bytes = write_dones(m, sending_.data() + at, n);
-            if (!dones_ride_ || !coalescer_->add_control(dest, &m, bytes)) {
+            if (!ride || !dones_ride_ || !coalescer_->add_control(dest, &m, bytes)) {
                 post_done_message(dest, m, bytes);
             }
         }

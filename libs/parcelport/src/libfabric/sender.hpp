@@ -123,9 +123,10 @@ public:
     /// pass's end then adds the DONEs to that batch (coalescer::add_control), which leaves
     /// right after, rather than as a message of their own.
     void send_done(std::uint32_t dest, std::uint64_t id);
-    /// Sends the queued DONEs (poller, end of pass), where DONEs ride in `dest`'s open batch
-    /// if one is open; true if any.
-    bool flush_dones();
+    /// Sends the queued DONEs (poller, end of pass), where DONEs ride (and `ride`) in `dest`'s
+    /// open batch if one is open; true if any. A failed pass passes `ride` false: no flush of
+    /// the batches follows it.
+    bool flush_dones(bool ride = true);
     /// Sizes the DONE queues for `n` localities (set_peers).
     void set_peers(std::size_t n);
     /// Sends not yet completed (coalesced parcels included; a rendezvous parcel announced in

@@ -76,7 +76,8 @@ struct statistics {
     /// of its own blocks are in rma::get_pool_statistics()).
     std::uint64_t registrations = 0;
     std::uint64_t eagain_retries = 0; ///< operations the provider deferred (back-pressure)
-    /// Coalesced messages sent (send_coalesced), and the parcels they carried.
+    /// Coalesced messages sent (send_coalesced; on tcp also those that carried DONEs alone),
+    /// and the parcels they carried.
     std::uint64_t batches_sent = 0;
     std::uint64_t parcels_in_batches = 0;
     /// Index bytes copied into eager messages (pointer-chunk payload never is).
@@ -111,7 +112,8 @@ struct statistics {
     /// shm: RMA reads (of rma_reads) this side made itself with process_vm_readv rather than by
     /// fi_read (transport_options::shm_direct_read).
     std::uint64_t direct_reads = 0;
-    /// DONE messages this side sent (a DONE message answers one or more rendezvous parcels).
+    /// DONE messages this side sent (a DONE message answers one or more rendezvous parcels);
+    /// not the DONEs that rode in a coalesced message (tcp).
     std::uint64_t done_messages = 0;
     /// Progress passes that read the provider's completion queue (on tcp each runs the
     /// provider's progress: an epoll_wait); fewer than the passes while a paced rail is quiet
