@@ -47,20 +47,8 @@ TEST_P(malformed, done_records_in_a_batch_complete_nothing_unknown_and_bad_ones_
     // Over tcp a DONE may ride in a batch as a record (coalescer::add_control). A well-formed
     // one of ids no send has completes nothing and logs nothing; one whose ids do not add up,
     // or that names another source, is dropped with a line; the parcels around them arrive.
-    auto done_record = [](std::uint32_t more, std::size_t ids, std::uint32_t source) {
-        auto h = parcel_header(more, 0, 0);
-        h.kind = wire::done;
-        h.source = source;
-        forged f;
-        f.add(&h, sizeof h);
-        for (std::size_t i = 0; i < ids; ++i) {
-            std::uint64_t id = 2000 + i;
-            f.add(&id, sizeof id);
-        }
-        return f;
-    };
     testing::internal::CaptureStderr();
-    e_->raw(batch({done_record(2, 2, 0), real_parcel(), done_record(3, 1, 0), done_record(0, 0, 7),
+    e_->raw(batch({done_with(2, 2, 0), real_parcel(), done_with(3, 1, 0), done_with(0, 0, 7),
                    real_parcel()})
                 .bytes);
     bool const arrived = e_->pump([&] { return e_->got_b.size() == 2; });

@@ -218,6 +218,21 @@ inline forged real_parcel() {
     return eager_of(cs::save(std::string("payload"), 12345, std::vector<int>{1, 2, 3}));
 }
 
+/// A DONE message from locality `source` whose header names `more` more ids, followed by `ids`
+/// ids (1000, 1001, ...): well-formed when more + 1 == ids.
+inline forged done_with(std::uint32_t more, std::size_t ids, std::uint32_t source = 0) {
+    auto h = parcel_header(more, 0, 0);
+    h.kind = wire::done;
+    h.source = source;
+    forged f;
+    f.add(&h, sizeof h);
+    for (std::size_t i = 0; i < ids; ++i) {
+        std::uint64_t id = 1000 + i;
+        f.add(&id, sizeof id);
+    }
+    return f;
+}
+
 /// A coalesced message (wire::batch) of `records`, each given its length prefix (with record
 /// flags `flags`) and padding; `extra` bytes are appended after the records (and counted in the
 /// header).

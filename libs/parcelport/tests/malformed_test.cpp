@@ -75,17 +75,6 @@ TEST_P(malformed, dones_whose_ids_do_not_add_up_are_dropped) {
     // than those ids, or more ids than a DONE may carry: dropped, one log line each. A
     // well-formed DONE of ids no send has completes nothing. Either way the receiver's own
     // DONEs still reach the sender (still_works' large parcel completes only by its DONE).
-    auto done_with = [](std::uint32_t more, std::size_t ids) {
-        auto h = parcel_header(more, 0, 0);
-        h.kind = wire::done;
-        forged f;
-        f.add(&h, sizeof h);
-        for (std::size_t i = 0; i < ids; ++i) {
-            std::uint64_t id = 1000 + i;
-            f.add(&id, sizeof id);
-        }
-        return f;
-    };
     auto const max_more = static_cast<std::uint32_t>(wire::max_done_ids - 1);
     testing::internal::CaptureStderr();
     e_->raw(done_with(max_more, max_more).bytes); // well-formed, of unknown ids

@@ -272,6 +272,30 @@ TEST_P(transport, gathered_parcels_go_as_one_message_on_tcp_when_sent_gathered) 
     EXPECT_EQ(e.a->stats().batches_sent, 1u);
 }
 
+/// `n` parcels from a to b sent back to back with send_coalesced, parcel i carrying i and a
+/// 300,000-char pointer chunk (a rendezvous), kept alive in `payloads` until read. Counts each
+/// send's end, its errors, and the ends that came before b had as many parcels (before their
+/// reads: `early`); `held` counts the sends send_coalesced held back.
+struct rendezvous_burst {
+    static std::vector<char> payload(int i) {
+        return std::vector<char>(300000, static_cast<char>(i));
+    }
+    std::vector<std::vector<char>> payloads;
+    int ended = 0, errors = 0, early = 0, held = 0;
+    rendezvous_burst(pair_of_endpoints& e, int n) {
+        payloads.reserve(static_cast<std::size_t>(n)); // no move while b reads them
+        for (int i = 0; i < n; ++i) {
+            payloads.push_back(payload(i));
+            held +=
+                e.a->send_coalesced(1, cs::save(i, payloads.back()), [&, this](std::error_code ec) {
+                    ++ended;
+                    errors += ec ? 1 : 0;
+                    early += e.got_b.size() < static_cast<std::size_t>(ended) ? 1 : 0;
+                });
+        }
+    }
+};
+
 TEST_P(transport, a_done_rides_in_the_batch_open_to_its_sender) {
     // b has a batch open to a (on tcp: gather, as the runtime does for a batch's replies) when
     // it finishes reading a's rendezvous parcels: their DONEs go in that batch at the end of
@@ -281,17 +305,8 @@ TEST_P(transport, a_done_rides_in_the_batch_open_to_its_sender) {
     auto& e = *eps_;
     bool const shm = GetParam() == "shm";
     constexpr int n = 3;
-    auto payload = [](int i) { return std::vector<char>(300000, static_cast<char>(i)); };
-    std::vector<std::vector<char>> payloads; // read from where they lie: alive until read
-    int ended = 0, errors = 0, early = 0;
-    for (int i = 0; i < n; ++i) {
-        payloads.push_back(payload(i));
-        e.a->send_coalesced(1, cs::save(i, payloads.back()), [&](std::error_code ec) {
-            ++ended;
-            errors += ec ? 1 : 0;
-            early += e.got_b.size() < static_cast<std::size_t>(ended) ? 1 : 0;
-        });
-    }
+    rendezvous_burst burst(e, n);
+    auto const& [payloads, ended, errors, early, held] = burst;
     // b answers with a small parcel per pass, which joins the gathered batch: on tcp the
     // batches then carry parcels and DONEs together.
     int answers = 0, answered = 0;
@@ -316,7 +331,7 @@ TEST_P(transport, a_done_rides_in_the_batch_open_to_its_sender) {
     ASSERT_EQ(e.got_b.size(), static_cast<std::size_t>(n));
     EXPECT_EQ(errors, 0);
     EXPECT_EQ(early, 0) << "sends completed before their parcels arrived";
-    expect_each_once_from_a(e, n, payload);
+    expect_each_once_from_a(e, n, rendezvous_burst::payload);
     auto const st = e.b->stats();
     if (shm) {
         EXPECT_GE(st.done_messages, 1u);
@@ -352,17 +367,8 @@ TEST_P(transport, on_tcp_rendezvous_announcements_to_a_busy_destination_leave_in
     auto& e = *eps_;
     bool const shm = GetParam() == "shm";
     constexpr int n = 9;
-    auto payload = [](int i) { return std::vector<char>(300000, static_cast<char>(i)); };
-    std::vector<std::vector<char>> payloads; // read from where they lie: alive until read
-    int ended = 0, errors = 0, early = 0, held = 0;
-    for (int i = 0; i < n; ++i) {
-        payloads.push_back(payload(i));
-        held += e.a->send_coalesced(1, cs::save(i, payloads.back()), [&](std::error_code ec) {
-            ++ended;
-            errors += ec ? 1 : 0;
-            early += e.got_b.size() < static_cast<std::size_t>(ended) ? 1 : 0;
-        });
-    }
+    rendezvous_burst burst(e, n);
+    auto const& [payloads, ended, errors, early, held] = burst;
     EXPECT_EQ(held, shm ? 7 : 8);
     EXPECT_EQ(e.a->stats().batches_sent, shm ? 0u : 2u) << "before any progress pass";
     ASSERT_TRUE(
@@ -370,7 +376,7 @@ TEST_P(transport, on_tcp_rendezvous_announcements_to_a_busy_destination_leave_in
     EXPECT_EQ(errors, 0);
     EXPECT_EQ(early, 0) << "sends completed before their parcels arrived";
     EXPECT_EQ(e.a->stats().rendezvous_sends, std::uint64_t{n});
-    expect_each_once_from_a(e, n, payload);
+    expect_each_once_from_a(e, n, rendezvous_burst::payload);
 }
 
 TEST_P(transport, a_lone_parcel_is_not_held_back) {

@@ -187,10 +187,10 @@ void eager_reader::handle_batch(wire::header const& h, std::byte const* p, std::
                 }
                 wire::header ih;
                 std::memcpy(&ih, r, sizeof ih);
-                if (sink_.header_ok(ih) && ih.source == h.source && ih.kind == wire::done) {
+                bool const ours = sink_.header_ok(ih) && ih.source == h.source;
+                if (ours && ih.kind == wire::done) {
                     dones_.push_back({r, rl}); // DONEs that rode with the batch (add_control)
-                } else if (!sink_.header_ok(ih) || ih.source != h.source ||
-                           ih.kind != wire::parcel) {
+                } else if (!ours || ih.kind != wire::parcel) {
                     static logging::rate_limit limit;
                     logging::error_limited(
                         limit,
