@@ -38,6 +38,19 @@ void check(char const* what, long rc) {
     }
 }
 
+/// Whether fi_getinfo offers `provider` for FI_EP_RDM with FI_MSG and FI_RMA.
+bool offered(char const* provider) {
+    fi_info* hints = fi_allocinfo();
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG | FI_RMA;
+    hints->fabric_attr->prov_name = strdup(provider);
+    fi_info* info = nullptr;
+    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    fi_freeinfo(info);
+    return rc == 0;
+}
+
 struct endpoint {
     fi_info* info = nullptr;
     fid_fabric* fabric = nullptr;
@@ -97,7 +110,7 @@ struct endpoint {
         hints->domain_attr->mr_mode =
             FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
         hints->fabric_attr->prov_name = strdup(provider.c_str());
-        if (provider.rfind("tcp", 0) == 0) {
+        if (provider.rfind("tcp", 0) == 0 || provider == "net") {
             hints->domain_attr->name = strdup("lo");
         }
         int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
@@ -307,7 +320,10 @@ int main(int argc, char** argv) {
         }
     }
     if (provider == "tcp") {
-        provider = "tcp;ofi_rxm";
+        // As Courier opens "tcp" with one worker per locality (parcelport::tcp_provider):
+        // libfabric's net provider, with FI_EP_RDM of its own, where offered, else tcp under
+        // ofi_rxm.
+        provider = offered("net") ? "net" : "tcp;ofi_rxm";
     }
     return osu::run_pair([&](int rank, int sock) {
         run(rank, sock, provider, plan, distinct);

@@ -116,7 +116,7 @@ int run(int rank, int sock, std::string const& provider, osu::plan const& plan) 
 int main(int argc, char** argv) {
     std::vector<std::string> rest;
     osu::plan plan = osu::parse(argc, argv, &rest);
-    std::string provider = "tcp;ofi_rxm";
+    std::string provider = "tcp";
     for (auto const& a : rest) {
         if (a.rfind("--provider=", 0) == 0) {
             provider = a.substr(11);
@@ -126,7 +126,9 @@ int main(int argc, char** argv) {
         }
     }
     if (provider == "tcp") {
-        provider = "tcp;ofi_rxm";
+        // As the runtime opens "tcp", with the tcp doorbell on (the default of transport_options).
+        provider = courier::parcelport::tcp_provider(
+            courier::parcelport::transport_options{}.tcp_doorbell);
     }
     return osu::run_pair([&](int rank, int sock) { return run(rank, sock, provider, plan); });
 }

@@ -44,9 +44,10 @@ constexpr bool sanitized = false;
 struct identity {
     std::string address_hex;
     std::uint64_t token = 0;
+    std::string provider; // the one the attacker must open: "tcp" opens one of two
     template <class A>
     void serialize(A& ar) {
-        ar& address_hex& token;
+        ar& address_hex& token& provider;
     }
 };
 
@@ -59,6 +60,7 @@ identity who_are_you() {
         id.address_hex += two;
     }
     id.token = st.job_token;
+    id.provider = st.tp->provider_name();
     return id;
 }
 
@@ -146,7 +148,9 @@ int attack(char const* peer, char const* provider) {
     identity id = courier::async<who_are_you_action>(there).get();
     health before = courier::async<how_are_you_action>(there).get();
     std::string token = fmt::format("{:x}", id.token);
-    char const* args[] = {peer, provider, id.address_hex.c_str(), token.c_str(), nullptr};
+    // "tcp" opens libfabric's net provider or tcp;ofi_rxm (tcp_provider()): the job's own.
+    std::string const opened = std::string(provider) == "tcp" ? id.provider : provider;
+    char const* args[] = {peer, opened.c_str(), id.address_hex.c_str(), token.c_str(), nullptr};
     pid_t pid = 0;
     if (::posix_spawn(&pid, peer, nullptr, nullptr, const_cast<char**>(args), environ) != 0) {
         std::fprintf(stderr, "cannot start %s\n", peer);

@@ -140,9 +140,20 @@ std::string network_provider() {
                 return std::string(std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p);
             }
         }
-        return std::string("tcp;ofi_rxm");
+        return tcp_provider(true);
     }();
     return chosen;
+}
+
+std::string tcp_provider(bool doorbell) {
+    static bool const net = [] {
+        transport_options defaults;
+        defaults.provider = "tcp";
+        defaults.eager_threshold = 0;
+        prepare_libfabric(defaults); // unless the runtime did already: the probe loads rxm
+        return offered("net");
+    }();
+    return net && doorbell ? "net" : "tcp;ofi_rxm";
 }
 
 std::string network_interface_toward(std::string const& address) {
@@ -187,6 +198,9 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
     // the first), which matter more on a NIC than to shm's copies.
     transport_options net = o.peers_on_this_host ? o : unpaced;
     net.provider = network_provider();
+    if (fabric::tcp_sockets(fabric::core_provider(net.provider))) {
+        net.provider = tcp_provider(o.network_doorbell); // net only with the network doorbell
+    }
     net.tcp_doorbell = false; // its peers are on other hosts: no doorbell reaches them
     std::vector<std::unique_ptr<transport>> rails;
     rails.push_back(make_libfabric_transport(net));

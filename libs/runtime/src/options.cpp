@@ -49,7 +49,8 @@ std::vector<option_spec> const& option_table() {
         {"provider", "auto",
          "libfabric provider between localities: 'auto' = shm between the localities of one "
          "host, the network provider between hosts (verbs, efa or cxi where libfabric offers "
-         "them, else tcp); 'tcp' (= tcp;ofi_rxm), 'shm' or another provider forces one for all"},
+         "them, else tcp); 'tcp' (libfabric's net provider where offered, else tcp;ofi_rxm), 'shm' "
+         "or another provider forces one for all"},
         {"interface", "auto",
          "network interface for tcp between hosts; 'auto' = the one that routes to the "
          "launcher (courier-run) or the default route's, never loopback when peers are on other "
@@ -141,12 +142,13 @@ std::vector<option_spec> const& option_table() {
          "on every progress pass, which the same host's traffic makes; auto = 20 times what "
          "such a read costs (2 - 100 us); 0 = every pass"},
         {"tcp_send_queue", "16",
-         "tcp: messages one connection takes at a time (rxm copies each into a 16 KiB buffer "
-         "it holds until the kernel took it); more wait in Courier's queue, where small parcels "
-         "coalesce; 0 = rxm's default (128, FI_OFI_RXM_MSG_TX_SIZE, which wins if set)"},
+         "tcp;ofi_rxm (tcp where libfabric has no net provider): messages one connection takes "
+         "at a time (rxm copies each into a 16 KiB buffer it holds until the kernel took it); "
+         "more wait in Courier's queue, where small parcels coalesce; 0 = rxm's default (128, "
+         "FI_OFI_RXM_MSG_TX_SIZE, which wins if set)"},
         {"tcp_receive_buffers", "256",
-         "tcp: 16 KiB receive buffers posted for all peers together; 0 = rxm's default (4096, "
-         "64 MiB; FI_OFI_RXM_MSG_RX_SIZE, which wins if set)"},
+         "tcp;ofi_rxm: 16 KiB receive buffers posted for all peers together; 0 = rxm's default "
+         "(4096, 64 MiB; FI_OFI_RXM_MSG_RX_SIZE, which wins if set)"},
         {"peer_timeout", "5",
          "seconds of silence after which a locality is declared failed by every peer (killed, "
          "stopped, unreachable); calls to it then fail with network_error; also how long "

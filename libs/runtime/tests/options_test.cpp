@@ -7,11 +7,14 @@
 #include <courier/common/sanitizers.hpp>
 #include <courier/serialization/save_load.hpp>
 
+#include <courier/parcelport/transport.hpp>
+
 #include <gtest/gtest.h>
 
 #include <sched.h>
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <limits>
@@ -277,6 +280,30 @@ TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
     EXPECT_EQ(sized.shm_outbox, std::size_t{8} << 20);
     auto const none = options_of({"--courier:provider=shm", "--courier:shm_outbox_chunk=0"});
     EXPECT_EQ(none.shm_outbox, 0u);
+}
+
+TEST(options, tcp_opens_net_where_a_doorbell_stands_in_for_the_wait_fd) {
+    // "tcp" opens libfabric's net provider (where offered) with the tcp doorbell, which one
+    // worker gets by default; with two workers the completion queue's wait fd serves, on which
+    // net's idle workers kept polling, so "tcp" stays rxm. A provider given by name is kept.
+    auto provider_of = [](std::vector<std::string> args, std::size_t workers) {
+        return courier::detail::transport_options_from(config_of(std::move(args)), workers, nullptr)
+            .provider;
+    };
+    std::string const net = courier::parcelport::tcp_provider(true);
+    ASSERT_TRUE(net == "net" || net == "tcp;ofi_rxm") << net;
+    EXPECT_EQ(courier::parcelport::tcp_provider(false), "tcp;ofi_rxm");
+    EXPECT_EQ(provider_of({"--courier:provider=tcp"}, 1), net);
+    EXPECT_EQ(provider_of({"--courier:provider=tcp"}, 2), "tcp;ofi_rxm");
+    EXPECT_EQ(provider_of({"--courier:provider=tcp", "--courier:tcp_doorbell=1"}, 2), net);
+    EXPECT_EQ(provider_of({"--courier:provider=tcp", "--courier:tcp_doorbell=0"}, 1),
+              "tcp;ofi_rxm");
+    EXPECT_EQ(provider_of({"--courier:provider=tcp;ofi_rxm"}, 1), "tcp;ofi_rxm");
+    EXPECT_EQ(provider_of({"--courier:provider=tcp", "--courier:parcelport=mpi"}, 1),
+              "tcp;ofi_rxm");
+    if (net != "net") {
+        std::printf("libfabric offers no net provider here: tcp is tcp;ofi_rxm throughout\n");
+    }
 }
 
 TEST(options, sizes_take_binary_multiples) {

@@ -87,6 +87,13 @@ int opening_steps() noexcept;
 /// "tcp" of "tcp;ofi_rxm": the core provider, which behaviour and defaults depend on.
 std::string_view core_provider(std::string_view provider) noexcept;
 
+/// Whether `core` moves messages over TCP sockets: "tcp" (under ofi_rxm) or "net" (libfabric's
+/// socket provider with FI_EP_RDM of its own). Both get the tcp defaults, doorbells and batching
+/// rules, which depend on the sockets underneath, not on the provider's code.
+constexpr bool tcp_sockets(std::string_view core) noexcept {
+    return core == "tcp" || core == "net";
+}
+
 /// fi_info, fabric, domain and address vector, then (enable()) completion queue and endpoint.
 /// Destroyed in reverse order. Thread safety: as libfabric's FI_THREAD_SAFE domain.
 class endpoint {

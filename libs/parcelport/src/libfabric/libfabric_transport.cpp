@@ -27,7 +27,7 @@ provider_defaults defaults_for(std::string_view provider) noexcept {
     if (core == "shm") {
         return {std::size_t{512} << 10, std::size_t{1} << 30, std::size_t{8} << 10};
     }
-    if (core == "tcp") {
+    if (fabric::tcp_sockets(core)) {
         return {std::size_t{4} << 20, std::size_t{1} << 20, std::size_t{96} << 10};
     }
     return {std::size_t{16} << 20, std::size_t{1} << 20, std::size_t{4} << 10};
@@ -69,7 +69,7 @@ void prepare_libfabric(transport_options const& o) {
     static std::once_flag once;
     std::call_once(once, [&] {
         auto const core = fabric::core_provider(o.provider);
-        if (core != "tcp" && (core == "verbs" || rdma_devices_present())) {
+        if (!fabric::tcp_sockets(core) && (core == "verbs" || rdma_devices_present())) {
             return; // rxm may run over verbs: its settings stay as they are
         }
         auto set = [](char const* name, std::size_t value) {
@@ -132,7 +132,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     // the region behind: a later process with the same pid then fails fi_enable with EBUSY. A
     // name unique to the job and rank avoids that, and lets courier-run remove the leftovers of
     // a killed locality (the doorbell's shared word is named after it too).
-    bool wants_bell = ep.shm() ? opts_.doorbell : (ep.core() == "tcp" && opts_.tcp_doorbell);
+    bool wants_bell = ep.shm() ? opts_.doorbell : (tcp_sockets(ep.core()) && opts_.tcp_doorbell);
     std::string name = opts_.endpoint_name;
     if (name.empty() && (ep.shm() || wants_bell)) {
         static std::atomic<unsigned> counter{0};
@@ -148,7 +148,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         }
     }
     // Between hosts the network doorbell (net_bell.hpp) stands in for the queue's wait fd.
-    if (ep.core() == "tcp" && !bell_ && opts_.network_doorbell && opts_.peers_on_other_hosts) {
+    if (tcp_sockets(ep.core()) && !bell_ && opts_.network_doorbell && opts_.peers_on_other_hosts) {
         opening_step("network doorbell");
         try {
             net_bell_ = std::make_unique<detail::net_bell>(opts_.interface, net_bell_quiet);
@@ -194,7 +194,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                                                                      : opts_.shm_outbox_idle != 0);
         // A send over sockets completes once the kernel has its bytes: there a parcel is held
         // behind one message in flight (coalesce_in_flight), elsewhere behind two.
-        socket_core_ = ep.core() == "tcp" || ep.core() == "sockets";
+        socket_core_ = tcp_sockets(ep.core()) || ep.core() == "sockets";
         // A batch leaves at coalesce_records parcels if given, else on shm at 16, or at 8 of
         // them with a handler (rendezvous announcements, sends waited for), elsewhere at 16
         // parcels holding 16 KiB (tcp: a message is a system call; 16 tiny parcels do not pay

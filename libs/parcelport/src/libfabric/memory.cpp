@@ -9,7 +9,7 @@ memory::memory(endpoint& ep, counters& c, transport_options const& o)
     auto core = ep.core();
     // Providers that read through virtual addresses when the access happens (no pinned pages):
     // a cached registration of memory freed and mapped again still reads the new contents.
-    va_based_ = core == "tcp" || core == "shm" || core == "sockets" || core == "udp";
+    va_based_ = tcp_sockets(core) || core == "shm" || core == "sockets" || core == "udp";
     opening_step("registration cache");
     cache_ = std::make_unique<rma::registration_cache>(*this, o.registration_cache_entries,
                                                        o.registration_cache_bytes);
