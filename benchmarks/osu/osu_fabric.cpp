@@ -290,8 +290,8 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
             }
             if (rank == 0) {
                 osu::report(distinct ? "libfabric-distinct" : "libfabric",
-                            prov.find("tcp") != std::string::npos ? "tcp" : prov, 1, test, size,
-                            value);
+                            prov.find("tcp") != std::string::npos || prov == "net" ? "tcp" : prov,
+                            1, test, size, value);
             }
         }
     }

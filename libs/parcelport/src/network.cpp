@@ -140,12 +140,15 @@ std::string network_provider() {
                 return std::string(std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p);
             }
         }
-        return tcp_provider(true);
+        return std::string("tcp");
     }();
     return chosen;
 }
 
-std::string tcp_provider(bool doorbell) {
+std::string tcp_provider(transport_options const& o) {
+    if (!o.tcp_doorbell && !(o.peers_on_other_hosts && o.network_doorbell)) {
+        return "tcp;ofi_rxm"; // the wait fd serves: net's kept idle workers polling
+    }
     static bool const net = [] {
         transport_options defaults;
         defaults.provider = "tcp";
@@ -153,7 +156,7 @@ std::string tcp_provider(bool doorbell) {
         prepare_libfabric(defaults); // unless the runtime did already: the probe loads rxm
         return offered("net");
     }();
-    return net && doorbell ? "net" : "tcp;ofi_rxm";
+    return net ? "net" : "tcp;ofi_rxm";
 }
 
 std::string network_interface_toward(std::string const& address) {
@@ -187,6 +190,9 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
     transport_options unpaced = o;
     unpaced.quiet_poll_us = 0;
     if (o.provider != "auto") {
+        if (o.provider == "tcp") {
+            unpaced.provider = tcp_provider(o);
+        }
         return make_libfabric_transport(unpaced);
     }
     transport_options local = unpaced;
@@ -198,10 +204,10 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
     // the first), which matter more on a NIC than to shm's copies.
     transport_options net = o.peers_on_this_host ? o : unpaced;
     net.provider = network_provider();
-    if (fabric::tcp_sockets(fabric::core_provider(net.provider))) {
-        net.provider = tcp_provider(o.network_doorbell); // net only with the network doorbell
-    }
     net.tcp_doorbell = false; // its peers are on other hosts: no doorbell reaches them
+    if (net.provider == "tcp") {
+        net.provider = tcp_provider(net); // net with the network doorbell
+    }
     std::vector<std::unique_ptr<transport>> rails;
     rails.push_back(make_libfabric_transport(net));
     if (o.peers_on_this_host) {

@@ -3,6 +3,7 @@
 // throws network_error naming the step, closes whatever was opened (ASan/LSan find no leak),
 // leaves the rma pool detached, and a transport opened afterwards works.
 #include "../src/libfabric/fabric.hpp"
+#include "endpoint_pair.hpp"
 #include "pump.hpp"
 
 #include <courier/parcelport/transport.hpp>
@@ -122,9 +123,44 @@ TEST(opening, an_interface_the_provider_does_not_offer_is_a_network_error_naming
     EXPECT_EQ(courier::rma::attached_registrar(), nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(providers, opening, ::testing::Values("tcp;ofi_rxm", "shm"),
+TEST(opening, a_peer_that_opened_another_provider_is_refused_naming_both) {
+    // "tcp" opens net or tcp;ofi_rxm (tcp_provider()); both take socket addresses but do not
+    // speak to each other, so a locality whose peer says it opened the other fails at once.
+    pp::fabric::testing::fail_opening_at(-1);
+    auto o = options("tcp;ofi_rxm");
+    o.attach_rma_pool = false;
+    o.interface = "lo";
+    std::unique_ptr<pp::transport> a, b;
+    std::vector<cs::message> got;
+    std::string why;
+    auto other = [](pp::fabric::address_parts& parts) {
+        EXPECT_EQ(parts.core, "tcp");
+        parts.core = "net";
+    };
+    try {
+        if (!open_two_altered(o, a, b, other, got, why)) {
+            GTEST_SKIP() << "provider tcp;ofi_rxm unavailable here: " << why;
+        }
+        ADD_FAILURE() << "a peer that opened net was taken";
+    } catch (courier::network_error const& e) {
+        EXPECT_NE(std::string(e.what()).find("locality 0 opened provider 'net', this one 'tcp'"),
+                  std::string::npos)
+            << e.what();
+    }
+    // Unaltered, the same two connect.
+    std::unique_ptr<pp::transport> c, d;
+    auto same = [](pp::fabric::address_parts&) {};
+    ASSERT_TRUE(open_two_altered(o, c, d, same, got, why)) << why;
+    cs::serialize_buffer<char> buf(1000);
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>('a' + i % 26);
+    }
+    send_one_checked(*c, *d, got, buf);
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, opening, ::testing::Values("tcp;ofi_rxm", "shm", "net"),
                          [](auto const& p) {
-                             return p.param == "shm" ? std::string("shm") : std::string("tcp");
+                             return p.param == "tcp;ofi_rxm" ? std::string("tcp") : p.param;
                          });
 
 } // namespace

@@ -136,16 +136,6 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     auto const& bell = cfg.get_choice("tcp_doorbell", {"auto", "0", "1"});
     o.tcp_doorbell = !o.peers_on_other_hosts && (bell == "1" || (bell == "auto" && workers == 1));
     o.network_doorbell = cfg.get_int("network_doorbell", 0, 1) != 0;
-    if (o.provider == "tcp") {
-        // libfabric's net provider where offered and a doorbell stands in for the completion
-        // queue's wait fd (tcp_provider()), else tcp under ofi_rxm (the tcp provider needs the
-        // rxm utility for FI_EP_RDM). Probed after prepare_libfabric, as the probe loads rxm,
-        // and not for the MPI parcelport, which opens no provider.
-        o.provider = o.parcelport == "libfabric"
-                         ? parcelport::tcp_provider(o.tcp_doorbell ||
-                                                    (o.peers_on_other_hosts && o.network_doorbell))
-                         : "tcp;ofi_rxm";
-    }
     o.quiet_poll_us =
         cfg.get("network_quiet_poll_us") == "auto"
             ? -1

@@ -49,8 +49,9 @@ std::vector<option_spec> const& option_table() {
         {"provider", "auto",
          "libfabric provider between localities: 'auto' = shm between the localities of one "
          "host, the network provider between hosts (verbs, efa or cxi where libfabric offers "
-         "them, else tcp); 'tcp' (libfabric's net provider where offered, else tcp;ofi_rxm), 'shm' "
-         "or another provider forces one for all"},
+         "them, else tcp); 'tcp' (libfabric's net provider where offered and a doorbell stands in "
+         "for the wait fd: tcp_doorbell, or network_doorbell between hosts; else tcp;ofi_rxm), "
+         "'shm' or another provider forces one for all"},
         {"interface", "auto",
          "network interface for tcp between hosts; 'auto' = the one that routes to the "
          "launcher (courier-run) or the default route's, never loopback when peers are on other "
@@ -129,7 +130,8 @@ std::vector<option_spec> const& option_table() {
         {"tcp_doorbell", "auto",
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
          "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
-         "workers wait on the completion queue's fd; auto = 1 with one worker, else 0"},
+         "workers wait on the completion queue's fd; auto = 1 with one worker, else 0; with 1 "
+         "provider tcp opens libfabric's net provider (where offered), with 0 tcp;ofi_rxm"},
         {"network_doorbell", "1",
          "between hosts: 1 = the network rail's completion queue has no wait fd (its signals "
          "cost ~1.4 us of every one-way trip on tcp); an idle locality sleeps on a datagram "
@@ -142,7 +144,8 @@ std::vector<option_spec> const& option_table() {
          "on every progress pass, which the same host's traffic makes; auto = 20 times what "
          "such a read costs (2 - 100 us); 0 = every pass"},
         {"tcp_send_queue", "16",
-         "tcp;ofi_rxm (tcp where libfabric has no net provider): messages one connection takes "
+         "tcp;ofi_rxm (tcp without net: with the wait fd, or no net provider): messages one "
+         "connection takes "
          "at a time (rxm copies each into a 16 KiB buffer it holds until the kernel took it); "
          "more wait in Courier's queue, where small parcels coalesce; 0 = rxm's default (128, "
          "FI_OFI_RXM_MSG_TX_SIZE, which wins if set)"},

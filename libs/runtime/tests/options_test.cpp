@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSL-1.0
 // --courier: options: unknown options, help, environment fallbacks, bad values.
+#include "../src/bootstrap.hpp"
 #include "../src/distributed.hpp"
 #include "../src/options.hpp"
 #include "runtime_fixture.hpp"
@@ -285,25 +286,35 @@ TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
 TEST(options, tcp_opens_net_where_a_doorbell_stands_in_for_the_wait_fd) {
     // "tcp" opens libfabric's net provider (where offered) with the tcp doorbell, which one
     // worker gets by default; with two workers the completion queue's wait fd serves, on which
-    // net's idle workers kept polling, so "tcp" stays rxm. A provider given by name is kept.
-    auto provider_of = [](std::vector<std::string> args, std::size_t workers) {
-        return courier::detail::transport_options_from(config_of(std::move(args)), workers, nullptr)
-            .provider;
+    // net's idle workers kept polling, so "tcp" stays rxm. Between hosts the network doorbell
+    // decides, whatever the worker count and tcp_doorbell say.
+    namespace pp = courier::parcelport;
+    auto opened = [](std::vector<std::string> args, std::size_t workers,
+                     courier::detail::placement const* where = nullptr) {
+        auto const o =
+            courier::detail::transport_options_from(config_of(std::move(args)), workers, where);
+        EXPECT_EQ(o.provider, "tcp") << "resolved when the transport opens, not before";
+        return pp::tcp_provider(o);
     };
-    std::string const net = courier::parcelport::tcp_provider(true);
+    pp::transport_options bell;
+    bell.tcp_doorbell = true;
+    std::string const net = pp::tcp_provider(bell);
     ASSERT_TRUE(net == "net" || net == "tcp;ofi_rxm") << net;
-    EXPECT_EQ(courier::parcelport::tcp_provider(false), "tcp;ofi_rxm");
-    EXPECT_EQ(provider_of({"--courier:provider=tcp"}, 1), net);
-    EXPECT_EQ(provider_of({"--courier:provider=tcp"}, 2), "tcp;ofi_rxm");
-    EXPECT_EQ(provider_of({"--courier:provider=tcp", "--courier:tcp_doorbell=1"}, 2), net);
-    EXPECT_EQ(provider_of({"--courier:provider=tcp", "--courier:tcp_doorbell=0"}, 1),
-              "tcp;ofi_rxm");
-    EXPECT_EQ(provider_of({"--courier:provider=tcp;ofi_rxm"}, 1), "tcp;ofi_rxm");
-    EXPECT_EQ(provider_of({"--courier:provider=tcp", "--courier:parcelport=mpi"}, 1),
-              "tcp;ofi_rxm");
     if (net != "net") {
         std::printf("libfabric offers no net provider here: tcp is tcp;ofi_rxm throughout\n");
     }
+    EXPECT_EQ(opened({"--courier:provider=tcp"}, 1), net);
+    EXPECT_EQ(opened({"--courier:provider=tcp"}, 2), "tcp;ofi_rxm");
+    EXPECT_EQ(opened({"--courier:provider=tcp", "--courier:tcp_doorbell=1"}, 2), net);
+    EXPECT_EQ(opened({"--courier:provider=tcp", "--courier:tcp_doorbell=0"}, 1), "tcp;ofi_rxm");
+    courier::detail::placement hosts;
+    hosts.host_count = 2;
+    hosts.local_size = 1;
+    hosts.launcher_address = "198.18.0.1";
+    std::vector<std::string> across = {"--courier:provider=tcp", "--courier:interface=lo"};
+    EXPECT_EQ(opened(across, 2, &hosts), net);
+    across.push_back("--courier:network_doorbell=0");
+    EXPECT_EQ(opened(across, 1, &hosts), "tcp;ofi_rxm");
 }
 
 TEST(options, sizes_take_binary_multiples) {

@@ -54,7 +54,7 @@ std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::
 
 std::vector<std::byte> join_address(address_parts const& p) {
     std::vector<std::byte> a = p.provider;
-    for (std::string const* name : {&p.outbox, &p.bell, &p.rings, &p.direct}) {
+    for (std::string const* name : {&p.outbox, &p.bell, &p.rings, &p.direct, &p.core}) {
         for (char c : *name) {
             a.push_back(static_cast<std::byte>(c));
         }
@@ -68,7 +68,7 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
     address_parts p;
     std::size_t end = a.size();
     // The names at the end, last first.
-    for (std::string* name : {&p.direct, &p.rings, &p.bell, &p.outbox}) {
+    for (std::string* name : {&p.core, &p.direct, &p.rings, &p.bell, &p.outbox}) {
         std::size_t len = end < 2 ? 0
                                   : std::to_integer<std::size_t>(a[end - 2]) |
                                         std::to_integer<std::size_t>(a[end - 1]) << 8;
@@ -94,6 +94,16 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
             continue; // a peer another transport serves (routed_transport): no address, no bell
         }
         address_parts parts = split_address(a, i);
+        if (parts.core != ep.core()) {
+            // net and tcp under rxm both take socket addresses, but do not speak to each other:
+            // say so here rather than fail every message to that peer.
+            throw network_error("courier: locality " + std::to_string(i) + " opened provider '" +
+                                parts.core + "', this one '" + std::string(ep.core()) +
+                                "': every locality of a job must open the same one (\"tcp\" "
+                                "opens net with a doorbell, one worker per locality, and "
+                                "tcp;ofi_rxm with more workers: give every locality the same "
+                                "--courier:threads or name the provider)");
+        }
         bells[i] = std::move(parts.bell);
         boxes[i] = std::move(parts.outbox);
         rings[i] = std::move(parts.rings);

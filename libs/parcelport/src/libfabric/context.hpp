@@ -102,11 +102,12 @@ private:
 };
 
 /// A locality's address as the transport publishes it: the provider's address, then the names
-/// of its outbox, of its doorbell and of its message rings and its direct-read identity
-/// (direct_reader::identity()) (empty: none), each followed by its length in two bytes.
+/// of its outbox, of its doorbell and of its message rings, its direct-read identity
+/// (direct_reader::identity()) (empty: none) and the core provider it opened ("net", "tcp",
+/// "shm"), each followed by its length in two bytes.
 struct address_parts {
     std::vector<std::byte> provider;
-    std::string outbox, bell, rings, direct;
+    std::string outbox, bell, rings, direct, core;
 };
 std::vector<std::byte> join_address(address_parts const& p);
 /// The parts of `a`; throws network_error naming locality `rank` when the lengths do not fit.

@@ -160,8 +160,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     // libfabric 1.17's shm never signals it when a peer writes into our region (fi_trywait
     // always says "busy") while every completion still costs a write and a read on it; rxm over
     // tcp signals it through nested epoll sets. With a doorbell, peers wake us instead; shm
-    // without one gets the scheduler's bounded-backoff sleep.
-    ep.enable(!ep.shm() && !bell_ && !net_bell_, name);
+    // without one gets the scheduler's bounded-backoff sleep, and so does net (idle workers
+    // waiting on its wait fd kept polling: tcp_provider() in transport.hpp).
+    ep.enable(!ep.shm() && ep.core() != "net" && !bell_ && !net_bell_, name);
     try {
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
         if (ep.shm() && opts_.shm_outbox != 0) {
@@ -247,7 +248,8 @@ std::vector<std::byte> libfabric_transport::address() const {
                          : net_bell_ ? net_bell_->name()
                                      : std::string(),
                          rings_ ? rings_->name() : std::string(),
-                         direct_ ? direct_reader::identity() : std::string()});
+                         direct_ ? direct_reader::identity() : std::string(),
+                         std::string(endpoint_->core())});
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,
