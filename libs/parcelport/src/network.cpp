@@ -57,6 +57,17 @@ bool offered(char const* provider) {
     }
 }
 
+/// offered(provider), after prepare_libfabric with `as` for the provider and the default
+/// thresholds unless the runtime prepared already: the probe loads rxm, which reads its
+/// settings only then.
+bool offered_as(char const* provider, char const* as) {
+    transport_options defaults;
+    defaults.provider = as;
+    defaults.eager_threshold = 0; // the provider's default
+    prepare_libfabric(defaults);
+    return offered(provider);
+}
+
 /// The first interface with an IPv4 address for which `pick` is true; empty if none.
 template <class Pick>
 std::string first_ipv4_interface(Pick pick) {
@@ -131,12 +142,9 @@ std::string first_network_interface() {
 std::string network_provider() {
     // Probed once per process: the runtime asks for its defaults and make_transport to open it.
     static std::string const chosen = [] {
-        transport_options defaults;
-        defaults.provider = "auto";   // not known yet: that is what the probe finds out
-        defaults.eager_threshold = 0; // the tcp default
-        prepare_libfabric(defaults);  // unless the runtime did already: the probe loads rxm
         for (char const* p : {"verbs", "efa", "cxi"}) {
-            if (offered(p)) {
+            // "auto": not known yet, that is what the probe finds out.
+            if (offered_as(p, "auto")) {
                 return std::string(std::strcmp(p, "verbs") == 0 ? "verbs;ofi_rxm" : p);
             }
         }
@@ -149,13 +157,7 @@ std::string tcp_provider(transport_options const& o) {
     if (!o.tcp_doorbell && !(o.peers_on_other_hosts && o.network_doorbell)) {
         return "tcp;ofi_rxm"; // the wait fd serves: net's kept idle workers polling
     }
-    static bool const net = [] {
-        transport_options defaults;
-        defaults.provider = "tcp";
-        defaults.eager_threshold = 0;
-        prepare_libfabric(defaults); // unless the runtime did already: the probe loads rxm
-        return offered("net");
-    }();
+    static bool const net = offered_as("net", "tcp");
     return net ? "net" : "tcp;ofi_rxm";
 }
 
