@@ -320,9 +320,8 @@ int main(int argc, char** argv) {
         }
     }
     if (provider == "tcp") {
-        // As Courier opens "tcp" with one worker per locality (parcelport::tcp_provider):
-        // libfabric's net provider, with FI_EP_RDM of its own, where offered, else tcp under
-        // ofi_rxm.
+        // As Courier opens "tcp" (parcelport::tcp_provider): libfabric's net provider, with
+        // FI_EP_RDM of its own, where offered, else tcp under ofi_rxm.
         provider = offered("net") ? "net" : "tcp;ofi_rxm";
     }
     return osu::run_pair([&](int rank, int sock) {

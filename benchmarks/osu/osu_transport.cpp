@@ -131,8 +131,7 @@ int main(int argc, char** argv) {
         }
     }
     if (provider == "tcp") {
-        // As the runtime opens "tcp", with the tcp doorbell on (the default of transport_options).
-        provider = courier::parcelport::tcp_provider(courier::parcelport::transport_options{});
+        provider = courier::parcelport::tcp_provider(); // as the runtime opens "tcp"
     }
     return osu::run_pair([&](int rank, int sock) { return run(rank, sock, provider, plan); });
 }

@@ -153,10 +153,7 @@ std::string network_provider() {
     return chosen;
 }
 
-std::string tcp_provider(transport_options const& o) {
-    if (!o.tcp_doorbell && !(o.peers_on_other_hosts && o.network_doorbell)) {
-        return "tcp;ofi_rxm"; // the wait fd serves: net's kept idle workers polling
-    }
+std::string tcp_provider() {
     static bool const net = offered_as("net", "tcp");
     return net ? "net" : "tcp;ofi_rxm";
 }
@@ -193,7 +190,7 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
     unpaced.quiet_poll_us = 0;
     if (o.provider != "auto") {
         if (o.provider == "tcp") {
-            unpaced.provider = tcp_provider(o);
+            unpaced.provider = tcp_provider();
         }
         return make_libfabric_transport(unpaced);
     }
@@ -208,7 +205,7 @@ std::unique_ptr<transport> make_transport(transport_options const& o) {
     net.provider = network_provider();
     net.tcp_doorbell = false; // its peers are on other hosts: no doorbell reaches them
     if (net.provider == "tcp") {
-        net.provider = tcp_provider(net); // net with the network doorbell
+        net.provider = tcp_provider();
     }
     std::vector<std::unique_ptr<transport>> rails;
     rails.push_back(make_libfabric_transport(net));

@@ -584,3 +584,51 @@ TEST(transport_network_doorbell, a_peer_without_one_leaves_this_side_polling) {
     EXPECT_TRUE(pp::test::pump_both(
         *a, *b, [&] { return at_a == 1 && at_b == 1; }, std::chrono::seconds(30)));
 }
+
+// libfabric 1.17's net answers fi_trywait with "sleep" and never clears its queue's signal:
+// after the first completion the queue's fd stays readable, and idle workers woke and polled
+// for ever. Its queue waits through a wait set (endpoint::may_sleep): once a side has had
+// completions and found nothing more, its fd is quiet; a parcel from the peer makes it
+// readable before the side progresses; delivered, the side may sleep again on a quiet fd.
+TEST(transport_wait_fd, a_net_side_that_may_sleep_has_a_quiet_fd_until_a_parcel_comes) {
+    using namespace std::chrono_literals;
+    pp::transport_options o;
+    o.provider = "net";
+    o.job_token = 42;
+    o.interface = "lo";
+    o.tcp_doorbell = false; // the queue's own fd, not a bell
+    std::unique_ptr<pp::transport> a, b;
+    if (std::string why; !open_introduced(o, a, b, why)) {
+        GTEST_SKIP() << "provider net unavailable here: " << why;
+    }
+    int const fd_a = a->wait_fd(), fd_b = b->wait_fd();
+    ASSERT_GE(fd_a, 0);
+    ASSERT_GE(fd_b, 0);
+    int at_a = 0, at_b = 0;
+    a->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_a; });
+    b->set_receive_handler([&](std::uint32_t, cs::message&&) { ++at_b; });
+    // Completions on both sides: sends, receives, the connection's.
+    bool sent_a = false, sent_b = false;
+    a->send(1, cs::save(std::string("to b")), [&](std::error_code ec) { sent_a = !ec; });
+    b->send(0, cs::save(std::string("to a")), [&](std::error_code ec) { sent_b = !ec; });
+    ASSERT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return sent_a && sent_b && at_a == 1 && at_b == 1; }, 30s));
+    for (auto* t : {a.get(), b.get()}) {
+        ASSERT_TRUE(pp::test::pump_all([&] { return t->can_sleep(); }, 5s, *a, *b));
+    }
+    EXPECT_FALSE(readable(fd_a, 20)) << "a's fd stayed readable with nothing to read";
+    EXPECT_FALSE(readable(fd_b, 20)) << "b's fd stayed readable with nothing to read";
+
+    a->send(1, cs::save(std::string("wake up")), nullptr);
+    bool woke = false;
+    for (int i = 0; i < 5000 && !woke; ++i) {
+        a->progress();
+        woke = readable(fd_b, 1);
+    }
+    EXPECT_TRUE(woke) << "a parcel to b left b's fd quiet";
+    EXPECT_FALSE(b->can_sleep()); // the parcel is there to read
+    ASSERT_TRUE(pp::test::pump_both(
+        *a, *b, [&] { return at_b == 2; }, 30s));
+    ASSERT_TRUE(pp::test::pump_all([&] { return b->can_sleep(); }, 5s, *a, *b));
+    EXPECT_FALSE(readable(fd_b, 20));
+}

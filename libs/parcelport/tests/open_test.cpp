@@ -197,3 +197,23 @@ TEST(make_transport, refuses_shm_alone_when_peers_are_on_other_hosts) {
     }
 }
 } // namespace
+
+TEST(opening, tcp_opens_net_whether_a_doorbell_or_the_wait_fd_wakes_it) {
+    // make_transport resolves "tcp" (tcp_provider()): net wherever offered, waking idle workers
+    // through the tcp doorbell or through its completion queue's wait fd (a wait set:
+    // endpoint::may_sleep), so two workers per locality get it too.
+    pp::fabric::testing::fail_opening_at(-1);
+    std::string const chosen = pp::tcp_provider();
+    if (chosen != "net") {
+        GTEST_SKIP() << "libfabric offers no net provider here: tcp opens " << chosen;
+    }
+    for (bool bell : {true, false}) {
+        auto o = options("tcp");
+        o.attach_rma_pool = false;
+        o.interface = "lo";
+        o.tcp_doorbell = bell;
+        auto t = pp::make_transport(o);
+        EXPECT_EQ(pp::fabric::split_address(t->address(), 0).core, "net") << "doorbell " << bell;
+        EXPECT_GE(t->wait_fd(), 0) << "doorbell " << bell;
+    }
+}

@@ -49,8 +49,7 @@ std::vector<option_spec> const& option_table() {
         {"provider", "auto",
          "libfabric provider between localities: 'auto' = shm between the localities of one "
          "host, the network provider between hosts (verbs, efa or cxi where libfabric offers "
-         "them, else tcp); 'tcp' (libfabric's net provider where offered and a doorbell stands in "
-         "for the wait fd: tcp_doorbell, or network_doorbell between hosts; else tcp;ofi_rxm), "
+         "them, else tcp); 'tcp' (libfabric's net provider where offered, else tcp;ofi_rxm), "
          "'shm' or another provider forces one for all"},
         {"interface", "auto",
          "network interface for tcp between hosts; 'auto' = the one that routes to the "
@@ -129,9 +128,9 @@ std::vector<option_spec> const& option_table() {
          "parcel"},
         {"tcp_doorbell", "auto",
          "tcp: 1 = peers on this host wake an idle locality by the same doorbell, and the "
-         "completion queue has no wait fd (its signals cost ~1.3 us per message); 0 = idle "
-         "workers wait on the completion queue's fd; auto = 1 with one worker, else 0; with 1 "
-         "provider tcp opens libfabric's net provider (where offered), with 0 tcp;ofi_rxm"},
+         "completion queue has no wait fd; 0 = idle workers wait on the completion queue's fd "
+         "(on net level with the doorbell; on tcp;ofi_rxm its signals cost ~1.3 us per "
+         "message); auto = 1 with one worker, else 0"},
         {"network_doorbell", "1",
          "between hosts: 1 = the network rail's completion queue has no wait fd (its signals "
          "cost ~1.4 us of every one-way trip on tcp); an idle locality sleeps on a datagram "

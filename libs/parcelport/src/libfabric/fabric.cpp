@@ -123,11 +123,25 @@ void endpoint::enable(bool wait_fd, std::string const& shm_name) {
     cq_attr.format = FI_CQ_FORMAT_MSG;
     cq_attr.wait_obj = wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
     cq_attr.size = 4096;
+    if (wait_fd && core() == "net") {
+        // may_sleep(): the queue's own wait object cannot be cleared through net's trywait.
+        fi_wait_attr wait_attr{};
+        wait_attr.wait_obj = FI_WAIT_FD;
+        if (fi_wait_open(fabric_.get(), &wait_attr, wait_set_.out()) == 0) {
+            cq_attr.wait_obj = FI_WAIT_SET;
+            cq_attr.wait_set = wait_set_.get();
+        } else {
+            wait_set_.reset();
+            cq_attr.wait_obj = FI_WAIT_NONE; // idle workers poll in a backoff
+        }
+    }
     if (fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr) != 0) {
         cq_attr.wait_obj = FI_WAIT_NONE; // a provider without wait objects
+        wait_set_.reset();
         check("fi_cq_open", fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr));
     } else if (cq_attr.wait_obj == FI_WAIT_NONE ||
-               fi_control(&cq_.get()->fid, FI_GETWAIT, &wait_fd_) != 0) {
+               fi_control(wait_set_.get() != nullptr ? &wait_set_.get()->fid : &cq_.get()->fid,
+                          FI_GETWAIT, &wait_fd_) != 0) {
         wait_fd_ = -1;
     }
     opening_step("fi_endpoint");
@@ -147,6 +161,15 @@ void endpoint::enable(bool wait_fd, std::string const& shm_name) {
         shm_name_ = shm_name;
         detail::own_shared_memory_file(shm_name_);
     }
+}
+
+bool endpoint::may_sleep() const noexcept {
+    if (wait_set_.get() != nullptr) {
+        // 0: something is ready; -FI_ETIMEDOUT: nothing, and the signal was cleared first.
+        return fi_wait(wait_set_.get(), 0) == -FI_ETIMEDOUT;
+    }
+    fid* f = &cq_.get()->fid;
+    return fi_trywait(fabric_.get(), &f, 1) == FI_SUCCESS;
 }
 
 void endpoint::close_endpoint() noexcept {

@@ -105,8 +105,17 @@ public:
     endpoint(endpoint const&) = delete;
     endpoint& operator=(endpoint const&) = delete;
     /// Opens the completion queue (with a wait fd if `wait_fd` and the provider has one) and the
-    /// endpoint, named `shm_name` on shm, and enables it.
+    /// endpoint, named `shm_name` on shm, and enables it. net's queue waits through a wait set
+    /// of its own (may_sleep()).
     void enable(bool wait_fd, std::string const& shm_name);
+    /// Whether a thread may now block on wait_fd(): nothing is in the completion queue and the
+    /// fd will turn readable when something arrives. Call with no other thread reading the
+    /// queue. Most providers answer through fi_trywait. libfabric 1.17's net has a trywait that
+    /// does nothing: the queue's signal, written once at the first completion, stays set, so
+    /// the fd stays readable and a sleeper keeps waking (idle workers spun at ~0.6 s of CPU a
+    /// second). Its queue is bound to a wait set instead, and fi_wait(set, 0) clears the signal
+    /// before it checks the queue and the sockets.
+    bool may_sleep() const noexcept;
     /// Closes the endpoint first, so that no operation runs while its buffers are freed.
     void close_endpoint() noexcept;
 
@@ -135,6 +144,7 @@ private:
     fid_owner<fid_fabric> fabric_;
     fid_owner<fid_domain> domain_;
     fid_owner<fid_av> av_;
+    fid_owner<fid_wait> wait_set_; // net's (may_sleep)
     fid_owner<fid_cq> cq_;
     fid_owner<fid_ep> ep_;
     std::string shm_name_; // /dev/shm/NAME of the enabled shm endpoint (shm_files.hpp)

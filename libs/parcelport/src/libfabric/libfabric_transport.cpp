@@ -159,10 +159,10 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
     // A wait fd lets idle workers sleep until a completion arrives, but costs on every message.
     // libfabric 1.17's shm never signals it when a peer writes into our region (fi_trywait
     // always says "busy") while every completion still costs a write and a read on it; rxm over
-    // tcp signals it through nested epoll sets. With a doorbell, peers wake us instead; shm
-    // without one gets the scheduler's bounded-backoff sleep, and so does net (idle workers
-    // waiting on its wait fd kept polling: tcp_provider() in transport.hpp).
-    ep.enable(!ep.shm() && ep.core() != "net" && !bell_ && !net_bell_, name);
+    // tcp signals it through nested epoll sets, net once per sleep (endpoint::may_sleep). With
+    // a doorbell, peers wake us instead; shm without one gets the scheduler's bounded-backoff
+    // sleep.
+    ep.enable(!ep.shm() && !bell_ && !net_bell_, name);
     try {
         memory_ = std::make_unique<memory>(ep, counters_, opts_);
         if (ep.shm() && opts_.shm_outbox != 0) {
@@ -369,8 +369,7 @@ bool libfabric_transport::can_sleep() {
     // Wait for a poller to finish rather than stay awake: with two idle workers, each one's
     // polling would make the other's check fail, and they would keep each other awake.
     std::lock_guard lk(poll_mutex_);
-    fid* f = &endpoint_->cq()->fid;
-    return fi_trywait(endpoint_->fabric(), &f, 1) == FI_SUCCESS;
+    return endpoint_->may_sleep();
 }
 
 std::string libfabric_transport::debug_state() const {

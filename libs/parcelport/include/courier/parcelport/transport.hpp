@@ -480,18 +480,16 @@ std::unique_ptr<transport> make_transport(transport_options const& o);
 /// make_transport opens as tcp_provider() says).
 std::string network_provider();
 
-/// What make_transport opens for the provider "tcp" with options `o`: libfabric's "net"
-/// provider (FI_EP_RDM over TCP sockets of its own, libfabric 1.17) where fi_getinfo offers it
-/// for FI_EP_RDM with FI_MSG and FI_RMA and a doorbell stands in for the completion queue's
-/// wait fd (`o.tcp_doorbell`, or `o.network_doorbell` with peers on other hosts), else
-/// "tcp;ofi_rxm". Every locality of a job must open the same provider: set_peers fails with
-/// network_error naming both when a peer's address says it opened another. Over the same sockets
-/// net's queue without a wait object signals nothing on a completion and it has no rxm layer: lower
-/// latency and higher rates (benchmarks/RESULTS.md); but idle workers waiting on its wait fd kept
-/// polling (0.6 s of CPU a second with two workers each), so with the wait fd "tcp" stays rxm. The
-/// probe runs once per process, and only where a doorbell stands in; "tcp;ofi_rxm" or "net" given
-/// by name is opened as it is.
-std::string tcp_provider(transport_options const& o);
+/// What make_transport opens for the provider "tcp": libfabric's "net" provider (FI_EP_RDM over
+/// TCP sockets of its own, libfabric 1.17) where fi_getinfo offers it for FI_EP_RDM with FI_MSG
+/// and FI_RMA, else "tcp;ofi_rxm". Every locality of a job must open the same provider:
+/// set_peers fails with network_error naming both when a peer's address says it opened
+/// another. Over the same sockets net has no rxm layer and signals its completion queue's wait
+/// object once per sleep rather than once per completion: lower latency and higher rates
+/// (benchmarks/RESULTS.md). Its queue waits through a wait set, as net's own trywait never
+/// clears the queue's signal (idle workers kept polling on it). The probe runs once per
+/// process; "tcp;ofi_rxm" or "net" given by name is opened as it is.
+std::string tcp_provider();
 
 /// The name of the network interface through which this host reaches the IPv4 `address` (the
 /// route's source address, looked up without sending anything); when `address` is empty or
