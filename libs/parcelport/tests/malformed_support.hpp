@@ -302,12 +302,12 @@ inline forged fragment(forged const& whole, std::uint64_t id, std::uint32_t part
 
 /// The providers every malformed-input suite runs on, and their test-name suffixes.
 inline auto providers() {
-    return ::testing::Values("tcp;ofi_rxm", "shm", "shm-fi_read");
+    return ::testing::Values("tcp;ofi_rxm", "shm", "shm-fi_read", "net");
 }
 inline std::string provider_name(::testing::TestParamInfo<std::string> const& info) {
-    return info.param == "tcp;ofi_rxm" ? std::string("tcp")
-           : info.param == "shm"       ? std::string("shm")
-                                       : std::string("shm_fi_read");
+    return info.param == "tcp;ofi_rxm"   ? std::string("tcp")
+           : info.param == "shm-fi_read" ? std::string("shm_fi_read")
+                                         : info.param;
 }
 
 } // namespace malformed_support

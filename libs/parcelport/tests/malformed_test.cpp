@@ -23,7 +23,7 @@ TEST_P(malformed, a_well_formed_forged_parcel_is_delivered) {
 TEST_P(malformed, messages_larger_than_a_receive_buffer_are_logged_and_harm_nothing) {
     // A message larger than the posted receives fails one of them (truncated): the failure is
     // logged (one line) and the buffer goes back, and the receiver keeps working.
-    if (GetParam() != "tcp;ofi_rxm") {
+    if (GetParam() != "tcp;ofi_rxm" && GetParam() != "net") {
         GTEST_SKIP() << "libfabric 1.17's shm hangs in fi_cq_read (its CMA protocol) after a "
                         "message larger than the peer's posted receive; the transport never "
                         "sends one (eager messages fit the receive buffers by construction)";
