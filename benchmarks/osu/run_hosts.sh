@@ -10,8 +10,9 @@
 # measures locality 0 against locality 2 (other host: tcp) and against locality 1 (same host:
 # shm). OpenMPI: -np 2 with one rank per host, ob1 over tcp on the cluster's addresses (and
 # -np 2 on host 0 over vader). Native libfabric between the same hosts (`fabric-tcp`, latency
-# only): libfabric's own fi_pingpong (package libfabric-bin), FI_EP_RDM over tcp;ofi_rxm with a
-# busy-polled completion queue, server on host 1, client on host 0, with libfabric's defaults;
+# only): libfabric's own fi_pingpong (package libfabric-bin), FI_EP_RDM over the provider
+# Courier's "tcp" opens (net where fi_info offers it, else tcp;ofi_rxm) with a busy-polled
+# completion queue, server on host 1, client on host 0, with libfabric's defaults;
 # skipped, with a message, when fi_pingpong is not installed. Prints compare.py's paired table
 # against mpi-tcp and writes the medians to results/osu_hosts.csv and
 # plots/osu_hosts_{latency,bw}.png under --out (default: benchmarks/osu).
@@ -49,20 +50,24 @@ fabric_tcp() {
     local ip1
     ip1=$(getent hosts "$h1" | awk '{print $1; exit}')
     [ -n "$ip1" ] || { echo "run_hosts.sh: cannot resolve $h1" >&2; return 1; }
+    local prov='tcp;ofi_rxm'
+    if fi_info -p net -t FI_EP_RDM > /dev/null 2>&1; then
+        prov=net # as parcelport::tcp_provider() chooses
+    fi
     for s in ${list//,/ }; do
-        # fi_pingpong times its whole run, rxm's connection set-up (milliseconds) included:
+        # fi_pingpong times its whole run, the connection's set-up (milliseconds) included:
         # enough iterations that it adds under ~3 %.
         iters=2000
         [ "$s" -gt 262144 ] || iters=5000
         [ "$s" -gt 65536 ] || iters=20000
         [ "$s" -gt 8192 ] || iters=50000
-        "$agent" "$h1" "timeout 60 fi_pingpong -p 'tcp;ofi_rxm' -e rdm -I $iters -S $s" \
+        "$agent" "$h1" "timeout 60 fi_pingpong -p '$prov' -e rdm -I $iters -S $s" \
             > /dev/null 2>> "$raw.stderr" &
         local server=$! tries=0
         line=""
         while [ -z "$line" ] && [ $tries -lt 50 ]; do
             sleep 0.1
-            line=$(timeout 60 fi_pingpong -p 'tcp;ofi_rxm' -e rdm -I "$iters" -S "$s" "$ip1" 2>> "$raw.stderr" |
+            line=$(timeout 60 fi_pingpong -p "$prov" -e rdm -I "$iters" -S "$s" "$ip1" 2>> "$raw.stderr" |
                 awk 'NF == 8 && $1 != "bytes" { print }')
             tries=$((tries + 1))
         done
