@@ -3,8 +3,12 @@
 // FI_EP_RDM fi_send/fi_recv with pre-registered buffers and a busy-polled completion queue, the
 // best a runtime on this provider could do with two-sided messages. Two processes (this one
 // forks the second and exchanges endpoint names over a socketpair), pinned to cores 0 and 1.
-//   osu_fabric [--provider=tcp|shm|PROVIDER] [--distinct] [--tests=...] [--max-size=BYTES]
-//       [--quick]
+//   osu_fabric [--provider=tcp|shm|PROVIDER] [--distinct] [--push] [--tests=...]
+//       [--max-size=BYTES] [--quick]
+// --push (bw, bibw, mr): every message of a window is announced by a small untagged message,
+// then sent tagged; the receiver posts the tagged receive, into a buffer of its own, only when
+// the announcement arrives (as a runtime that learns a parcel's size from its header would):
+// what sends pushed into receives posted per announced message can do on a provider.
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 #include "osu_pair.hpp"
@@ -14,6 +18,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 
 #include <chrono>
 #include <cstring>
@@ -61,17 +66,27 @@ struct endpoint {
     fi_addr_t peer = FI_ADDR_UNSPEC;
     bool mr_local = false;
     // Context slots: which operation a completion belongs to.
+    // --push: window_recv / window_send are the announcements', data_recv / data_send the
+    // tagged messages'.
     static constexpr int window_recv = 0, window_send = osu::window, ack_recv = 2 * osu::window,
-                         ack_send = ack_recv + 1, pingpong = ack_send + 1, slots = pingpong + 2;
+                         ack_send = ack_recv + 1, pingpong = ack_send + 1, data_recv = pingpong + 2,
+                         data_send = data_recv + osu::window, slots = data_send + osu::window;
     std::vector<fi_context2> ctx = std::vector<fi_context2>(slots);
     struct {
-        int window_recv = 0, window_send = 0, ack_recv = 0, ack_send = 0, other = 0;
+        int window_recv = 0, window_send = 0, ack_recv = 0, ack_send = 0, data_recv = 0,
+            data_send = 0, other = 0;
     } counts;
+    std::vector<int> announced; // --push: announcement slots completed, for the receiver to post
 
     void count(void* op_context) {
         auto slot = static_cast<fi_context2*>(op_context) - ctx.data();
-        if (slot < window_send) {
+        if (slot >= data_send) {
+            ++counts.data_send;
+        } else if (slot >= data_recv) {
+            ++counts.data_recv;
+        } else if (slot < window_send) {
             ++counts.window_recv;
+            announced.push_back(static_cast<int>(slot));
         } else if (slot < ack_recv) {
             ++counts.window_send;
         } else if (slot == ack_recv) {
@@ -100,9 +115,9 @@ struct endpoint {
         }
     }
 
-    explicit endpoint(std::string const& provider) {
+    endpoint(std::string const& provider, bool tagged) {
         fi_info* hints = fi_allocinfo();
-        hints->caps = FI_MSG;
+        hints->caps = FI_MSG | (tagged ? FI_TAGGED : 0);
         hints->mode = FI_CONTEXT | FI_CONTEXT2;
         hints->ep_attr->type = FI_EP_RDM;
         hints->tx_attr->msg_order = FI_ORDER_SAS; // window and acknowledgement match in order
@@ -166,7 +181,7 @@ struct endpoint {
     }
     int total() const {
         return counts.window_recv + counts.window_send + counts.ack_recv + counts.ack_send +
-               counts.other;
+               counts.data_recv + counts.data_send + counts.other;
     }
 
     /// Posts a receive or a send (`op` is fi_recv or fi_send); on -FI_EAGAIN, progresses
@@ -184,6 +199,16 @@ struct endpoint {
             }
             poll();
         }
+    }
+    void post_trecv(void* p, std::size_t n, fid_mr* mr, std::uint64_t tag, int slot) {
+        post([tag](fid_ep* e, void* b, std::size_t len, void* desc, fi_addr_t from,
+                   void* ctx_) { return fi_trecv(e, b, len, desc, from, tag, 0, ctx_); },
+             "fi_trecv", p, n, mr, slot);
+    }
+    void post_tsend(void* p, std::size_t n, fid_mr* mr, std::uint64_t tag, int slot) {
+        post([tag](fid_ep* e, void* b, std::size_t len, void* desc, fi_addr_t to,
+                   void* ctx_) { return fi_tsend(e, b, len, desc, to, tag, ctx_); },
+             "fi_tsend", p, n, mr, slot);
     }
     void post_recv(void* p, std::size_t n, fid_mr* mr, int slot) {
         post(fi_recv, "fi_recv", p, n, mr, slot);
@@ -205,9 +230,10 @@ struct endpoint {
 };
 
 /// Both processes run this; rank 0 times and reports.
-void run(int rank, int sock, std::string const& provider, osu::plan const& plan, bool distinct) {
+void run(int rank, int sock, std::string const& provider, osu::plan const& plan, bool distinct,
+         bool push) {
     osu::pin(rank);
-    endpoint e(provider);
+    endpoint e(provider, push);
     e.connect(osu::exchange(sock, e.name(), "osu_fabric"));
 
     std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
@@ -216,14 +242,28 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
     // whose receiver keeps each message's data (OSU reuses one buffer, which stays in cache).
     std::vector<char> window_bufs(distinct ? osu::window * max : 0, 'c');
     char ack_s[8] = {}, ack_r[8] = {};
+    // --push: the announcements, one per message of a window (its tag: the window slot).
+    std::vector<std::uint64_t> ann_s(osu::window), ann_r(osu::window);
+    for (int w = 0; w < osu::window; ++w) {
+        ann_s[static_cast<std::size_t>(w)] = static_cast<std::uint64_t>(w);
+    }
     fid_mr* smr = e.reg(sbuf.data(), max);
     fid_mr* rmr = e.reg(rbuf.data(), max);
     fid_mr* wmr = distinct ? e.reg(window_bufs.data(), window_bufs.size()) : nullptr;
     fid_mr* amr_s = e.reg(ack_s, sizeof ack_s);
     fid_mr* amr_r = e.reg(ack_r, sizeof ack_r);
+    fid_mr* annmr_s = e.reg(ann_s.data(), ann_s.size() * sizeof ann_s[0]);
+    fid_mr* annmr_r = e.reg(ann_r.data(), ann_r.size() * sizeof ann_r[0]);
     std::string prov = e.info->fabric_attr->prov_name;
 
     for (auto const& test : plan.tests) {
+        if (push && test == "latency") {
+            if (rank == 0) {
+                std::fprintf(stderr, "osu_fabric: --push changes bw, bibw and mr only: latency "
+                                     "skipped\n");
+            }
+            continue;
+        }
         for (std::size_t size : plan.sizes) {
             double value = 0;
             if (test == "latency") {
@@ -255,8 +295,14 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                         t0 = clock_type::now();
                     }
                     e.counts = {};
+                    e.announced.clear();
                     if (receives) {
                         for (int w = 0; w < osu::window; ++w) {
+                            if (push) {
+                                e.post_recv(&ann_r[static_cast<std::size_t>(w)], sizeof ann_r[0],
+                                            annmr_r, endpoint::window_recv + w);
+                                continue;
+                            }
                             char* dst =
                                 distinct ? window_bufs.data() + std::size_t(w) * max : rbuf.data();
                             e.post_recv(dst, size, distinct ? wmr : rmr, endpoint::window_recv + w);
@@ -265,12 +311,30 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                     if (sends) {
                         e.post_recv(ack_r, sizeof ack_r, amr_r, endpoint::ack_recv);
                         for (int w = 0; w < osu::window; ++w) {
+                            if (push) {
+                                e.post_send(&ann_s[static_cast<std::size_t>(w)], sizeof ann_s[0],
+                                            annmr_s, endpoint::window_send + w);
+                                e.post_tsend(sbuf.data(), size, smr, static_cast<std::uint64_t>(w),
+                                             endpoint::data_send + w);
+                                continue;
+                            }
                             e.post_send(sbuf.data(), size, smr, endpoint::window_send + w);
                         }
                     }
                     if (receives) {
-                        while (e.counts.window_recv < osu::window) {
+                        auto landed = [&] {
+                            return push ? e.counts.data_recv : e.counts.window_recv;
+                        };
+                        while (landed() < osu::window) {
                             e.poll();
+                            // Each announcement names its message: post its receive now, into
+                            // a buffer of its own.
+                            for (std::size_t k = 0; push && k < e.announced.size(); ++k) {
+                                auto tag = ann_r[static_cast<std::size_t>(e.announced[k])];
+                                e.post_trecv(window_bufs.data() + tag * max, size, wmr, tag,
+                                             endpoint::data_recv + static_cast<int>(tag));
+                            }
+                            e.announced.clear();
                         }
                         e.post_send(ack_s, sizeof ack_s, amr_s, endpoint::ack_send);
                         while (e.counts.ack_send < 1) {
@@ -278,7 +342,8 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                         }
                     }
                     if (sends) {
-                        while (e.counts.window_send < osu::window || e.counts.ack_recv < 1) {
+                        while (e.counts.window_send < osu::window || e.counts.ack_recv < 1 ||
+                               (push && e.counts.data_send < osu::window)) {
                             e.poll();
                         }
                     }
@@ -289,13 +354,15 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                             : double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
             }
             if (rank == 0) {
-                osu::report(distinct ? "libfabric-distinct" : "libfabric",
+                osu::report(push       ? "libfabric-push"
+                            : distinct ? "libfabric-distinct"
+                                       : "libfabric",
                             prov.find("tcp") != std::string::npos || prov == "net" ? "tcp" : prov,
                             1, test, size, value);
             }
         }
     }
-    for (fid_mr* mr : {smr, rmr, wmr, amr_s, amr_r}) {
+    for (fid_mr* mr : {smr, rmr, wmr, amr_s, amr_r, annmr_s, annmr_r}) {
         if (mr != nullptr) {
             fi_close(&mr->fid);
         }
@@ -308,9 +375,12 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
     std::string provider = "tcp";
-    bool distinct = false;
+    bool distinct = false, push = false;
     for (auto const& a : rest) {
         if (a == "--distinct") {
+            distinct = true;
+        } else if (a == "--push") {
+            push = true;
             distinct = true;
         } else if (a.rfind("--provider=", 0) == 0) {
             provider = a.substr(11);
@@ -325,7 +395,7 @@ int main(int argc, char** argv) {
         provider = offered("net") ? "net" : "tcp;ofi_rxm";
     }
     return osu::run_pair([&](int rank, int sock) {
-        run(rank, sock, provider, plan, distinct);
+        run(rank, sock, provider, plan, distinct, push);
         return 0;
     });
 }
