@@ -10,7 +10,8 @@
 #   --scale=N: every configuration (the baselines too) runs N times OSU's iteration counts, for
 #   measurements long enough to be steady (OSU's 10 windows of 64 messages of 128 KiB take
 #   ~40 ms); it overrides a --scale in a CONFIG's ARGS.
-#   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric), or
+#   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric),
+#   native+distinct or native+push (osu_fabric --distinct / --push: bw, bibw and mr), or
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS (other
 #   options in ARGS, such as --latency=echo or --buffer=rma_vector, go to osu_courier), e.g.
 #   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults);
@@ -82,13 +83,14 @@ run_one() {
             label=mpi
             cmd=(mpirun "${mpi_root[@]}" -np $((2 * pairs)) "${mpi_bind[@]}" --mca pml ob1 --mca btl "$btl"
                 --mca btl_tcp_if_include lo "$bin/osu_mpi" --label="$provider") ;;
-        native)
-            label=native
+        native | native+distinct | native+push)
+            label=$spec
             if [ "$pairs" != 1 ]; then
                 [ "$r" != 1 ] || echo "compare.sh: native runs one pair only: left out" >&2
                 return 0
             fi
-            cmd=("$bin/osu_fabric" --provider="$provider") ;;
+            cmd=("$bin/osu_fabric" --provider="$provider")
+            [ "$spec" = native ] || cmd+=("--${spec#native+}") ;;
         *=*)
             label=${spec%%=*}
             args=${spec#*=}
@@ -116,7 +118,8 @@ run_one() {
                 cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
                     --courier:threads="$threads" "${copts[@]}" "$dir/osu_courier" "${pargs[@]}")
             fi ;;
-        *) echo "compare.sh: $spec is neither mpi, native nor LABEL=ARGS" >&2; exit 2 ;;
+        *) echo "compare.sh: $spec is neither mpi, native[+distinct|+push] nor LABEL=ARGS" >&2
+            exit 2 ;;
     esac
     if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2>> "$raw.stderr" |
         grep '^RESULT' | sed "s/^/$r $label /" >> "$raw"; then

@@ -76,7 +76,10 @@ struct endpoint {
         int window_recv = 0, window_send = 0, ack_recv = 0, ack_send = 0, data_recv = 0,
             data_send = 0, other = 0;
     } counts;
-    std::vector<int> announced; // --push: announcement slots completed, for the receiver to post
+    // --push: announcement slots completed, for the receiver to post their receives (not kept
+    // otherwise: the plain baseline does no work per completion beyond counting it).
+    bool push = false;
+    std::vector<int> announced;
 
     void count(void* op_context) {
         auto slot = static_cast<fi_context2*>(op_context) - ctx.data();
@@ -86,7 +89,9 @@ struct endpoint {
             ++counts.data_recv;
         } else if (slot < window_send) {
             ++counts.window_recv;
-            announced.push_back(static_cast<int>(slot));
+            if (push) {
+                announced.push_back(static_cast<int>(slot));
+            }
         } else if (slot < ack_recv) {
             ++counts.window_send;
         } else if (slot == ack_recv) {
@@ -115,9 +120,10 @@ struct endpoint {
         }
     }
 
-    endpoint(std::string const& provider, bool tagged) {
+    /// `pushes`: --push (FI_TAGGED, and announcements kept).
+    endpoint(std::string const& provider, bool pushes) : push(pushes) {
         fi_info* hints = fi_allocinfo();
-        hints->caps = FI_MSG | (tagged ? FI_TAGGED : 0);
+        hints->caps = FI_MSG | (push ? FI_TAGGED : 0);
         hints->mode = FI_CONTEXT | FI_CONTEXT2;
         hints->ep_attr->type = FI_EP_RDM;
         hints->tx_attr->msg_order = FI_ORDER_SAS; // window and acknowledgement match in order
@@ -295,7 +301,6 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                         t0 = clock_type::now();
                     }
                     e.counts = {};
-                    e.announced.clear();
                     if (receives) {
                         for (int w = 0; w < osu::window; ++w) {
                             if (push) {
@@ -329,7 +334,8 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                             e.poll();
                             // Each announcement names its message: post its receive now, into
                             // a buffer of its own.
-                            for (std::size_t k = 0; push && k < e.announced.size(); ++k) {
+                            // By index: a post that polls on -FI_EAGAIN may add to the list.
+                            for (std::size_t k = 0; k < e.announced.size(); ++k) {
                                 auto tag = ann_r[static_cast<std::size_t>(e.announced[k])];
                                 e.post_trecv(window_bufs.data() + tag * max, size, wmr, tag,
                                              endpoint::data_recv + static_cast<int>(tag));

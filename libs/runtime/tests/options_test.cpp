@@ -283,11 +283,11 @@ TEST(options, shm_outbox_chunk_auto_a_size_or_none) {
     EXPECT_EQ(none.shm_outbox, 0u);
 }
 
-TEST(options, tcp_opens_net_whatever_waits_for_its_completions) {
-    // "tcp" opens libfabric's net provider wherever it is offered: with the tcp doorbell (one
-    // worker, by default), with the completion queue's wait fd (two workers; its wait set,
-    // endpoint::may_sleep), and between hosts with or without the network doorbell. It is
-    // resolved when the transport opens, not in the options.
+TEST(options, tcp_is_resolved_where_the_transport_opens_not_in_the_options) {
+    // The options keep "tcp" whatever the workers, tcp_doorbell and network_doorbell say:
+    // make_transport resolves it (tcp_provider(), net wherever offered; that it opens net with
+    // the doorbell and with the wait fd alike is opening.tcp_opens_net_whether_a_doorbell_or_
+    // the_wait_fd_wakes_it).
     namespace pp = courier::parcelport;
     std::string const net = pp::tcp_provider();
     ASSERT_TRUE(net == "net" || net == "tcp;ofi_rxm") << net;
