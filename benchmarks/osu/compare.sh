@@ -11,7 +11,8 @@
 #   measurements long enough to be steady (OSU's 10 windows of 64 messages of 128 KiB take
 #   ~40 ms); it overrides a --scale in a CONFIG's ARGS.
 #   CONFIG: mpi (osu_mpi: OpenMPI over self,tcp or self,vader), native (osu_fabric),
-#   native+distinct or native+push (osu_fabric --distinct / --push: bw, bibw and mr), or
+#   native+distinct, native+push or native+multi (osu_fabric --distinct / --push: bw, bibw
+#   and mr; --multi: bw and mr), or
 #   LABEL=ARGS: osu_courier under courier-run with the --courier: options in ARGS (other
 #   options in ARGS, such as --latency=echo or --buffer=rma_vector, go to osu_courier), e.g.
 #   old="--courier:read_piece=1048576 --courier:read_budget=16777216", or new= (the defaults);
@@ -83,7 +84,7 @@ run_one() {
             label=mpi
             cmd=(mpirun "${mpi_root[@]}" -np $((2 * pairs)) "${mpi_bind[@]}" --mca pml ob1 --mca btl "$btl"
                 --mca btl_tcp_if_include lo "$bin/osu_mpi" --label="$provider") ;;
-        native | native+distinct | native+push)
+        native | native+distinct | native+push | native+multi)
             label=$spec
             if [ "$pairs" != 1 ]; then
                 [ "$r" != 1 ] || echo "compare.sh: native runs one pair only: left out" >&2
@@ -118,7 +119,7 @@ run_one() {
                 cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
                     --courier:threads="$threads" "${copts[@]}" "$dir/osu_courier" "${pargs[@]}")
             fi ;;
-        *) echo "compare.sh: $spec is neither mpi, native[+distinct|+push] nor LABEL=ARGS" >&2
+        *) echo "compare.sh: $spec is neither mpi, native[+distinct|+push|+multi] nor LABEL=ARGS" >&2
             exit 2 ;;
     esac
     if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2>> "$raw.stderr" |

@@ -3,12 +3,17 @@
 // FI_EP_RDM fi_send/fi_recv with pre-registered buffers and a busy-polled completion queue, the
 // best a runtime on this provider could do with two-sided messages. Two processes (this one
 // forks the second and exchanges endpoint names over a socketpair), pinned to cores 0 and 1.
-//   osu_fabric [--provider=tcp|shm|PROVIDER] [--distinct] [--push] [--tests=...]
+//   osu_fabric [--provider=tcp|shm|PROVIDER] [--distinct] [--push] [--multi] [--tests=...]
 //       [--max-size=BYTES] [--quick]
 // --push (bw, bibw, mr): every message of a window is announced by a small untagged message,
 // then sent tagged; the receiver posts the tagged receive, into a buffer of its own, only when
 // the announcement arrives (as a runtime that learns a parcel's size from its header would):
 // what sends pushed into receives posted per announced message can do on a provider.
+// --multi (bw, mr): every message is a 16-byte header and the payload in one fi_sendv from
+// two places; the receiver has FI_MULTI_RECV buffers posted ahead (4 of 8 MiB, each re-posted
+// when the provider returns it), where messages land one after another: what a runtime that
+// sends a parcel's header and chunks as one message into receives posted before it knows
+// their sizes can do.
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 #include "osu_pair.hpp"
@@ -70,7 +75,8 @@ struct endpoint {
     // tagged messages'.
     static constexpr int window_recv = 0, window_send = osu::window, ack_recv = 2 * osu::window,
                          ack_send = ack_recv + 1, pingpong = ack_send + 1, data_recv = pingpong + 2,
-                         data_send = data_recv + osu::window, slots = data_send + osu::window;
+                         data_send = data_recv + osu::window, multi_recv = data_send + osu::window,
+                         multi_buffers = 4, slots = multi_recv + multi_buffers;
     std::vector<fi_context2> ctx = std::vector<fi_context2>(slots);
     struct {
         int window_recv = 0, window_send = 0, ack_recv = 0, ack_send = 0, data_recv = 0,
@@ -80,10 +86,20 @@ struct endpoint {
     // otherwise: the plain baseline does no work per completion beyond counting it).
     bool push = false;
     std::vector<int> announced;
+    // --multi: receives land in multi-receive buffers; those the provider returned, to re-post.
+    bool multi = false;
+    std::vector<int> returned;
 
-    void count(void* op_context) {
+    void count(void* op_context, std::uint64_t flags = 0) {
         auto slot = static_cast<fi_context2*>(op_context) - ctx.data();
-        if (slot >= data_send) {
+        if (slot >= multi_recv) {
+            if ((flags & FI_RECV) != 0) {
+                ++counts.window_recv;
+            }
+            if ((flags & FI_MULTI_RECV) != 0) {
+                returned.push_back(static_cast<int>(slot - multi_recv));
+            }
+        } else if (slot >= data_send) {
             ++counts.data_send;
         } else if (slot >= data_recv) {
             ++counts.data_recv;
@@ -104,10 +120,24 @@ struct endpoint {
     }
     /// Reads what the completion queue has (busy polling, as OSU does).
     void poll() {
-        fi_cq_entry entries[16];
-        ssize_t got = fi_cq_read(cq, entries, 16);
-        for (ssize_t i = 0; i < got; ++i) {
-            count(entries[i].op_context);
+        ssize_t got = 0;
+        if (multi) {
+            fi_cq_msg_entry entries[16];
+            got = fi_cq_read(cq, entries, 16);
+            for (ssize_t i = 0; i < got; ++i) {
+                // A returned buffer's last completion may carry no message (len 0).
+                auto flags = entries[i].flags;
+                if (entries[i].len == 0 && (flags & FI_MULTI_RECV) != 0) {
+                    flags &= ~std::uint64_t(FI_RECV);
+                }
+                count(entries[i].op_context, flags);
+            }
+        } else {
+            fi_cq_entry entries[16];
+            got = fi_cq_read(cq, entries, 16);
+            for (ssize_t i = 0; i < got; ++i) {
+                count(entries[i].op_context);
+            }
         }
         if (got == -FI_EAVAIL) {
             fi_cq_err_entry err{};
@@ -120,10 +150,12 @@ struct endpoint {
         }
     }
 
-    /// `pushes`: --push (FI_TAGGED, and announcements kept).
-    endpoint(std::string const& provider, bool pushes) : push(pushes) {
+    /// `pushes`: --push (FI_TAGGED, and announcements kept); `multis`: --multi (FI_MULTI_RECV,
+    /// completions with flags, and no message smaller than `min_multi` left in a buffer).
+    endpoint(std::string const& provider, bool pushes, bool multis, std::size_t min_multi)
+        : push(pushes), multi(multis) {
         fi_info* hints = fi_allocinfo();
-        hints->caps = FI_MSG | (push ? FI_TAGGED : 0);
+        hints->caps = FI_MSG | (push ? FI_TAGGED : 0) | (multi ? FI_MULTI_RECV : 0);
         hints->mode = FI_CONTEXT | FI_CONTEXT2;
         hints->ep_attr->type = FI_EP_RDM;
         hints->tx_attr->msg_order = FI_ORDER_SAS; // window and acknowledgement match in order
@@ -146,12 +178,17 @@ struct endpoint {
         av_attr.type = FI_AV_TABLE;
         check("fi_av_open", fi_av_open(domain, &av_attr, &av, nullptr));
         fi_cq_attr cq_attr{};
-        cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+        cq_attr.format = multi ? FI_CQ_FORMAT_MSG : FI_CQ_FORMAT_CONTEXT;
         cq_attr.size = 1024;
         check("fi_cq_open", fi_cq_open(domain, &cq_attr, &cq, nullptr));
         check("fi_endpoint", fi_endpoint(domain, info, &ep, nullptr));
         check("fi_ep_bind av", fi_ep_bind(ep, &av->fid, 0));
         check("fi_ep_bind cq", fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+        if (multi) {
+            check("fi_setopt FI_OPT_MIN_MULTI_RECV",
+                  fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_multi,
+                            sizeof min_multi));
+        }
         check("fi_enable", fi_enable(ep));
     }
 
@@ -219,6 +256,33 @@ struct endpoint {
     void post_recv(void* p, std::size_t n, fid_mr* mr, int slot) {
         post(fi_recv, "fi_recv", p, n, mr, slot);
     }
+    /// --multi: a multi-receive buffer.
+    void post_multi(void* p, std::size_t n, fid_mr* mr, int k) {
+        post(
+            [](fid_ep* e, void* b, std::size_t len, void* desc, fi_addr_t from, void* ctx_) {
+                iovec iov{b, len};
+                fi_msg msg{&iov, &desc, 1, from, ctx_, 0};
+                return fi_recvmsg(e, &msg, FI_MULTI_RECV);
+            },
+            "fi_recvmsg FI_MULTI_RECV", p, n, mr, multi_recv + k);
+    }
+    /// --multi: a header and a payload as one message.
+    void post_sendv(void* h, std::size_t hn, fid_mr* hmr, void* p, std::size_t n, fid_mr* mr,
+                    int slot) {
+        for (;;) {
+            iovec iov[2] = {{h, hn}, {p, n}};
+            void* desc[2] = {hmr != nullptr ? fi_mr_desc(hmr) : nullptr,
+                             mr != nullptr ? fi_mr_desc(mr) : nullptr};
+            ssize_t rc = fi_sendv(ep, iov, desc, 2, peer, &ctx[static_cast<std::size_t>(slot)]);
+            if (rc == 0) {
+                return;
+            }
+            if (rc != -FI_EAGAIN) {
+                die("fi_sendv", rc);
+            }
+            poll();
+        }
+    }
     void post_send(void* p, std::size_t n, fid_mr* mr, int slot) {
         post([](fid_ep* e, void* b, std::size_t len, void* desc, fi_addr_t to,
                 void* ctx_) { return fi_send(e, b, len, desc, to, ctx_); },
@@ -237,12 +301,13 @@ struct endpoint {
 
 /// Both processes run this; rank 0 times and reports.
 void run(int rank, int sock, std::string const& provider, osu::plan const& plan, bool distinct,
-         bool push) {
+         bool push, bool multi) {
     osu::pin(rank);
-    endpoint e(provider, push);
+    std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
+    constexpr std::size_t header = 16, multi_size = std::size_t(8) << 20;
+    endpoint e(provider, push, multi, max + header);
     e.connect(osu::exchange(sock, e.name(), "osu_fabric"));
 
-    std::size_t max = std::max<std::size_t>(plan.max_size(), 8);
     std::vector<char> sbuf(max, 'a'), rbuf(max, 'b');
     // --distinct: every message of a window lands in its own buffer, as it must in a runtime
     // whose receiver keeps each message's data (OSU reuses one buffer, which stays in cache).
@@ -261,12 +326,32 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
     fid_mr* annmr_s = e.reg(ann_s.data(), ann_s.size() * sizeof ann_s[0]);
     fid_mr* annmr_r = e.reg(ann_r.data(), ann_r.size() * sizeof ann_r[0]);
     std::string prov = e.info->fabric_attr->prov_name;
+    // --multi: the headers a sender sends from, and the multi-receive buffers, posted once.
+    std::vector<char> headers(multi ? osu::window * header : 0, 'h');
+    std::vector<char> multi_bufs(multi ? endpoint::multi_buffers * multi_size : 0);
+    fid_mr* hmr = multi ? e.reg(headers.data(), headers.size()) : nullptr;
+    fid_mr* mmr = multi ? e.reg(multi_bufs.data(), multi_bufs.size()) : nullptr;
+    auto post_multi = [&](int k) {
+        e.post_multi(multi_bufs.data() + std::size_t(k) * multi_size, multi_size, mmr, k);
+    };
+    if (multi && rank == 1) {
+        for (int k = 0; k < endpoint::multi_buffers; ++k) {
+            post_multi(k);
+        }
+    }
 
     for (auto const& test : plan.tests) {
         if (push && test == "latency") {
             if (rank == 0) {
                 std::fprintf(stderr, "osu_fabric: --push changes bw, bibw and mr only: latency "
                                      "skipped\n");
+            }
+            continue;
+        }
+        if (multi && test != "bw" && test != "mr") {
+            if (rank == 0) {
+                std::fprintf(stderr, "osu_fabric: --multi runs bw and mr only: %s skipped\n",
+                             test.c_str());
             }
             continue;
         }
@@ -301,7 +386,7 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                         t0 = clock_type::now();
                     }
                     e.counts = {};
-                    if (receives) {
+                    if (receives && !multi) {
                         for (int w = 0; w < osu::window; ++w) {
                             if (push) {
                                 e.post_recv(&ann_r[static_cast<std::size_t>(w)], sizeof ann_r[0],
@@ -316,6 +401,11 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                     if (sends) {
                         e.post_recv(ack_r, sizeof ack_r, amr_r, endpoint::ack_recv);
                         for (int w = 0; w < osu::window; ++w) {
+                            if (multi) {
+                                e.post_sendv(headers.data() + std::size_t(w) * header, header, hmr,
+                                             sbuf.data(), size, smr, endpoint::window_send + w);
+                                continue;
+                            }
                             if (push) {
                                 e.post_send(&ann_s[static_cast<std::size_t>(w)], sizeof ann_s[0],
                                             annmr_s, endpoint::window_send + w);
@@ -341,6 +431,10 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                                              endpoint::data_recv + static_cast<int>(tag));
                             }
                             e.announced.clear();
+                            for (std::size_t k = 0; k < e.returned.size(); ++k) {
+                                post_multi(e.returned[k]);
+                            }
+                            e.returned.clear();
                         }
                         e.post_send(ack_s, sizeof ack_s, amr_s, endpoint::ack_send);
                         while (e.counts.ack_send < 1) {
@@ -360,7 +454,8 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
                             : double(size) * osu::window * loops * (bi ? 2 : 1) / secs / 1e6;
             }
             if (rank == 0) {
-                osu::report(push       ? "libfabric-push"
+                osu::report(multi      ? "libfabric-multi"
+                            : push     ? "libfabric-push"
                             : distinct ? "libfabric-distinct"
                                        : "libfabric",
                             prov.find("tcp") != std::string::npos || prov == "net" ? "tcp" : prov,
@@ -368,7 +463,7 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
             }
         }
     }
-    for (fid_mr* mr : {smr, rmr, wmr, amr_s, amr_r, annmr_s, annmr_r}) {
+    for (fid_mr* mr : {smr, rmr, wmr, amr_s, amr_r, annmr_s, annmr_r, hmr, mmr}) {
         if (mr != nullptr) {
             fi_close(&mr->fid);
         }
@@ -381,13 +476,15 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
     std::string provider = "tcp";
-    bool distinct = false, push = false;
+    bool distinct = false, push = false, multi = false;
     for (auto const& a : rest) {
         if (a == "--distinct") {
             distinct = true;
         } else if (a == "--push") {
             push = true;
             distinct = true;
+        } else if (a == "--multi") {
+            multi = true;
         } else if (a.rfind("--provider=", 0) == 0) {
             provider = a.substr(11);
         } else {
@@ -401,7 +498,7 @@ int main(int argc, char** argv) {
         provider = offered("net") ? "net" : "tcp;ofi_rxm";
     }
     return osu::run_pair([&](int rank, int sock) {
-        run(rank, sock, provider, plan, distinct, push);
+        run(rank, sock, provider, plan, distinct, push, multi);
         return 0;
     });
 }
