@@ -3,6 +3,8 @@
 // pays instead: a registration-cache hit (pointer chunks sent again), a pool allocation of
 // registered memory (rma_vector), and the pool lookup the parcelport does per rma chunk.
 //   mr_reg_cost [--provider=tcp|shm|all] [--max-size=BYTES] [--quick]
+// "tcp" is what Courier's tcp opens (parcelport::tcp_provider): libfabric's net provider where
+// offered, else tcp under ofi_rxm.
 // Prints one RESULT line per figure and a table with the ratio fi_mr_reg / cache hit.
 #include <courier/rma.hpp>
 
@@ -25,6 +27,19 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+/// Whether fi_getinfo offers `provider` for FI_EP_RDM with FI_MSG and FI_RMA.
+bool offered(char const* provider) {
+    fi_info* hints = fi_allocinfo();
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_MSG | FI_RMA;
+    hints->fabric_attr->prov_name = strdup(provider);
+    fi_info* info = nullptr;
+    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    fi_freeinfo(info);
+    return rc == 0;
+}
+
 struct domain {
     fi_info* info = nullptr;
     fid_fabric* fabric = nullptr;
@@ -37,7 +52,7 @@ struct domain {
         hints->domain_attr->mr_mode =
             FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
         hints->fabric_attr->prov_name = strdup(provider.c_str());
-        if (provider.rfind("tcp", 0) == 0) {
+        if (provider.rfind("tcp", 0) == 0 || provider == "net") {
             hints->domain_attr->name = strdup("lo");
         }
         int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
@@ -107,7 +122,8 @@ void report(char const* what, std::string const& prov, std::size_t size, double 
 } // namespace
 
 int main(int argc, char** argv) {
-    std::vector<std::string> providers{"tcp;ofi_rxm", "shm"};
+    std::string const tcp = offered("net") ? "net" : "tcp;ofi_rxm";
+    std::vector<std::string> providers{tcp, "shm"};
     std::size_t max_size = std::size_t{256} << 20;
     bool quick = false;
     for (int i = 1; i < argc; ++i) {
@@ -117,8 +133,7 @@ int main(int argc, char** argv) {
             max_size = std::size_t{4} << 20;
         } else if (a.rfind("--provider=", 0) == 0) {
             std::string p = a.substr(11);
-            providers =
-                p == "all" ? providers : std::vector<std::string>{p == "tcp" ? "tcp;ofi_rxm" : p};
+            providers = p == "all" ? providers : std::vector<std::string>{p == "tcp" ? tcp : p};
         } else if (a.rfind("--max-size=", 0) == 0) {
             max_size = std::strtoull(a.c_str() + 11, nullptr, 10);
         } else {
