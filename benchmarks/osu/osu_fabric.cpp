@@ -9,8 +9,8 @@
 // then sent tagged; the receiver posts the tagged receive, into a buffer of its own, only when
 // the announcement arrives (as a runtime that learns a parcel's size from its header would):
 // what sends pushed into receives posted per announced message can do on a provider.
-// --multi (bw, mr): every message is a 16-byte header and the payload in one fi_sendv from
-// two places; the receiver has FI_MULTI_RECV buffers posted ahead (4 of 8 MiB, each re-posted
+// --multi (bw, mr; net only): every message is a 16-byte header and the payload in one fi_sendv
+// from two places; the receiver has FI_MULTI_RECV buffers posted ahead (4 of 8 MiB, each re-posted
 // when the provider returns it), where messages land one after another: what a runtime that
 // sends a parcel's header and chunks as one message into receives posted before it knows
 // their sizes can do.
@@ -503,6 +503,11 @@ int main(int argc, char** argv) {
         // As Courier opens "tcp" (parcelport::tcp_provider): libfabric's net provider, with
         // FI_EP_RDM of its own, where offered, else tcp under ofi_rxm.
         provider = offered("net") ? "net" : "tcp;ofi_rxm";
+    }
+    if (multi && provider != "net") {
+        // shm in libfabric 1.17 crashes in fi_setopt(FI_OPT_MIN_MULTI_RECV).
+        std::fprintf(stderr, "osu_fabric: --multi runs over net only, not %s\n", provider.c_str());
+        return 2;
     }
     return osu::run_pair([&](int rank, int sock) {
         run(rank, sock, provider, plan, distinct, push, multi);
