@@ -5,7 +5,10 @@
 # over shm and OpenMPI's shared memory (vader) for reference. Runs inside a netns-cluster of two
 # hosts (every process started by the cluster's agent, both launchers alike):
 #   tests/cluster/netns-cluster --hosts=2 --slots=2 -- benchmarks/osu/run_hosts.sh [--rounds=N]
-#       [--sizes=N,N,...] [--build=DIR] [--out=DIR]
+#       [--sizes=N,N,...] [--build=DIR] [--out=DIR] [LABEL=ARGS ...]
+# LABEL=ARGS: one more Courier configuration between the hosts, "courier-LABEL", the
+# courier-tcp run with the --courier: options in ARGS added (courier-run passes them to every
+# locality), e.g. wait="--courier:tcp_doorbell=0", interleaved in the rounds like the others.
 # Courier: one job of 4 localities (2 per host, provider auto, one worker each); osu_courier
 # measures locality 0 against locality 2 (other host: tcp) and against locality 1 (same host:
 # shm). OpenMPI: -np 2 with one rank per host, ob1 over tcp on the cluster's addresses (and
@@ -22,13 +25,18 @@ build="$here/../../build"
 out="$here"
 rounds=6
 sizes=(--sizes=1,8,64,512,4096,16384,65536,262144,1048576,4194304)
+extra_labels=() extra_args=()
 for a in "$@"; do
     case "$a" in
         --rounds=*) rounds=${a#--rounds=} ;;
         --sizes=*) sizes=("$a") ;;
         --build=*) build=${a#--build=} ;;
         --out=*) out=${a#--out=} ;;
-        *) echo "usage: $0 [--rounds=N] [--sizes=N,N,...] [--build=DIR] [--out=DIR]" >&2; exit 2 ;;
+        [a-z]*=*)
+            extra_labels+=("${a%%=*}")
+            extra_args+=("${a#*=}") ;;
+        *) echo "usage: $0 [--rounds=N] [--sizes=N,N,...] [--build=DIR] [--out=DIR] [LABEL=ARGS ...]" >&2
+            exit 2 ;;
     esac
 done
 : "${COURIER_CLUSTER_HOSTFILE:?run it inside tests/cluster/netns-cluster --hosts=2}"
@@ -88,6 +96,15 @@ run_one() {
     case $label in
         courier-tcp) cmd=("${courier[@]}" --peer=2 --label=tcp-hosts) ;;
         courier-shm) cmd=("${courier[@]}" --peer=1 --label=shm-host) ;;
+        courier-*)
+            local i extra=()
+            for i in "${!extra_labels[@]}"; do
+                if [ "courier-${extra_labels[i]}" = "$label" ]; then
+                    # shellcheck disable=SC2206 # the options are meant to split at spaces
+                    extra=(${extra_args[i]})
+                fi
+            done
+            cmd=("${courier[@]}" "${extra[@]}" --peer=2 --label=tcp-hosts) ;;
         mpi-tcp) cmd=("${mpi[@]}" -np 2 --host "$h0,$h1" --mca btl self,tcp
             --mca btl_tcp_if_include 198.18.0.0/15 "$bin/osu_mpi" --label=tcp-hosts
             --tests=latency,bw "${sizes[@]}") ;;
@@ -104,6 +121,9 @@ run_one() {
     fi
 }
 configs=(mpi-tcp courier-tcp courier-shm mpi-shm)
+for l in "${extra_labels[@]}"; do
+    configs+=("courier-$l")
+done
 if command -v fi_pingpong > /dev/null 2>&1; then
     configs+=(fabric-tcp)
 else
