@@ -77,7 +77,7 @@ if [ $((2 * pairs)) -gt "$(nproc)" ]; then # more processes than cores: they sha
 fi
 # One run of one configuration: its RESULT lines, prefixed with the round and the label.
 run_one() {
-    local r=$1 spec=$2 label args
+    local r=$1 spec=$2 label args run_tests=$tests
     local -a cmd
     case "$spec" in
         mpi)
@@ -91,7 +91,25 @@ run_one() {
                 return 0
             fi
             cmd=("$bin/osu_fabric" --provider="$provider")
-            [ "$spec" = native ] || cmd+=("--${spec#native+}") ;;
+            [ "$spec" = native ] || cmd+=("--${spec#native+}")
+            # --push runs bw, bibw and mr, --multi bw and mr: the others are left out.
+            local keep t
+            case $spec in
+                native+push) keep=" bw bibw mr " ;;
+                native+multi) keep=" bw mr " ;;
+                *) keep="" ;;
+            esac
+            if [ -n "$keep" ]; then
+                local kept=""
+                for t in ${run_tests//,/ }; do
+                    [[ $keep == *" $t "* ]] && kept+=${kept:+,}$t
+                done
+                if [ -z "$kept" ]; then
+                    [ "$r" != 1 ] || echo "compare.sh: $spec runs none of $tests: left out" >&2
+                    return 0
+                fi
+                run_tests=$kept
+            fi ;;
         *=*)
             label=${spec%%=*}
             args=${spec#*=}
@@ -122,7 +140,7 @@ run_one() {
         *) echo "compare.sh: $spec is neither mpi, native[+distinct|+push|+multi] nor LABEL=ARGS" >&2
             exit 2 ;;
     esac
-    if ! timeout 900 "${cmd[@]}" --tests="$tests" "${sizes[@]}" 2>> "$raw.stderr" |
+    if ! timeout 900 "${cmd[@]}" --tests="$run_tests" "${sizes[@]}" 2>> "$raw.stderr" |
         grep '^RESULT' | sed "s/^/$r $label /" >> "$raw"; then
         echo "compare.sh: round $r, $label failed: ${cmd[*]} (its stderr: $raw.stderr)" >&2
         exit 1

@@ -11,9 +11,10 @@
 // what sends pushed into receives posted per announced message can do on a provider.
 // --multi (bw, mr; net only): every message is a 16-byte header and the payload in one
 // fi_sendv from two places; the receiver has 4 FI_MULTI_RECV buffers of --multi-size bytes
-// (1 MiB, or two of the largest messages) posted ahead, each re-posted when the provider
-// returns it, where messages land one after another: what a runtime that sends a parcel's
-// header and chunks as one message into receives posted before it knows their sizes can do.
+// (1 MiB, or two of the largest messages of the run: one size for all) posted ahead, each
+// re-posted when the provider returns it, where messages land one after another: what a
+// runtime that sends a parcel's header and chunks as one message into receives posted before
+// it knows their sizes can do. Alone: not with --push or --distinct.
 // Methodology and output format: osu_common.hpp.
 #include "osu_common.hpp"
 #include "osu_pair.hpp"
@@ -185,6 +186,9 @@ struct endpoint {
         check("fi_ep_bind av", fi_ep_bind(ep, &av->fid, 0));
         check("fi_ep_bind cq", fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
         if (multi) {
+            if (info->tx_attr->iov_limit < 2) {
+                die("--multi: the provider sends no two-part message", -FI_ENOSYS);
+            }
             check("fi_setopt FI_OPT_MIN_MULTI_RECV",
                   fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min_multi,
                             sizeof min_multi));
@@ -289,8 +293,15 @@ struct endpoint {
              "fi_send", p, n, mr, slot);
     }
 
+    /// Closes the endpoint (the receives still posted with it), before the memory they use.
+    void close_endpoint() {
+        if (ep != nullptr) {
+            fi_close(&ep->fid);
+            ep = nullptr;
+        }
+    }
     ~endpoint() {
-        fi_close(&ep->fid);
+        close_endpoint();
         fi_close(&cq->fid);
         fi_close(&av->fid);
         fi_close(&domain->fid);
@@ -470,6 +481,7 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
             }
         }
     }
+    e.close_endpoint(); // --multi's buffers are still posted
     for (fid_mr* mr : {smr, rmr, wmr, amr_s, amr_r, annmr_s, annmr_r, hmr, mmr}) {
         if (mr != nullptr) {
             fi_close(&mr->fid);
@@ -494,7 +506,12 @@ int main(int argc, char** argv) {
         } else if (a == "--multi") {
             multi = true;
         } else if (a.rfind("--multi-size=", 0) == 0) {
-            multi_size = std::strtoull(a.c_str() + 13, nullptr, 10);
+            char* end = nullptr;
+            multi_size = std::strtoull(a.c_str() + 13, &end, 10);
+            if (multi_size == 0 || *end != '\0') {
+                std::fprintf(stderr, "osu_fabric: --multi-size: expected bytes, e.g. 1048576\n");
+                return 2;
+            }
         } else if (a.rfind("--provider=", 0) == 0) {
             provider = a.substr(11);
         } else {
@@ -509,9 +526,13 @@ int main(int argc, char** argv) {
     }
     std::size_t const largest = std::max<std::size_t>(plan.max_size(), 8) + 16;
     if (multi_size == 0) {
-        // Small buffers stay in cache: with 4 of 8 MiB, 8 / 32 KiB ran at 0.4 / 0.23x native on
-        // net, with 4 of 1 MiB at 0.78 / 1.0x.
+        // One size for the whole run, from its largest message: small messages ran slower in
+        // larger buffers (benchmarks/RESULTS.md, "Multi-receive buffers on net").
         multi_size = std::max<std::size_t>(std::size_t(1) << 20, 2 * largest);
+    }
+    if (multi && (push || distinct)) {
+        std::fprintf(stderr, "osu_fabric: --multi goes alone, without --push or --distinct\n");
+        return 2;
     }
     if (multi && multi_size < largest) {
         std::fprintf(stderr, "osu_fabric: --multi-size=%zu holds no message of %zu bytes\n",

@@ -33,7 +33,14 @@ for a in "$@"; do
         --build=*) build=${a#--build=} ;;
         --out=*) out=${a#--out=} ;;
         [a-z]*=*)
-            extra_labels+=("${a%%=*}")
+            l=${a%%=*}
+            if ! [[ $l =~ ^[a-z][a-z0-9_]*$ ]] || [[ " tcp shm rounds sizes build out " == *" $l "* ]] ||
+                [[ " ${extra_labels[*]} " == *" $l "* ]]; then
+                echo "run_hosts.sh: $l: a configuration's label is lower-case letters, digits and _," \
+                    "not tcp, shm, an option's name (--$l=?) or one given already" >&2
+                exit 2
+            fi
+            extra_labels+=("$l")
             extra_args+=("${a#*=}") ;;
         *) echo "usage: $0 [--rounds=N] [--sizes=N,N,...] [--build=DIR] [--out=DIR] [LABEL=ARGS ...]" >&2
             exit 2 ;;
@@ -97,11 +104,11 @@ run_one() {
         courier-tcp) cmd=("${courier[@]}" --peer=2 --label=tcp-hosts) ;;
         courier-shm) cmd=("${courier[@]}" --peer=1 --label=shm-host) ;;
         courier-*)
-            local i extra=()
+            local i
+            local -a extra=()
             for i in "${!extra_labels[@]}"; do
                 if [ "courier-${extra_labels[i]}" = "$label" ]; then
-                    # shellcheck disable=SC2206 # the options are meant to split at spaces
-                    extra=(${extra_args[i]})
+                    read -ra extra <<< "${extra_args[i]}" # options split at spaces, no globbing
                 fi
             done
             cmd=("${courier[@]}" "${extra[@]}" --peer=2 --label=tcp-hosts) ;;

@@ -4,7 +4,8 @@
 // MPI parcelport) against a plain copy out of memory the peer shares with it (a memfd both map,
 // as a registered pool in shared memory would be). A child process holds both sources and never
 // writes them (as osu_bw's sender); the parent reads them into one destination, the two ways
-// interleaved in each round, pinned to core 0 (the child to core 1).
+// interleaved in each round (which goes first alternates), pinned to core 0 (the child to
+// core 1). Both sources stay in the caches up to their size: a copy rate, not an application's.
 //   cma_vs_mapped [--sizes=BYTES,...] [--rounds=N (5)] [--bytes=N (1 GiB read per case a round)]
 // Prints one RESULT line per size and way (median GB/s over the rounds) and the ratio.
 #include "common/harness.hpp"
@@ -15,10 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -39,21 +42,31 @@ int main(int argc, char** argv) {
     double bytes_per_case = double(std::size_t{1} << 30);
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a.rfind("--sizes=", 0) == 0) {
-            sizes.clear();
-            for (std::size_t at = 8; at < a.size();) {
-                std::size_t comma = a.find(',', at);
-                sizes.push_back(std::stoull(a.substr(at, comma - at)));
-                at = comma == std::string::npos ? a.size() : comma + 1;
+        try {
+            if (a.rfind("--sizes=", 0) == 0) {
+                sizes.clear();
+                for (std::size_t at = 8; at < a.size();) {
+                    std::size_t comma = a.find(',', at);
+                    sizes.push_back(std::stoull(a.substr(at, comma - at)));
+                    at = comma == std::string::npos ? a.size() : comma + 1;
+                }
+            } else if (a.rfind("--rounds=", 0) == 0) {
+                rounds = std::stoi(a.substr(9));
+            } else if (a.rfind("--bytes=", 0) == 0) {
+                bytes_per_case = std::stod(a.substr(8));
+            } else {
+                std::fprintf(stderr, "cma_vs_mapped: unknown argument %s\n", a.c_str());
+                return 2;
             }
-        } else if (a.rfind("--rounds=", 0) == 0) {
-            rounds = std::stoi(a.substr(9));
-        } else if (a.rfind("--bytes=", 0) == 0) {
-            bytes_per_case = std::stod(a.substr(8));
-        } else {
-            std::fprintf(stderr, "cma_vs_mapped: unknown argument %s\n", a.c_str());
+        } catch (std::exception const&) {
+            std::fprintf(stderr, "cma_vs_mapped: %s: expected a number\n", a.c_str());
             return 2;
         }
+    }
+    if (sizes.empty() || rounds < 1 || bytes_per_case <= 0 ||
+        std::find(sizes.begin(), sizes.end(), std::size_t{0}) != sizes.end()) {
+        std::fprintf(stderr, "cma_vs_mapped: sizes, rounds and bytes must be positive\n");
+        return 2;
     }
     std::size_t largest = 0;
     for (std::size_t s : sizes) {
@@ -82,13 +95,19 @@ int main(int argc, char** argv) {
         return 1;
     }
     pid_t child = ::fork();
-    if (child == 0) { // holds `own` (its private copy) until the parent is done
+    if (child < 0) {
+        std::perror("cma_vs_mapped: fork");
+        return 1;
+    }
+    if (child == 0) { // holds `own` (its private copy) until the parent is done, or gone
+        ::close(hold[1]);
         pin(1);
         char c;
         ssize_t ignored = ::read(hold[0], &c, 1);
         (void)ignored;
         ::_exit(0);
     }
+    ::close(hold[0]);
     pin(0);
     int status = 0;
     // [size][way]: GB/s per round; way 0 = process_vm_readv from the child, 1 = memcpy from the
@@ -99,7 +118,8 @@ int main(int argc, char** argv) {
         for (std::size_t k = 0; k < sizes.size() && status == 0; ++k) {
             std::size_t const n = sizes[k];
             int const reads = std::max(1, static_cast<int>(bytes_per_case / double(n)));
-            for (int way = 0; way < 2; ++way) {
+            for (int w = 0; w < 2 && status == 0; ++w) {
+                int const way = (w + r) % 2;
                 auto t0 = std::chrono::steady_clock::now();
                 for (int i = 0; i < reads; ++i) {
                     if (way == 0) {
@@ -121,8 +141,7 @@ int main(int argc, char** argv) {
             }
         }
     }
-    ssize_t ignored = ::write(hold[1], "x", 1);
-    (void)ignored;
+    ::close(hold[1]); // the child's read returns
     ::waitpid(child, nullptr, 0);
     if (status != 0) {
         return status;
