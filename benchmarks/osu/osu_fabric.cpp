@@ -16,6 +16,7 @@
 // runtime that sends a parcel's header and chunks as one message into receives posted before
 // it knows their sizes can do. Alone: not with --push or --distinct.
 // Methodology and output format: osu_common.hpp.
+#include "common/tcp_provider.hpp"
 #include "osu_common.hpp"
 #include "osu_pair.hpp"
 
@@ -47,19 +48,6 @@ void check(char const* what, long rc) {
     if (rc != 0) {
         die(what, rc);
     }
-}
-
-/// Whether fi_getinfo offers `provider` for FI_EP_RDM with FI_MSG and FI_RMA.
-bool offered(char const* provider) {
-    fi_info* hints = fi_allocinfo();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_RMA;
-    hints->fabric_attr->prov_name = strdup(provider);
-    fi_info* info = nullptr;
-    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-    fi_freeinfo(hints);
-    fi_freeinfo(info);
-    return rc == 0;
 }
 
 struct endpoint {
@@ -520,9 +508,7 @@ int main(int argc, char** argv) {
         }
     }
     if (provider == "tcp") {
-        // As Courier opens "tcp" (parcelport::tcp_provider): libfabric's net provider, with
-        // FI_EP_RDM of its own, where offered, else tcp under ofi_rxm.
-        provider = offered("net") ? "net" : "tcp;ofi_rxm";
+        provider = courier::bench::tcp_provider();
     }
     std::size_t const largest = std::max<std::size_t>(plan.max_size(), 8) + 16;
     if (multi_size == 0) {

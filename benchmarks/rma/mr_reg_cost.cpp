@@ -6,6 +6,7 @@
 // "tcp" is what Courier's tcp opens (parcelport::tcp_provider): libfabric's net provider where
 // offered, else tcp under ofi_rxm.
 // Prints one RESULT line per figure and a table with the ratio fi_mr_reg / cache hit.
+#include "common/tcp_provider.hpp"
 #include <courier/rma.hpp>
 
 #include <rdma/fabric.h>
@@ -26,19 +27,6 @@
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-/// Whether fi_getinfo offers `provider` for FI_EP_RDM with FI_MSG and FI_RMA.
-bool offered(char const* provider) {
-    fi_info* hints = fi_allocinfo();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_RMA;
-    hints->fabric_attr->prov_name = strdup(provider);
-    fi_info* info = nullptr;
-    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
-    fi_freeinfo(hints);
-    fi_freeinfo(info);
-    return rc == 0;
-}
 
 struct domain {
     fi_info* info = nullptr;
@@ -122,7 +110,7 @@ void report(char const* what, std::string const& prov, std::size_t size, double 
 } // namespace
 
 int main(int argc, char** argv) {
-    std::string const tcp = offered("net") ? "net" : "tcp;ofi_rxm";
+    std::string const tcp = courier::bench::tcp_provider();
     std::vector<std::string> providers{tcp, "shm"};
     std::size_t max_size = std::size_t{256} << 20;
     bool quick = false;
