@@ -8,6 +8,8 @@
 #include "../src/libfabric/rendezvous.hpp"
 #include "endpoint_pair.hpp"
 
+#include <courier/rma/pool.hpp>
+
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -375,4 +377,241 @@ TEST(shm_direct_read, a_chunk_lands_at_the_senders_offset_within_a_cache_line) {
         EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << offset;
     }
     EXPECT_EQ(e->b->stats().direct_reads, 4u);
+}
+
+// Mapped reads (direct_read.hpp): a peer's rma pool segment, mapped by the reader, from which
+// chunks in it are copied instead of read by the system call.
+
+namespace {
+
+/// pool_identity()'s fields (fd, base, size, word), or empty when the pool is not shared.
+std::vector<std::uint64_t> pool_fields() {
+    std::string s = fab::direct_reader::pool_identity();
+    std::vector<std::uint64_t> v;
+    if (s.empty()) {
+        return v;
+    }
+    EXPECT_EQ(s[0], '@') << s;
+    std::size_t start = 1;
+    for (std::size_t i = 1; i <= s.size(); ++i) {
+        if (i == s.size() || s[i] == ':') {
+            v.push_back(std::stoull(s.substr(start, i - start), nullptr, 16));
+            start = i + 1;
+        }
+    }
+    EXPECT_EQ(v.size(), 4u) << s;
+    return v;
+}
+
+std::string offer(std::vector<std::uint64_t> const& v) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "@%llx:%llx:%llx:%llx", static_cast<unsigned long long>(v[0]),
+                  static_cast<unsigned long long>(v[1]), static_cast<unsigned long long>(v[2]),
+                  static_cast<unsigned long long>(v[3]));
+    return buf;
+}
+
+} // namespace
+
+TEST(direct_reader, a_peers_pool_segment_is_mapped_and_its_chunks_are_copied_out_of_it) {
+    auto const fields = pool_fields();
+    if (fields.empty()) {
+        GTEST_SKIP() << "this system refuses a memfd: the pool is not shared, chunks are read "
+                        "with process_vm_readv";
+    }
+    fab::direct_reader r;
+    ASSERT_EQ(r.connect({"", fab::direct_reader::identity() + offer(fields)}), 0u);
+    EXPECT_FALSE(r.mapped(0));
+    ASSERT_TRUE(r.enabled(1));
+    ASSERT_TRUE(r.mapped(1));
+    std::size_t const n = 300001;
+    auto* p = static_cast<std::byte*>(courier::rma::allocate(n));
+    auto const src = random_bytes(n, 11);
+    std::memcpy(p, src.data(), n);
+    std::vector<std::byte> dst(n);
+    ASSERT_TRUE(r.read(1, dst.data(), address_of(p), n));
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(r.mapped_bytes(), n);
+    // Memory outside the pool is read by the system call, as before.
+    auto const other = random_bytes(n, 12);
+    std::vector<std::byte> dst2(n);
+    ASSERT_TRUE(r.read(1, dst2.data(), address_of(other.data()), n));
+    EXPECT_EQ(dst2, other);
+    EXPECT_EQ(r.mapped_bytes(), n);
+    // A range that begins in the segment and runs past its end is not copied from the mapping.
+    std::uint64_t const end = fields[1] + fields[2];
+    (void)r.read(1, dst.data(), end - 8, 16);
+    EXPECT_EQ(r.mapped_bytes(), n);
+    courier::rma::deallocate(p, n);
+}
+
+TEST(direct_reader, a_segment_offer_that_does_not_match_is_not_mapped_and_the_peer_stays_readable) {
+    auto const fields = pool_fields();
+    if (fields.empty()) {
+        GTEST_SKIP() << "this system refuses a memfd: the pool is not shared";
+    }
+    auto with = [&](int i, std::uint64_t v) {
+        auto f = fields;
+        f[static_cast<std::size_t>(i)] = v;
+        return offer(f);
+    };
+    std::vector<std::string> offers = {
+        "@",
+        "@zz",
+        "@1:2:3",
+        offer(fields) + ":5",
+        with(0, 0),                // stdin: not the segment
+        with(0, 987654),           // no such descriptor
+        with(1, fields[1] + 4096), // another base than the header's
+        with(2, fields[2] - 4096), // another size
+        with(2, 100),              // smaller than the header
+        with(3, fields[3] ^ 0x10), // another word
+        with(2, std::uint64_t{1} << 60),
+    };
+    for (auto const& o : offers) {
+        fab::direct_reader r;
+        EXPECT_EQ(r.connect({fab::direct_reader::identity() + o}), 0u) << o;
+        EXPECT_TRUE(r.enabled(0)) << o;
+        EXPECT_FALSE(r.mapped(0)) << o;
+    }
+}
+
+TEST(direct_reader, another_processes_pool_segment_is_mapped_by_its_pid) {
+    // A child shares its pool, fills a buffer in it and offers its identity; the parent maps
+    // the child's segment and copies the buffer out of it.
+    int to_parent[2], done[2];
+    ASSERT_EQ(::pipe(to_parent), 0);
+    ASSERT_EQ(::pipe(done), 0);
+    std::size_t const n = 1 << 20;
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        std::string msg = "none";
+        std::string pool = fab::direct_reader::pool_identity();
+        if (!pool.empty()) {
+            auto* p = static_cast<std::byte*>(courier::rma::allocate(n));
+            for (std::size_t i = 0; i < n; ++i) {
+                p[i] = static_cast<std::byte>(i % 251);
+            }
+            msg = std::to_string(address_of(p)) + " " + fab::direct_reader::identity() + pool;
+        }
+        (void)!::write(to_parent[1], msg.data(), msg.size());
+        ::close(to_parent[1]);
+        char c;
+        (void)!::read(done[0], &c, 1);
+        ::_exit(0);
+    }
+    ::close(to_parent[1]);
+    std::string msg;
+    char buf[256];
+    for (ssize_t k; (k = ::read(to_parent[0], buf, sizeof buf)) > 0;) {
+        msg.append(buf, static_cast<std::size_t>(k));
+    }
+    auto finish = [&] {
+        char c = 0;
+        (void)!::write(done[1], &c, 1);
+        ::waitpid(child, nullptr, 0);
+        for (int fd : {to_parent[0], done[0], done[1]}) {
+            ::close(fd);
+        }
+    };
+    if (msg == "none") {
+        finish();
+        GTEST_SKIP() << "this system refuses a memfd: the pool is not shared";
+    }
+    std::size_t space = msg.find(' ');
+    ASSERT_NE(space, std::string::npos) << msg;
+    std::uint64_t const at = std::stoull(msg.substr(0, space));
+    fab::direct_reader r;
+    EXPECT_EQ(r.connect({msg.substr(space + 1)}), 0u);
+    if (!r.enabled(0)) {
+        finish();
+        GTEST_SKIP() << "this system forbids reading a child's memory (ptrace restrictions)";
+    }
+    EXPECT_TRUE(r.mapped(0));
+    std::vector<std::byte> got(n);
+    bool const ok = r.read(0, got.data(), at, n);
+    finish();
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(r.mapped_bytes(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], static_cast<std::byte>(i % 251)) << i;
+    }
+}
+
+TEST(shm_direct_read, a_chunk_in_the_senders_pool_is_copied_out_of_its_mapped_segment) {
+    // An rma chunk (pool memory: rma_vector's) is copied by b out of a's pool segment; a chunk
+    // in a's ordinary memory is read by the system call; both arrive intact.
+    std::string why;
+    auto e = direct_pair(why);
+    if (!e) {
+        GTEST_SKIP() << "provider shm unavailable here: " << why;
+    }
+    if (fab::direct_reader::pool_identity().empty()) {
+        GTEST_SKIP() << "this system refuses a memfd: the pool is not shared";
+    }
+    std::size_t const n = (std::size_t{1} << 20) + 3;
+    auto* p = static_cast<char*>(courier::rma::allocate(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        p[i] = static_cast<char>(i * 13 + 1);
+    }
+    for (bool pool : {true, false}) {
+        std::vector<char> plain(p, p + n);
+        char* src = pool ? p : plain.data();
+        cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
+        auto const mapped_before = e->b->stats().mapped_read_bytes;
+        e->got_b.clear();
+        bool sent = false;
+        e->a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
+        ASSERT_TRUE(e->pump([&] { return sent && e->got_b.size() == 1; })) << pool;
+        cs::serialize_buffer<char> back;
+        cs::load(e->got_b[0].second, back);
+        ASSERT_EQ(back.size(), n);
+        EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << pool;
+        EXPECT_EQ(e->b->stats().mapped_read_bytes - mapped_before, pool ? n : 0u) << pool;
+    }
+    EXPECT_EQ(e->b->stats().direct_reads, 2u);
+    courier::rma::deallocate(p, n);
+}
+
+TEST(shm_direct_read, a_chunk_in_the_senders_shared_pool_is_not_staged_in_its_outbox) {
+    // With an outbox that stages every chunk up to 1 MiB: a 64 KiB chunk of ordinary memory is
+    // staged (copied by the sender, then by the receiver), one in the sender's shared pool is
+    // not (the receiver copies it out of the pool: one copy in all).
+    std::unique_ptr<pair_of_endpoints> e;
+    try {
+        e = std::make_unique<pair_of_endpoints>("shm", 42, pp::transport_options{}.read_budget,
+                                                false, 0, true, 4096, true, 0, std::size_t{8} << 20,
+                                                std::size_t{1} << 20, true);
+    } catch (std::exception const& x) {
+        GTEST_SKIP() << "provider shm unavailable here: " << x.what();
+    }
+    if (fab::direct_reader::pool_identity().empty()) {
+        GTEST_SKIP() << "this system refuses a memfd: the pool is not shared";
+    }
+    std::size_t const n = 65536;
+    auto* p = static_cast<char*>(courier::rma::allocate(n));
+    for (std::size_t i = 0; i < n; ++i) {
+        p[i] = static_cast<char>(i * 5 + 3);
+    }
+    std::vector<char> plain(p, p + n);
+    for (bool pool : {false, true}) {
+        char* src = pool ? p : plain.data();
+        auto const a0 = e->a->stats();
+        auto const b0 = e->b->stats();
+        cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
+        e->got_b.clear();
+        bool sent = false;
+        e->a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
+        ASSERT_TRUE(e->pump([&] { return sent && e->got_b.size() == 1; })) << pool;
+        cs::serialize_buffer<char> back;
+        cs::load(e->got_b[0].second, back);
+        ASSERT_EQ(back.size(), n);
+        EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << pool;
+        auto const a1 = e->a->stats();
+        auto const b1 = e->b->stats();
+        EXPECT_EQ(a1.outbox_chunks_sent - a0.outbox_chunks_sent, pool ? 0u : 1u) << pool;
+        EXPECT_EQ(b1.mapped_read_bytes - b0.mapped_read_bytes, pool ? n : 0u) << pool;
+    }
+    courier::rma::deallocate(p, n);
 }

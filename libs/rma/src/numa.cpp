@@ -81,6 +81,18 @@ void numa_free(void* p, std::size_t bytes) noexcept {
     ::munmap(p, bytes);
 }
 
+void numa_bind(void* p, std::size_t bytes, int node) noexcept {
+    auto& tp = topo();
+    if (node < 0 || tp.t == nullptr || tp.nodes <= 1) {
+        return;
+    }
+    hwloc_obj_t o = hwloc_get_obj_by_type(tp.t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(node));
+    if (o != nullptr) {
+        (void)hwloc_set_area_membind(tp.t, p, bytes, o->nodeset, HWLOC_MEMBIND_BIND,
+                                     HWLOC_MEMBIND_BYNODESET);
+    }
+}
+
 int numa_node_of(void const* p) {
     auto& tp = topo();
     if (tp.t == nullptr) {

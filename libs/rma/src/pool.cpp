@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 // The rma pool (pool.hpp): size classes, registered blocks, large regions, per-thread caches.
 #include "numa.hpp"
+#include "segment.hpp"
 #include "size_classes.hpp"
 
 #include <courier/rma/pool.hpp>
@@ -70,6 +71,7 @@ public:
     pool_impl() {
         long pages = ::sysconf(_SC_PHYS_PAGES);
         std::size_t ram = pages > 0 ? static_cast<std::size_t>(pages) * page : std::size_t{8} << 30;
+        ram_ = ram;
         default_limit_ = ram / 2;
         options_.limit = default_limit_;
         nodes_.resize(numa_node_count());
@@ -121,6 +123,7 @@ public:
     }
     void trim() noexcept;
     pool_statistics stats();
+    std::optional<shared_segment> share();
 
     // Thread caches hand slots back through these.
     void push_free(unsigned node, unsigned c, void* const* p, std::size_t n) {
@@ -133,7 +136,7 @@ public:
 
     std::atomic<std::uint64_t> allocations{0}, hits{0}, misses{0}, thread_hits{0}, refused{0},
         in_use{0}, peak{0}, registrations{0}, deregistrations{0}, held{0}, adopted{0}, copied{0},
-        copied_bytes{0};
+        copied_bytes{0}, shared_held{0};
 
     void count_in_use(std::size_t n) noexcept {
         auto now = in_use.fetch_add(n, std::memory_order_relaxed) + n;
@@ -145,6 +148,7 @@ public:
 private:
     std::byte* new_memory(std::size_t bytes, unsigned node, bool large, char const* what);
     void release_region(std::byte* base, region_record& rec) noexcept;
+    void free_memory(std::byte* base, std::size_t bytes) noexcept;
     std::size_t trim_locked() noexcept; // map_mutex_ held exclusively
     void* allocate_large(unsigned c, unsigned node);
     void* carve(unsigned node, unsigned c);
@@ -152,6 +156,7 @@ private:
     std::mutex options_mutex_;
     pool_options options_;
     std::size_t default_limit_ = 0;
+    std::size_t ram_ = 0;
     std::vector<std::unique_ptr<node_state>> nodes_;
 
     std::shared_mutex map_mutex_; // regions_, registrar_, large free lists
@@ -159,6 +164,8 @@ private:
     memory_registrar* registrar_ = nullptr;
     std::vector<std::vector<std::byte*>> large_free_ =
         std::vector<std::vector<std::byte*>>(class_count);
+    detail::segment segment_; // new memory comes from it once share() was called
+    bool sharing_ = false;
 };
 
 pool_impl& the_pool() {
@@ -191,9 +198,11 @@ thread_cache& my_cache() {
 
 std::byte* pool_impl::new_memory(std::size_t bytes, unsigned node, bool large, char const* what) {
     std::size_t limit;
+    bool shared;
     {
         std::lock_guard g(options_mutex_);
         limit = options_.limit;
+        shared = options_.shared;
     }
     std::unique_lock g(map_mutex_);
     if (held.load() + bytes > limit) {
@@ -207,7 +216,11 @@ std::byte* pool_impl::new_memory(std::size_t bytes, unsigned node, bool large, c
                              " bytes does not fit. Raise --courier:rma_pool_limit or free "
                              "rma memory.");
     }
-    void* p = numa_alloc(bytes, node_count() > 1 ? static_cast<int>(node) : -1);
+    int const bind = node_count() > 1 ? static_cast<int>(node) : -1;
+    void* p = sharing_ && shared ? segment_.take(bytes, bind) : nullptr;
+    if (p == nullptr) {
+        p = numa_alloc(bytes, bind); // not shared, or the segment has no room
+    }
     if (p == nullptr) {
         ++refused;
         throw pool_exhausted("courier::rma: the system refused " + std::to_string(bytes) +
@@ -222,7 +235,7 @@ std::byte* pool_impl::new_memory(std::size_t bytes, unsigned node, bool large, c
         try {
             rec.reg = registrar_->register_memory(base, bytes);
         } catch (...) {
-            numa_free(p, bytes);
+            free_memory(base, bytes);
             throw;
         }
         rec.registered = true;
@@ -230,7 +243,39 @@ std::byte* pool_impl::new_memory(std::size_t bytes, unsigned node, bool large, c
     }
     regions_.emplace(base, rec);
     held += bytes;
+    if (segment_.owns(base)) {
+        shared_held += bytes;
+    }
     return base;
+}
+
+void pool_impl::free_memory(std::byte* base, std::size_t bytes) noexcept {
+    if (segment_.owns(base)) {
+        segment_.give(base, bytes);
+    } else {
+        numa_free(base, bytes);
+    }
+}
+
+std::optional<shared_segment> pool_impl::share() {
+    std::size_t limit;
+    {
+        std::lock_guard g(options_mutex_);
+        if (!options_.shared) {
+            return std::nullopt;
+        }
+        limit = options_.limit;
+    }
+    std::unique_lock g(map_mutex_);
+    // Reserved at the limit (memory is used only as it is touched); a limit raised later is
+    // served from private memory beyond it.
+    if (!segment_.exists() && !segment_.create(std::min(limit, ram_))) {
+        logging::debug("rma: the pool's memory cannot be shared with this host's processes "
+                       "(memfd_create or mmap refused); peers read it with process_vm_readv");
+        return std::nullopt;
+    }
+    sharing_ = true;
+    return shared_segment{segment_.fd(), segment_.base(), segment_.size(), segment_.word()};
 }
 
 void pool_impl::release_region(std::byte* base, region_record& rec) noexcept {
@@ -238,7 +283,10 @@ void pool_impl::release_region(std::byte* base, region_record& rec) noexcept {
         registrar_->deregister_memory(rec.reg);
         ++deregistrations;
     }
-    numa_free(base, rec.size);
+    if (segment_.owns(base)) {
+        shared_held -= rec.size;
+    }
+    free_memory(base, rec.size);
     held -= rec.size;
 }
 
@@ -484,6 +532,7 @@ pool_statistics pool_impl::stats() {
     s.adopted_loads = adopted.load();
     s.copied_loads = copied.load();
     s.bytes_copied_on_load = copied_bytes.load();
+    s.bytes_shared = shared_held.load();
     auto o = options();
     s.limit = o.limit;
     s.block_size = o.block_size;
@@ -535,6 +584,9 @@ void trim() noexcept {
 }
 pool_statistics get_pool_statistics() {
     return the_pool().stats();
+}
+std::optional<shared_segment> share_with_host() {
+    return the_pool().share();
 }
 
 namespace detail {

@@ -275,6 +275,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/count/outbox-chunks-sent", p.outbox_chunks_sent);
     put("/parcelport/count/outbox-chunks-received", p.outbox_chunks_received);
     put("/parcelport/bytes/outbox-received", p.outbox_bytes_received);
+    put("/parcelport/bytes/mapped-read", p.mapped_read_bytes);
     put("/parcelport/count/direct-reads", p.direct_reads);
     put("/parcelport/count/done-messages", p.done_messages);
     put("/parcelport/count/ring-messages-sent", p.ring_messages_sent);

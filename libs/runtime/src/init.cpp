@@ -277,6 +277,7 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         po.limit = static_cast<std::size_t>(cfg.get_bytes("rma_pool_limit", 0, 1ll << 50));
         std::string const& numa = cfg.get_choice("rma_numa", {"local", "none"});
         po.numa_local = numa == "local";
+        po.shared = cfg.get_int("rma_pool_shared", 0, 1) != 0;
         try {
             rma::configure(po);
         } catch (std::invalid_argument const& e) {

@@ -182,6 +182,11 @@ std::vector<option_spec> const& option_table() {
         {"rma_pool_limit", "0",
          "bytes of registered memory the rma pool may hold; over it allocation fails with "
          "rma::pool_exhausted; 0 = half of the machine's memory"},
+        {"rma_pool_shared", "1",
+         "shm: 1 = the rma pool's memory is a segment that localities on this host map, so a "
+         "receiver copies an rma chunk (rma_vector, rma_object) out of it instead of reading it "
+         "with process_vm_readv; its pages are not inherited by fork() children. 0 = private "
+         "memory"},
         {"rma_numa", "local",
          "'local': rma pool memory on the NUMA node of the allocating worker; 'none'"},
         {"registration_cache", "1024",

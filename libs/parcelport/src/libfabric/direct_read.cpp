@@ -2,9 +2,15 @@
 // Direct reads of a peer's memory on this host (direct_read.hpp).
 #include "direct_read.hpp"
 
+#include <courier/rma/pool.hpp>
+
 #include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <fcntl.h>
 #include <random>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -44,25 +50,33 @@ int read_all(int pid, std::byte* local, std::uint64_t remote, std::size_t size) 
     return 0;
 }
 
-/// Parses "PID:ADDRESS:VALUE" (hexadecimal); false if malformed.
-bool parse(std::string const& s, int& pid, std::uint64_t& address, std::uint64_t& value) {
-    char const* p = s.data();
-    char const* end = s.data() + s.size();
-    unsigned long long v[3] = {};
-    for (int i = 0; i < 3; ++i) {
+/// Parses `n` hexadecimal numbers separated by ':' that make up all of [p, end).
+bool parse_fields(char const* p, char const* end, unsigned long long* v, int n) {
+    for (int i = 0; i < n; ++i) {
         auto [next, ec] = std::from_chars(p, end, v[i], 16);
         if (ec != std::errc{} || next == p) {
             return false;
         }
         p = next;
-        if (i < 2) {
+        if (i < n - 1) {
             if (p == end || *p != ':') {
                 return false;
             }
             ++p;
         }
     }
-    if (p != end || v[0] == 0 || v[0] > 0x7fffffffULL) {
+    return p == end;
+}
+
+/// Parses "PID:ADDRESS:VALUE" (hexadecimal), followed by a pool segment's "@..." that is
+/// returned in `segment`; false if malformed.
+bool parse(std::string const& s, int& pid, std::uint64_t& address, std::uint64_t& value,
+           std::string& segment) {
+    std::size_t at = s.find('@');
+    segment = at == std::string::npos ? std::string() : s.substr(at + 1);
+    char const* end = s.data() + (at == std::string::npos ? s.size() : at);
+    unsigned long long v[3] = {};
+    if (!parse_fields(s.data(), end, v, 3) || v[0] == 0 || v[0] > 0x7fffffffULL) {
         return false;
     }
     pid = static_cast<int>(v[0]);
@@ -73,6 +87,57 @@ bool parse(std::string const& s, int& pid, std::uint64_t& address, std::uint64_t
 
 } // namespace
 
+std::string direct_reader::pool_identity() {
+    return pool_identity(rma::share_with_host());
+}
+
+std::string direct_reader::pool_identity(std::optional<rma::shared_segment> const& seg) {
+    if (!seg) {
+        return {};
+    }
+    return fmt::format("@{:x}:{:x}:{:x}:{:x}", seg->fd, reinterpret_cast<std::uintptr_t>(seg->base),
+                       seg->size, seg->word);
+}
+
+direct_reader::~direct_reader() {
+    for (auto const& m : maps_) {
+        if (m.at != nullptr) {
+            ::munmap(const_cast<std::byte*>(m.at), m.size);
+        }
+    }
+}
+
+void direct_reader::map_segment(std::uint32_t rank, int pid, std::string const& offer) {
+    unsigned long long v[4] = {};
+    if (!parse_fields(offer.data(), offer.data() + offer.size(), v, 4) || v[0] > 0x7fffffffULL ||
+        v[2] < rma::shared_segment::header_bytes || v[2] > (1ULL << 47)) {
+        return;
+    }
+    std::string path = fmt::format("/proc/{}/fd/{}", pid, v[0]);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (::fstat(fd, &st) == 0 && static_cast<unsigned long long>(st.st_size) >= v[2]) {
+        p = ::mmap(nullptr, v[2], PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    }
+    ::close(fd);
+    if (p == MAP_FAILED) {
+        return;
+    }
+    // The header, read through this mapping, proves that it is the segment offered.
+    std::uint64_t h[4];
+    std::memcpy(h, p, sizeof h);
+    if (h[0] != rma::shared_segment::magic || h[1] != v[3] || h[2] != v[1] || h[3] != v[2]) {
+        ::munmap(p, v[2]);
+        return;
+    }
+    (void)::madvise(p, v[2], MADV_DONTFORK);
+    maps_[rank] = mapping{static_cast<std::byte const*>(p), v[1], v[2]};
+}
+
 std::string direct_reader::identity() {
     std::uint64_t const& w = identity_word();
     return fmt::format("{:x}:{:x}:{:x}", static_cast<unsigned long>(::getpid()),
@@ -81,6 +146,12 @@ std::string direct_reader::identity() {
 
 std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
     pids_ = std::vector<std::atomic<int>>(identities.size()); // all 0
+    for (auto const& m : maps_) {
+        if (m.at != nullptr) {
+            ::munmap(const_cast<std::byte*>(m.at), m.size);
+        }
+    }
+    maps_.assign(identities.size(), mapping{});
     std::size_t failed = 0;
     for (std::size_t i = 0; i < identities.size(); ++i) {
         if (identities[i].empty()) {
@@ -88,13 +159,17 @@ std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
         }
         int pid = 0;
         std::uint64_t address = 0, value = 0, seen = 0;
-        if (!parse(identities[i], pid, address, value) ||
+        std::string segment;
+        if (!parse(identities[i], pid, address, value, segment) ||
             read_all(pid, reinterpret_cast<std::byte*>(&seen), address, sizeof seen) != 0 ||
             seen != value) {
             ++failed;
             continue;
         }
         pids_[i].store(pid, std::memory_order_relaxed);
+        if (!segment.empty()) {
+            map_segment(static_cast<std::uint32_t>(i), pid, segment);
+        }
     }
     return failed;
 }
@@ -104,6 +179,12 @@ bool direct_reader::read(std::uint32_t rank, std::byte* local, std::uint64_t rem
     int pid = rank < pids_.size() ? pids_[rank].load(std::memory_order_relaxed) : 0;
     if (pid <= 0) {
         return false;
+    }
+    if (mapping const& m = maps_[rank];
+        m.at != nullptr && remote >= m.base && size <= m.size && remote - m.base <= m.size - size) {
+        std::memcpy(local, m.at + (remote - m.base), size);
+        mapped_bytes_.fetch_add(size, std::memory_order_relaxed);
+        return true;
     }
     int rc = read_all(pid, local, remote, size);
     if (rc == -EPERM || rc == -ESRCH) {

@@ -20,12 +20,23 @@
 // the check: since a progress pass lands at most the read budget (rendezvous.hpp), direct
 // reads beat fi_read from 32 KiB up, one way and both ways (benchmarks/RESULTS.md).
 //
+// Mapped reads: a peer whose rma pool is a shared segment (rma::share_with_host()) adds it to
+// its identity ("@FD:BASE:SIZE:WORD"). connect() maps it read-only through /proc/PID/fd/FD and
+// checks its header (the word, its base and size); a chunk that lies wholly in it (rma_vector,
+// rma_object, any pool memory) is then copied with memcpy instead of the system call, which
+// costs several copies' time (cma_vs_mapped). A peer whose segment cannot be mapped is read
+// with process_vm_readv as before. A segment stays mapped until this reader is destroyed, also
+// after its peer has ended (its pages are freed then).
+//
 // Thread safety: connect() before any read; read() from any thread.
 #pragma once
+
+#include <courier/rma/pool.hpp>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,10 +47,21 @@ public:
     /// This process's part of a locality's address: "PID:ADDRESS:VALUE" (hexadecimal) of its
     /// identity word, the same for every transport of the process.
     static std::string identity();
+    /// The suffix of identity() that offers this process's rma pool segment to peers
+    /// ("@FD:BASE:SIZE:WORD"), after rma::share_with_host(); empty when the pool is not shared.
+    static std::string pool_identity();
+    /// The same for a segment already shared (empty for nullopt).
+    static std::string pool_identity(std::optional<rma::shared_segment> const& seg);
+
+    direct_reader() = default;
+    ~direct_reader();
+    direct_reader(direct_reader const&) = delete;
+    direct_reader& operator=(direct_reader const&) = delete;
 
     /// Reads back each peer's identity word (identities[i] of locality i; empty: it offers
-    /// none) and enables direct reads from those whose word matches. Returns how many offered
-    /// one and failed the check.
+    /// none) and enables direct reads from those whose word matches, and maps the pool segment
+    /// of those that offer one (identity() + pool_identity()). Returns how many offered an
+    /// identity and failed the check; a segment that cannot be mapped is not a failure.
     std::size_t connect(std::vector<std::string> const& identities);
 
     /// Reads [remote, remote + size) of locality `rank`'s memory into `local`. false when that
@@ -53,9 +75,26 @@ public:
     bool enabled(std::uint32_t rank) const noexcept {
         return rank < pids_.size() && pids_[rank].load(std::memory_order_relaxed) > 0;
     }
+    /// Whether locality `rank`'s pool segment is mapped (tests).
+    bool mapped(std::uint32_t rank) const noexcept {
+        return rank < maps_.size() && maps_[rank].at != nullptr;
+    }
+    /// Bytes read() copied out of mapped segments.
+    std::uint64_t mapped_bytes() const noexcept {
+        return mapped_bytes_.load(std::memory_order_relaxed);
+    }
 
 private:
+    struct mapping {
+        std::byte const* at = nullptr; // this process's mapping of the peer's segment
+        std::uint64_t base = 0;        // the segment's address in the peer
+        std::size_t size = 0;
+    };
+    void map_segment(std::uint32_t rank, int pid, std::string const& offer);
+
     std::vector<std::atomic<int>> pids_; // by locality; 0: read with fi_read
+    std::vector<mapping> maps_;          // by locality
+    std::atomic<std::uint64_t> mapped_bytes_{0};
 };
 
 } // namespace courier::parcelport::fabric

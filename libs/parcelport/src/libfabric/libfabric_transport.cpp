@@ -188,11 +188,18 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         }
         if (ep.shm() && ep.mr_virt_addr() && opts_.shm_direct_read) {
             direct_ = std::make_unique<direct_reader>();
+            // Peers copy this side's rma chunks out of its pool, which they map (direct_read.hpp).
+            shared_pool_ = rma::share_with_host();
+            direct_identity_ =
+                direct_reader::identity() + direct_reader::pool_identity(shared_pool_);
         }
         transport_parts parts{ep, peers_, backlog_, counters_, rings_.get(), &local_, tally_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
         sender_->set_outbox(outbox_.get(), opts_.shm_outbox_idle < 0 ? fabric::amd_processor()
                                                                      : opts_.shm_outbox_idle != 0);
+        if (shared_pool_) {
+            sender_->set_shared_pool(shared_pool_->base, shared_pool_->size);
+        }
         // A send over sockets completes once the kernel has its bytes: there a parcel is held
         // behind one message in flight (coalesce_in_flight), elsewhere behind two.
         socket_core_ = tcp_sockets(ep.core()) || ep.core() == "sockets";
@@ -247,8 +254,7 @@ std::vector<std::byte> libfabric_transport::address() const {
                          bell_       ? bell_->name()
                          : net_bell_ ? net_bell_->name()
                                      : std::string(),
-                         rings_ ? rings_->name() : std::string(),
-                         direct_ ? direct_reader::identity() : std::string(),
+                         rings_ ? rings_->name() : std::string(), direct_identity_,
                          std::string(endpoint_->core())});
 }
 
@@ -278,6 +284,9 @@ statistics libfabric_transport::stats() const {
         s.ring_messages_sent = r.sent;
         s.ring_messages_received = r.received;
         s.ring_refusals = r.refused;
+    }
+    if (direct_) {
+        s.mapped_read_bytes = direct_->mapped_bytes();
     }
     return s;
 }

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -200,6 +201,8 @@ private:
     pass_tally tally_; // the current pass's (under the poll lock)
     /// shm: reads of peers' chunks without fi_read (descriptors hold virtual addresses).
     std::unique_ptr<direct_reader> direct_;
+    std::string direct_identity_; // in this side's address: identity() + pool_identity()
+    std::optional<rma::shared_segment> shared_pool_; // offered to peers in direct_identity_
     receive_handler on_receive_;
     batch_handler on_batch_;
     std::unique_ptr<sender> sender_;

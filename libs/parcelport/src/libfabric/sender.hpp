@@ -81,6 +81,12 @@ public:
         outbox_ = b;
         stage_idle_ = stage_idle;
     }
+    /// shm: [base, base + size) is this process's rma pool segment, which peers map and copy
+    /// chunks out of (direct_read.hpp): a chunk in it is never staged (a copy for nothing).
+    void set_shared_pool(std::byte const* base, std::size_t size) noexcept {
+        shared_base_ = base;
+        shared_size_ = size;
+    }
 
     /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
     bool send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
@@ -192,6 +198,8 @@ private:
     bool dones_ride_ = false;
     outbox* outbox_ = nullptr;
     bool stage_idle_ = true;
+    std::byte const* shared_base_ = nullptr;
+    std::size_t shared_size_ = 0;
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
     std::size_t split_part_, split_max_;

@@ -303,6 +303,7 @@ statistics routed_transport::stats() const {
         sum.outbox_chunks_received += s.outbox_chunks_received;
         sum.outbox_bytes_received += s.outbox_bytes_received;
         sum.direct_reads += s.direct_reads;
+        sum.mapped_read_bytes += s.mapped_read_bytes;
         sum.done_messages += s.done_messages;
         sum.completion_queue_reads += s.completion_queue_reads;
         sum.split_sends += s.split_sends;

@@ -112,6 +112,9 @@ struct statistics {
     /// shm: RMA reads (of rma_reads) this side made itself with process_vm_readv rather than by
     /// fi_read (transport_options::shm_direct_read).
     std::uint64_t direct_reads = 0;
+    /// shm: of the bytes read directly, those copied out of a peer's rma pool segment that
+    /// this side maps (rma::share_with_host(); direct_read.hpp) rather than by the system call.
+    std::uint64_t mapped_read_bytes = 0;
     /// DONE messages this side sent (a DONE message answers one or more rendezvous parcels);
     /// not the DONEs that rode in a coalesced message (tcp).
     std::uint64_t done_messages = 0;

@@ -38,6 +38,9 @@ struct pool_options {
     std::size_t block_size = std::size_t{4} << 20; ///< registered block for small classes
     std::size_t limit = 0;                         ///< bytes held at most; 0: half of RAM
     bool numa_local = true;                        ///< allocate on the caller's NUMA node
+    /// share_with_host() may back the pool's new memory with a segment this host's processes
+    /// map. false: private memory only (a program whose fork() children use rma memory).
+    bool shared = true;
 };
 
 struct pool_statistics {
@@ -54,6 +57,7 @@ struct pool_statistics {
     std::uint64_t adopted_loads = 0;     ///< rma_vector/rma_object loads that adopted a buffer
     std::uint64_t copied_loads = 0;      ///< ... that had to copy (sender-side local loads)
     std::uint64_t bytes_copied_on_load = 0;
+    std::uint64_t bytes_shared = 0; ///< of bytes_registered, in the shared segment
     std::size_t limit = 0;
     std::size_t block_size = 0;
     unsigned numa_nodes = 1;
@@ -108,6 +112,30 @@ memory_registrar* attached_registrar() noexcept;
 unsigned numa_node_count();
 /// The NUMA node (logical index) holding the page at `p`, or -1 if unknown.
 int numa_node_of(void const* p);
+
+/// The pool's segment shared with this host's processes: a memfd whose first page is a header
+/// {magic, word, base, size} (see libs/rma/src/segment.hpp) and whose other pages back the
+/// pool's blocks and regions. Another process of the same user opens /proc/PID/fd/`fd`, maps
+/// `size` bytes and finds the pool's byte at address A at offset A - `base`.
+struct shared_segment {
+    /// The header's first word; the header is four 64-bit words {magic, word, base, size} at
+    /// the start of a page that holds nothing else.
+    static constexpr std::uint64_t magic = 0x434f555249455253ULL; // "COURIERS"
+    static constexpr std::size_t header_bytes = 4096;
+    int fd = -1;
+    std::byte* base = nullptr;
+    std::size_t size = 0;
+    std::uint64_t word = 0; ///< random, also in the header: what a reader checks
+};
+
+/// From now on, the pool's new blocks and regions come from its shared segment (created at the
+/// first call, reserved at the limit, its pages used only as they are touched), so that a
+/// transport can let this host's processes copy rma chunks out of it instead of reading them
+/// with a system call. Memory allocated earlier stays private. Its pages are not inherited by
+/// fork() children (as memory registered for RDMA): a child must not use rma memory allocated
+/// before the fork. nullopt when pool_options::shared is false or the system refuses (no
+/// memfd_create): the pool then stays private.
+std::optional<shared_segment> share_with_host();
 
 /// Releases the free large regions the pool caches (and their registrations).
 void trim() noexcept;

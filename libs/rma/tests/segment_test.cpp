@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: BSL-1.0
+// The pool's shared segment (libs/rma/src/segment.hpp, rma::share_with_host()): ranges handed
+// out and given back, the pool's memory in it, what another mapping of it sees, and fork().
+#include "../src/segment.hpp"
+
+#include <courier/rma/pool.hpp>
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+namespace rma = courier::rma;
+
+namespace {
+
+constexpr std::size_t page = rma::shared_segment::header_bytes;
+
+/// A second, read-only mapping of a segment, through /proc/self/fd as a peer opens it.
+struct second_mapping {
+    std::byte const* at = nullptr;
+    std::size_t size = 0;
+    second_mapping(int fd, std::size_t n) : size(n) {
+        std::string path = "/proc/self/fd/" + std::to_string(fd);
+        int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (f >= 0) {
+            void* p = ::mmap(nullptr, n, PROT_READ, MAP_SHARED, f, 0);
+            ::close(f);
+            at = p == MAP_FAILED ? nullptr : static_cast<std::byte const*>(p);
+        }
+    }
+    ~second_mapping() {
+        if (at != nullptr) {
+            ::munmap(const_cast<std::byte*>(at), size);
+        }
+    }
+};
+
+bool in(rma::shared_segment const& s, void const* p, std::size_t n) {
+    auto const* b = static_cast<std::byte const*>(p);
+    return b >= s.base + page && b + n <= s.base + s.size;
+}
+
+} // namespace
+
+TEST(segment, ranges_are_handed_out_first_fit_and_merge_when_given_back) {
+    rma::detail::segment s;
+    ASSERT_TRUE(s.create(std::size_t{1} << 20)) << "memfd_create or mmap refused";
+    EXPECT_EQ(s.size(), (std::size_t{1} << 20) + page);
+    std::size_t const q = std::size_t{256} << 10;
+    std::byte* r[4];
+    for (auto& p : r) {
+        p = s.take(q, -1);
+        ASSERT_NE(p, nullptr);
+        EXPECT_TRUE(s.owns(p));
+        std::memset(p, 0x11, q); // usable
+    }
+    EXPECT_EQ(r[0], s.base() + page) << "the header page is never handed out";
+    EXPECT_EQ(s.take(page, -1), nullptr) << "full";
+    EXPECT_EQ(s.take(1000, -1), nullptr) << "not a multiple of the page size";
+    // The middle two back: one range of twice the size, at the first of them.
+    s.give(r[2], q);
+    s.give(r[1], q);
+    EXPECT_EQ(s.take(3 * q, -1), nullptr);
+    EXPECT_EQ(s.take(2 * q, -1), r[1]);
+    s.give(r[1], 2 * q);
+    s.give(r[0], q);
+    s.give(r[3], q);
+    EXPECT_EQ(s.take(4 * q, -1), r[0]) << "all of it, merged";
+    EXPECT_FALSE(s.owns(s.base() + s.size()));
+}
+
+TEST(segment, memory_given_back_is_released_and_a_peer_mapping_reads_zeros_there) {
+    rma::detail::segment s;
+    ASSERT_TRUE(s.create(std::size_t{1} << 20));
+    second_mapping peer(s.fd(), s.size());
+    ASSERT_NE(peer.at, nullptr);
+    auto const* h = reinterpret_cast<rma::detail::segment_header const*>(peer.at);
+    EXPECT_EQ(h->magic, rma::shared_segment::magic);
+    EXPECT_EQ(h->word, s.word());
+    EXPECT_EQ(h->base, reinterpret_cast<std::uintptr_t>(s.base()));
+    EXPECT_EQ(h->size, s.size());
+    std::byte* p = s.take(8 * page, -1);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x5a, 8 * page);
+    std::size_t const off = static_cast<std::size_t>(p - s.base());
+    EXPECT_EQ(peer.at[off + 5 * page + 7], std::byte{0x5a}) << "the peer sees the writes";
+    s.give(p, 8 * page);
+    EXPECT_EQ(peer.at[off + 5 * page + 7], std::byte{0}) << "the pages were not released";
+}
+
+TEST(shared_pool, new_blocks_and_regions_come_from_the_segment_that_another_mapping_sees) {
+    auto seg = rma::share_with_host();
+    if (!seg) {
+        GTEST_SKIP() << "this system refuses a memfd (memfd_create or its mapping): the pool "
+                        "stays private";
+    }
+    auto again = rma::share_with_host();
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->base, seg->base) << "one segment per process";
+    second_mapping peer(seg->fd, seg->size);
+    ASSERT_NE(peer.at, nullptr);
+    auto before = rma::get_pool_statistics();
+    std::size_t const small = 100, large = std::size_t{3} << 20;
+    auto* a = static_cast<std::byte*>(rma::allocate(small));
+    auto* b = static_cast<std::byte*>(rma::allocate(large));
+    EXPECT_TRUE(in(*seg, a, small));
+    EXPECT_TRUE(in(*seg, b, large));
+    std::memset(a, 0x21, small);
+    std::memset(b, 0x42, large);
+    EXPECT_EQ(peer.at[a - seg->base + small - 1], std::byte{0x21});
+    EXPECT_EQ(peer.at[b - seg->base + large - 1], std::byte{0x42});
+    auto during = rma::get_pool_statistics();
+    EXPECT_GE(during.bytes_shared, before.bytes_shared + large);
+    EXPECT_LE(during.bytes_shared, during.bytes_registered);
+    // A region given back and trimmed leaves the segment (its pages released).
+    rma::deallocate(b, large);
+    rma::trim();
+    auto after = rma::get_pool_statistics();
+    EXPECT_LE(after.bytes_shared + large, during.bytes_shared);
+    EXPECT_EQ(peer.at[b - seg->base + large - 1], std::byte{0});
+    rma::deallocate(a, small);
+}
+
+TEST(shared_pool, a_pool_configured_private_is_not_shared) {
+    rma::pool_options o = rma::current_options();
+    o.shared = false;
+    rma::configure(o);
+    EXPECT_FALSE(rma::share_with_host());
+    void* p = rma::allocate(std::size_t{2} << 20);
+    EXPECT_EQ(rma::get_pool_statistics().bytes_shared, 0u);
+    rma::deallocate(p, std::size_t{2} << 20);
+}
+
+TEST(shared_pool, a_fork_child_does_not_share_the_parents_pool_memory) {
+    // Shared memory inherited by a child would carry the child's writes into the parent's
+    // buffers; the segment is not inherited at all (as RDMA-registered memory): the child's
+    // write faults, and the parent's bytes stay as they were.
+    if (!rma::share_with_host()) {
+        GTEST_SKIP() << "this system refuses a memfd: the pool stays private";
+    }
+    auto* p = static_cast<volatile char*>(rma::allocate(4096));
+    *p = 'p';
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        rlimit no_core{0, 0};
+        ::setrlimit(RLIMIT_CORE, &no_core);
+        *p = 'c';
+        ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child wrote the memory";
+    EXPECT_EQ(*p, 'p');
+    rma::deallocate(const_cast<char*>(p), 4096);
+}
