@@ -8,7 +8,9 @@
 
 #include <courier/common/log.hpp>
 
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,9 +68,15 @@ struct node_state {
     std::byte* block_end = nullptr;
 };
 
+class pool_impl;
+pool_impl& the_pool();
+
 class pool_impl {
 public:
     pool_impl() {
+        // A fork child keeps the pool's bookkeeping but not its shared segment (MADV_DONTFORK):
+        // the segment puts a private view in its place and the child's pool stops sharing.
+        ::pthread_atfork(nullptr, nullptr, [] { the_pool().after_fork_in_child(); });
         long pages = ::sysconf(_SC_PHYS_PAGES);
         std::size_t ram = pages > 0 ? static_cast<std::size_t>(pages) * page : std::size_t{8} << 30;
         ram_ = ram;
@@ -124,6 +132,11 @@ public:
     void trim() noexcept;
     pool_statistics stats();
     std::optional<shared_segment> share();
+    /// In a fork child (one thread; no lock is taken: one another thread held is never freed).
+    void after_fork_in_child() noexcept {
+        segment_.detach_after_fork();
+        sharing_ = false;
+    }
 
     // Thread caches hand slots back through these.
     void push_free(unsigned node, unsigned c, void* const* p, std::size_t n) {
@@ -267,9 +280,17 @@ std::optional<shared_segment> pool_impl::share() {
         limit = options_.limit;
     }
     std::unique_lock g(map_mutex_);
-    // Reserved at the limit (memory is used only as it is touched); a limit raised later is
-    // served from private memory beyond it.
-    if (!segment_.exists() && !segment_.create(std::min(limit, ram_))) {
+    if (segment_.detached()) {
+        return std::nullopt; // a fork child of a process that shared its pool: stays private
+    }
+    // Reserved at the limit (memory is used only as it is touched), but at most 256 GiB and a
+    // quarter of the address space the process may have: every peer on the host maps it too.
+    // A limit raised later, and memory beyond the reservation, is private.
+    std::size_t reserve = std::min({limit, ram_, std::size_t{256} << 30});
+    if (rlimit as{}; ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+        reserve = std::min<std::size_t>(reserve, as.rlim_cur / 4);
+    }
+    if (!segment_.exists() && !segment_.create(reserve)) {
         logging::debug("rma: the pool's memory cannot be shared with this host's processes "
                        "(memfd_create or mmap refused); peers read it with process_vm_readv");
         return std::nullopt;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <iterator>
 #include <random>
 
@@ -15,28 +16,47 @@ namespace courier::rma::detail {
 
 namespace {
 constexpr std::size_t page = shared_segment::header_bytes;
+
+/// Whether the kernel refuses memory beyond its commit limit (vm.overcommit_memory = 2): there
+/// a page of the segment is charged when first written, and a refused charge is a SIGBUS, not
+/// an allocation that fails.
+bool strict_overcommit() noexcept {
+    std::FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "r");
+    if (f == nullptr) {
+        return false;
+    }
+    int mode = 0;
+    bool const read = std::fscanf(f, "%d", &mode) == 1;
+    std::fclose(f);
+    return read && mode == 2;
 }
+} // namespace
 
 segment::~segment() {
     if (base_ != nullptr) {
         ::munmap(base_, size_);
-        ::close(fd_);
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
     }
 }
 
 bool segment::create(std::size_t bytes) noexcept {
     if (base_ != nullptr) {
-        return true;
+        return !detached_;
     }
-    if (bytes == 0 || bytes > (std::size_t{1} << 46)) {
+    if (bytes == 0 || bytes > (std::size_t{1} << 46) || strict_overcommit()) {
         return false;
     }
     std::size_t const size = (bytes + page - 1) / page * page + page;
-    int fd = ::memfd_create("courier-rma", MFD_CLOEXEC);
+    int fd = ::memfd_create("courier-rma", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         return false;
     }
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    // Sealed at its size: no process (of the same user) can shrink the file under a peer's
+    // mapping, which would turn that peer's copies into SIGBUS. Punching holes stays allowed.
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         ::close(fd);
         return false;
     }
@@ -72,8 +92,28 @@ bool segment::create(std::size_t bytes) noexcept {
     return true;
 }
 
+void segment::detach_after_fork() noexcept {
+    if (base_ == nullptr || detached_) {
+        return;
+    }
+    // The child did not inherit the mapping (MADV_DONTFORK). Its memory there becomes a private
+    // copy-on-write view of the file (what the pool handed out keeps its bytes as of now, and
+    // the child's writes stay its own), and the range stays reserved, so that no other mapping
+    // of the child lands where the pool thinks it owns memory.
+    void* p = ::mmap(base_, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE,
+                     fd_, 0);
+    if (p == MAP_FAILED) {
+        p = ::mmap(base_, size_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    }
+    (void)p; // both failing leaves the range unmapped: the child's pool memory faults
+    ::close(fd_);
+    fd_ = -1;
+    detached_ = true;
+}
+
 std::byte* segment::take(std::size_t bytes, int node) noexcept {
-    if (base_ == nullptr || bytes == 0 || bytes % page != 0) {
+    if (base_ == nullptr || detached_ || bytes == 0 || bytes % page != 0) {
         return nullptr;
     }
     for (auto it = free_.begin(); it != free_.end(); ++it) {
@@ -81,14 +121,14 @@ std::byte* segment::take(std::size_t bytes, int node) noexcept {
             continue;
         }
         std::size_t const off = it->first;
-        std::size_t const rest = it->second - bytes;
-        free_.erase(it);
-        if (rest != 0) {
-            try {
-                free_.emplace(off + bytes, rest);
-            } catch (...) {
-                // The rest is lost to the segment (not to the system): a node allocation failed.
-            }
+        if (it->second == bytes) {
+            free_.erase(it);
+        } else {
+            // The rest keeps its node (no allocation): its key moves past what is taken.
+            auto node_handle = free_.extract(it);
+            node_handle.key() = off + bytes;
+            node_handle.mapped() -= bytes;
+            free_.insert(std::move(node_handle));
         }
         std::byte* p = base_ + off;
         if (node >= 0) {
@@ -104,6 +144,10 @@ void segment::give(std::byte* p, std::size_t bytes) noexcept {
         return;
     }
     std::size_t off = static_cast<std::size_t>(p - base_);
+    if (detached_) {
+        (void)::madvise(p, bytes, MADV_DONTNEED); // a fork child's private pages go
+        return;                                   // (its pool no longer takes from here)
+    }
     // The pages go back to the system; the file keeps its size, so a peer's mapping of these
     // addresses stays valid (it reads zeros).
     (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
@@ -124,7 +168,7 @@ void segment::give(std::byte* p, std::size_t bytes) noexcept {
     try {
         free_.emplace(off, len);
     } catch (...) {
-        // Lost to the segment, as in take().
+        // Lost to the segment (not to the system: its pages were released above).
     }
 }
 

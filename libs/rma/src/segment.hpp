@@ -9,10 +9,16 @@
 // that a reader checks through its own mapping. Memory is handed out page-aligned, first fit,
 // from a list of free ranges; a range given back has its pages released (punched out of the
 // file) and keeps its addresses, so a peer's mapping stays valid for the process's lifetime.
-// The mapping is not inherited by fork() children (MADV_DONTFORK), as memory registered for
-// RDMA is not: a child must not use rma memory allocated before the fork.
+// The file is sealed at its size (a peer's mapping can never see it shrink: no SIGBUS). The
+// mapping is not inherited by fork() children (MADV_DONTFORK), as memory registered for RDMA is
+// not: a child's writes must never reach the parent's memory. The pool's fork handler calls
+// detach_after_fork() in the child, which puts a private copy-on-write view of the file in its
+// place: the child's pool memory keeps its bytes as of the fork, the child's writes stay its
+// own, and the child's pool allocates private memory from then on. Not created where the
+// kernel's overcommit is strict (the first write of a page could then be a SIGBUS).
 //
-// Thread safety: none; the pool calls it under its map lock.
+// Thread safety: none; the pool calls it under its map lock (detach_after_fork: in a fork
+// child, which has one thread).
 #pragma once
 
 #include <courier/rma/pool.hpp>
@@ -41,6 +47,9 @@ public:
     /// false (and nothing held) when the system refuses: no memfd_create, no address space.
     bool create(std::size_t bytes) noexcept;
     bool exists() const noexcept { return base_ != nullptr; }
+    /// In a fork child: see above. take() hands out nothing afterwards.
+    void detach_after_fork() noexcept;
+    bool detached() const noexcept { return detached_; }
 
     /// `bytes` (a multiple of the page size) of the segment, bound to NUMA node `node` when
     /// node >= 0; nullptr when no free range is large enough.
@@ -62,6 +71,7 @@ private:
     std::byte* base_ = nullptr;
     std::size_t size_ = 0;
     std::uint64_t word_ = 0;
+    bool detached_ = false;
     std::map<std::size_t, std::size_t> free_; // offset -> length, disjoint, not adjacent
 };
 

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,13 +87,32 @@ TEST(segment, memory_given_back_is_released_and_a_peer_mapping_reads_zeros_there
     EXPECT_EQ(h->word, s.word());
     EXPECT_EQ(h->base, reinterpret_cast<std::uintptr_t>(s.base()));
     EXPECT_EQ(h->size, s.size());
+    auto blocks = [&] {
+        struct stat st {};
+        EXPECT_EQ(::fstat(s.fd(), &st), 0);
+        return st.st_blocks;
+    };
+    auto const before = blocks();
     std::byte* p = s.take(8 * page, -1);
     ASSERT_NE(p, nullptr);
     std::memset(p, 0x5a, 8 * page);
+    EXPECT_GE(blocks(), before + 8 * page / 512) << "the writes did not allocate the pages";
     std::size_t const off = static_cast<std::size_t>(p - s.base());
     EXPECT_EQ(peer.at[off + 5 * page + 7], std::byte{0x5a}) << "the peer sees the writes";
     s.give(p, 8 * page);
-    EXPECT_EQ(peer.at[off + 5 * page + 7], std::byte{0}) << "the pages were not released";
+    EXPECT_EQ(blocks(), before) << "the pages given back were not released";
+    EXPECT_EQ(peer.at[off + 5 * page + 7], std::byte{0}) << "still mapped, reads zeros";
+}
+
+TEST(segment, is_sealed_against_shrinking_and_growing) {
+    // A peer's mapping never sees the file shrink (its copies would be SIGBUS).
+    rma::detail::segment s;
+    ASSERT_TRUE(s.create(std::size_t{1} << 20));
+    int const seals = ::fcntl(s.fd(), F_GET_SEALS);
+    EXPECT_NE(seals & F_SEAL_SHRINK, 0);
+    EXPECT_NE(seals & F_SEAL_GROW, 0);
+    EXPECT_NE(seals & F_SEAL_SEAL, 0);
+    EXPECT_NE(::ftruncate(s.fd(), 4096), 0);
 }
 
 TEST(shared_pool, new_blocks_and_regions_come_from_the_segment_that_another_mapping_sees) {
@@ -128,36 +148,73 @@ TEST(shared_pool, new_blocks_and_regions_come_from_the_segment_that_another_mapp
     rma::deallocate(a, small);
 }
 
-TEST(shared_pool, a_pool_configured_private_is_not_shared) {
+namespace {
+/// Restores the pool's options when a test that changes them ends.
+struct options_guard {
+    rma::pool_options saved = rma::current_options();
+    ~options_guard() { rma::configure(saved); }
+};
+} // namespace
+
+TEST(shared_pool, a_pool_configured_private_after_sharing_allocates_private_memory) {
+    options_guard guard;
+    auto seg = rma::share_with_host();
+    if (!seg) {
+        GTEST_SKIP() << "this system refuses a memfd: the pool stays private";
+    }
+    std::size_t const large = std::size_t{5} << 20; // a region of its own
+    void* in_segment = rma::allocate(large);
+    EXPECT_TRUE(in(*seg, in_segment, large));
     rma::pool_options o = rma::current_options();
     o.shared = false;
     rma::configure(o);
     EXPECT_FALSE(rma::share_with_host());
-    void* p = rma::allocate(std::size_t{2} << 20);
-    EXPECT_EQ(rma::get_pool_statistics().bytes_shared, 0u);
-    rma::deallocate(p, std::size_t{2} << 20);
+    auto const shared_before = rma::get_pool_statistics().bytes_shared;
+    void* p = rma::allocate(std::size_t{7} << 20);
+    EXPECT_FALSE(in(*seg, p, std::size_t{7} << 20));
+    EXPECT_EQ(rma::get_pool_statistics().bytes_shared, shared_before);
+    rma::deallocate(p, std::size_t{7} << 20);
+    rma::deallocate(in_segment, large);
 }
 
-TEST(shared_pool, a_fork_child_does_not_share_the_parents_pool_memory) {
+TEST(shared_pool, a_fork_child_gets_a_private_copy_of_the_parents_pool_memory) {
     // Shared memory inherited by a child would carry the child's writes into the parent's
-    // buffers; the segment is not inherited at all (as RDMA-registered memory): the child's
-    // write faults, and the parent's bytes stay as they were.
+    // buffers. The child gets a private copy-on-write view instead: it reads what the memory
+    // held at the fork, its writes stay its own, and its new pool memory is private.
     if (!rma::share_with_host()) {
         GTEST_SKIP() << "this system refuses a memfd: the pool stays private";
     }
-    auto* p = static_cast<volatile char*>(rma::allocate(4096));
-    *p = 'p';
+    auto* p = static_cast<char*>(rma::allocate(4096));
+    p[0] = 'p';
     pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
         rlimit no_core{0, 0};
         ::setrlimit(RLIMIT_CORE, &no_core);
-        *p = 'c';
-        ::_exit(0);
+        int code = 0;
+        if (p[0] != 'p') {
+            code |= 1; // the bytes of the fork are gone
+        }
+        p[0] = 'c';
+        if (p[0] != 'c') {
+            code |= 2;
+        }
+        if (rma::share_with_host()) {
+            code |= 4; // a child cannot share the parent's segment
+        }
+        auto const shared0 = rma::get_pool_statistics().bytes_shared;
+        auto* q = static_cast<char*>(rma::allocate(std::size_t{6} << 20));
+        std::memset(q, 1, std::size_t{6} << 20);
+        if (rma::get_pool_statistics().bytes_shared != shared0) {
+            code |= 8; // the child's new memory came from the segment
+        }
+        ::_exit(code);
     }
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
-    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child wrote the memory";
-    EXPECT_EQ(*p, 'p');
-    rma::deallocate(const_cast<char*>(p), 4096);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0)
+        << "bit 1: lost the bytes, 2: cannot write, 4: shares, 8: new memory in the segment";
+    EXPECT_EQ(p[0], 'p') << "the child's write reached the parent";
+    rma::deallocate(p, 4096);
 }

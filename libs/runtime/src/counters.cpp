@@ -310,6 +310,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     rma::pool_statistics r = rma::get_pool_statistics();
     put("/rma/pool/bytes-in-use", r.bytes_in_use);
     put("/rma/pool/bytes-registered", r.bytes_registered);
+    put("/rma/pool/bytes-shared", r.bytes_shared);
     put("/rma/pool/bytes-peak-in-use", r.peak_bytes_in_use);
     put("/rma/pool/count/allocations", r.allocations);
     put("/rma/pool/count/registrations", r.registrations);

@@ -14,6 +14,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <courier/common/log.hpp>
+
 #include <fmt/format.h>
 
 namespace courier::parcelport::fabric {
@@ -101,7 +103,7 @@ std::string direct_reader::pool_identity(std::optional<rma::shared_segment> cons
 
 direct_reader::~direct_reader() {
     for (auto const& m : maps_) {
-        if (m.at != nullptr) {
+        if (m.owned) {
             ::munmap(const_cast<std::byte*>(m.at), m.size);
         }
     }
@@ -111,31 +113,57 @@ void direct_reader::map_segment(std::uint32_t rank, int pid, std::string const& 
     unsigned long long v[4] = {};
     if (!parse_fields(offer.data(), offer.data() + offer.size(), v, 4) || v[0] > 0x7fffffffULL ||
         v[2] < rma::shared_segment::header_bytes || v[2] > (1ULL << 47)) {
+        logging::debug("locality {} offers a malformed rma pool segment ('{}'): its rma chunks "
+                       "are read with process_vm_readv",
+                       rank, offer);
         return;
     }
+    if (pid == ::getpid()) {
+        // This process's own pool (transports of one process, as in tests): no second mapping.
+        auto own = rma::share_with_host();
+        if (own && static_cast<unsigned long long>(own->fd) == v[0] &&
+            reinterpret_cast<std::uintptr_t>(own->base) == v[1] && own->size == v[2] &&
+            own->word == v[3]) {
+            maps_[rank] = mapping{own->base, v[1], v[2], false};
+        }
+        return;
+    }
+    char const* why = nullptr;
     std::string path = fmt::format("/proc/{}/fd/{}", pid, v[0]);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return;
-    }
-    struct stat st {};
     void* p = MAP_FAILED;
-    if (::fstat(fd, &st) == 0 && static_cast<unsigned long long>(st.st_size) >= v[2]) {
-        p = ::mmap(nullptr, v[2], PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0) {
+        why = "cannot open it";
+    } else if (::fstat(fd, &st) != 0 || static_cast<unsigned long long>(st.st_size) < v[2]) {
+        why = "it is smaller than offered";
+    } else if (int seals = ::fcntl(fd, F_GET_SEALS); seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+        why = "it is not sealed against shrinking"; // a shrink would make copies SIGBUS
+    } else if (p = ::mmap(nullptr, v[2], PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0);
+               p == MAP_FAILED) {
+        why = "mmap refused";
     }
-    ::close(fd);
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    if (p != MAP_FAILED) {
+        // The header, read through this mapping, proves that it is the segment offered.
+        std::uint64_t h[4];
+        std::memcpy(h, p, sizeof h);
+        if (h[0] != rma::shared_segment::magic || h[1] != v[3] || h[2] != v[1] || h[3] != v[2]) {
+            ::munmap(p, v[2]);
+            p = MAP_FAILED;
+            why = "its header does not match the offer";
+        }
+    }
     if (p == MAP_FAILED) {
-        return;
-    }
-    // The header, read through this mapping, proves that it is the segment offered.
-    std::uint64_t h[4];
-    std::memcpy(h, p, sizeof h);
-    if (h[0] != rma::shared_segment::magic || h[1] != v[3] || h[2] != v[1] || h[3] != v[2]) {
-        ::munmap(p, v[2]);
+        logging::debug("locality {}'s rma pool segment ({}) is not mapped: {}; its rma chunks are "
+                       "read with process_vm_readv",
+                       rank, path, why);
         return;
     }
     (void)::madvise(p, v[2], MADV_DONTFORK);
-    maps_[rank] = mapping{static_cast<std::byte const*>(p), v[1], v[2]};
+    maps_[rank] = mapping{static_cast<std::byte const*>(p), v[1], v[2], true};
 }
 
 std::string direct_reader::identity() {
@@ -147,7 +175,7 @@ std::string direct_reader::identity() {
 std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
     pids_ = std::vector<std::atomic<int>>(identities.size()); // all 0
     for (auto const& m : maps_) {
-        if (m.at != nullptr) {
+        if (m.owned) {
             ::munmap(const_cast<std::byte*>(m.at), m.size);
         }
     }

@@ -24,11 +24,13 @@
 // its identity ("@FD:BASE:SIZE:WORD"). connect() maps it read-only through /proc/PID/fd/FD and
 // checks its header (the word, its base and size); a chunk that lies wholly in it (rma_vector,
 // rma_object, any pool memory) is then copied with memcpy instead of the system call, which
-// costs several copies' time (cma_vs_mapped). A peer whose segment cannot be mapped is read
-// with process_vm_readv as before. A segment stays mapped until this reader is destroyed, also
-// after its peer has ended (its pages are freed then).
+// costs several copies' time (cma_vs_mapped). The segment must be sealed against shrinking
+// (a shrink under the mapping would turn copies into SIGBUS). A peer whose segment cannot be
+// mapped is read with process_vm_readv (logged at debug level); this process's own segment is
+// used where it is. A segment stays mapped until this reader is destroyed, also after its
+// peer has ended: a dead peer's pool memory stays resident until then.
 //
-// Thread safety: connect() before any read; read() from any thread.
+// Thread safety: connect() once, before any read; read() from any thread.
 #pragma once
 
 #include <courier/rma/pool.hpp>
@@ -75,7 +77,8 @@ public:
     bool enabled(std::uint32_t rank) const noexcept {
         return rank < pids_.size() && pids_[rank].load(std::memory_order_relaxed) > 0;
     }
-    /// Whether locality `rank`'s pool segment is mapped (tests).
+    /// Whether locality `rank`'s pool segment is mapped (the sender does not stage chunks in
+    /// its own segment for such a peer, which maps it too).
     bool mapped(std::uint32_t rank) const noexcept {
         return rank < maps_.size() && maps_[rank].at != nullptr;
     }
@@ -89,6 +92,7 @@ private:
         std::byte const* at = nullptr; // this process's mapping of the peer's segment
         std::uint64_t base = 0;        // the segment's address in the peer
         std::size_t size = 0;
+        bool owned = false; // mapped by connect() (not this process's own segment)
     };
     void map_segment(std::uint32_t rank, int pid, std::string const& offer);
 

@@ -198,7 +198,7 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         sender_->set_outbox(outbox_.get(), opts_.shm_outbox_idle < 0 ? fabric::amd_processor()
                                                                      : opts_.shm_outbox_idle != 0);
         if (shared_pool_) {
-            sender_->set_shared_pool(shared_pool_->base, shared_pool_->size);
+            sender_->set_shared_pool(shared_pool_->base, shared_pool_->size, direct_.get());
         }
         // A send over sockets completes once the kernel has its bytes: there a parcel is held
         // behind one message in flight (coalesce_in_flight), elsewhere behind two.

@@ -4,6 +4,7 @@
 
 #include "../eager_writer.hpp"
 #include "coalescer.hpp"
+#include "direct_read.hpp"
 #include "outbox.hpp"
 
 #include <algorithm>
@@ -131,7 +132,8 @@ std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const
     auto const* at = static_cast<std::byte const*>(p);
     bool const in_shared_pool = shared_base_ != nullptr && at >= shared_base_ &&
                                 n <= shared_size_ &&
-                                static_cast<std::size_t>(at - shared_base_) <= shared_size_ - n;
+                                static_cast<std::size_t>(at - shared_base_) <= shared_size_ - n &&
+                                readers_->mapped(s->dest);
     if (stage && !in_shared_pool) {
         s->boxed.reserve(s->boxed.size() + 1); // no allocation between the block and its record
         if (std::byte* b = outbox_->allocate(n); b != nullptr) {

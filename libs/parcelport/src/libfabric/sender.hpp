@@ -82,10 +82,13 @@ public:
         stage_idle_ = stage_idle;
     }
     /// shm: [base, base + size) is this process's rma pool segment, which peers map and copy
-    /// chunks out of (direct_read.hpp): a chunk in it is never staged (a copy for nothing).
-    void set_shared_pool(std::byte const* base, std::size_t size) noexcept {
+    /// chunks out of (direct_read.hpp): a chunk in it is not staged (a copy for nothing) for a
+    /// destination whose segment `readers` maps (a peer of the same user maps this one's too).
+    void set_shared_pool(std::byte const* base, std::size_t size,
+                         direct_reader const* readers) noexcept {
         shared_base_ = base;
         shared_size_ = size;
+        readers_ = readers;
     }
 
     /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
@@ -200,6 +203,7 @@ private:
     bool stage_idle_ = true;
     std::byte const* shared_base_ = nullptr;
     std::size_t shared_size_ = 0;
+    direct_reader const* readers_ = nullptr;
     mutable send_table sends_; // lock-free
     std::size_t recv_size_;
     std::size_t split_part_, split_max_;
