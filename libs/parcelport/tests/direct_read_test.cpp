@@ -533,11 +533,31 @@ TEST(direct_reader, another_processes_pool_segment_is_mapped_by_its_pid) {
     EXPECT_TRUE(r.mapped(0));
     std::vector<std::byte> got(n);
     bool const ok = r.read(0, got.data(), at, n);
+    // A false identity word (as where Yama forbids process_vm_readv between siblings): the
+    // check fails, yet the segment, which proves itself by its header, is mapped, and only what
+    // lies in it is read.
+    std::string const identity = msg.substr(space + 1);
+    std::size_t const colon = identity.find(':', identity.find(':') + 1);
+    std::string const forged =
+        identity.substr(0, colon + 1) + "5eed" + identity.substr(identity.find('@'));
+    fab::direct_reader f;
+    EXPECT_EQ(f.connect({forged}), 1u) << forged;
+    EXPECT_FALSE(f.enabled(0));
+    EXPECT_TRUE(f.mapped(0));
+    EXPECT_TRUE(f.covers(0, at, n));
+    std::vector<std::byte> got2(n);
+    bool const ok2 = f.read(0, got2.data(), at, n);
+    std::uint64_t const outside = address_of(&got); // this process's stack: not in the segment
+    EXPECT_FALSE(f.covers(0, outside, 8));
+    EXPECT_FALSE(f.read(0, got2.data(), outside, 8)) << "read by the system call, not allowed";
     finish();
     ASSERT_TRUE(ok);
+    ASSERT_TRUE(ok2);
     EXPECT_EQ(r.mapped_bytes(), n);
+    EXPECT_EQ(f.mapped_bytes(), n);
     for (std::size_t i = 0; i < n; ++i) {
         ASSERT_EQ(got[i], static_cast<std::byte>(i % 251)) << i;
+        ASSERT_EQ(got2[i], got[i]) << i;
     }
 }
 

@@ -74,9 +74,6 @@ pool_impl& the_pool();
 class pool_impl {
 public:
     pool_impl() {
-        // A fork child keeps the pool's bookkeeping but not its shared segment (MADV_DONTFORK):
-        // the segment puts a private view in its place and the child's pool stops sharing.
-        ::pthread_atfork(nullptr, nullptr, [] { the_pool().after_fork_in_child(); });
         long pages = ::sysconf(_SC_PHYS_PAGES);
         std::size_t ram = pages > 0 ? static_cast<std::size_t>(pages) * page : std::size_t{8} << 30;
         ram_ = ram;
@@ -136,7 +133,10 @@ public:
     void after_fork_in_child() noexcept {
         segment_.detach_after_fork();
         sharing_ = false;
+        shared_held = 0; // the child shares nothing (its old segment memory is private now)
     }
+    /// share() refuses from now on (no fork handler could be installed).
+    void refuse_sharing() noexcept { sharing_refused_ = true; }
 
     // Thread caches hand slots back through these.
     void push_free(unsigned node, unsigned c, void* const* p, std::size_t n) {
@@ -179,10 +179,30 @@ private:
         std::vector<std::vector<std::byte*>>(class_count);
     detail::segment segment_; // new memory comes from it once share() was called
     bool sharing_ = false;
+    bool sharing_refused_ = false;
 };
 
+std::atomic<pool_impl*> g_pool{nullptr}; // set once the pool is built
+
+/// A fork child keeps the pool's bookkeeping but not its shared segment (MADV_DONTFORK): the
+/// segment puts private memory in its place and the child's pool stops sharing. A pool still
+/// being built (another thread) has no segment yet.
+void pool_after_fork_in_child() noexcept {
+    if (pool_impl* p = g_pool.load(std::memory_order_acquire)) {
+        p->after_fork_in_child();
+    }
+}
+
 pool_impl& the_pool() {
-    static pool_impl* p = new pool_impl; // never destroyed: thread caches flush into it at exit
+    // Never destroyed: thread caches flush into it at exit.
+    static pool_impl* p = [] {
+        auto* q = new pool_impl;
+        g_pool.store(q, std::memory_order_release);
+        if (::pthread_atfork(nullptr, nullptr, &pool_after_fork_in_child) != 0) {
+            q->refuse_sharing(); // a fork child would keep a pool over unmapped memory
+        }
+        return q;
+    }();
     return *p;
 }
 
@@ -280,7 +300,7 @@ std::optional<shared_segment> pool_impl::share() {
         limit = options_.limit;
     }
     std::unique_lock g(map_mutex_);
-    if (segment_.detached()) {
+    if (segment_.detached() || sharing_refused_) {
         return std::nullopt; // a fork child of a process that shared its pool: stays private
     }
     // Reserved at the limit (memory is used only as it is touched), but at most 256 GiB and a
@@ -304,7 +324,7 @@ void pool_impl::release_region(std::byte* base, region_record& rec) noexcept {
         registrar_->deregister_memory(rec.reg);
         ++deregistrations;
     }
-    if (segment_.owns(base)) {
+    if (segment_.owns(base) && !segment_.detached()) {
         shared_held -= rec.size;
     }
     free_memory(base, rec.size);

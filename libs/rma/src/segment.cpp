@@ -96,17 +96,13 @@ void segment::detach_after_fork() noexcept {
     if (base_ == nullptr || detached_) {
         return;
     }
-    // The child did not inherit the mapping (MADV_DONTFORK). Its memory there becomes a private
-    // copy-on-write view of the file (what the pool handed out keeps its bytes as of now, and
-    // the child's writes stay its own), and the range stays reserved, so that no other mapping
-    // of the child lands where the pool thinks it owns memory.
-    void* p = ::mmap(base_, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE,
-                     fd_, 0);
-    if (p == MAP_FAILED) {
-        p = ::mmap(base_, size_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    }
-    (void)p; // both failing leaves the range unmapped: the child's pool memory faults
+    // The child did not inherit the mapping (MADV_DONTFORK). Fresh private memory takes its
+    // place: the range stays reserved (no other mapping of the child lands where the pool thinks
+    // it owns memory), and the child holds no reference to the parent's file (a view of it
+    // would show the parent's later writes, and pages the child touched in a hole would be
+    // allocated in the parent's file). The child's pool memory of before the fork reads zeros.
+    (void)::mmap(base_, size_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     ::close(fd_);
     fd_ = -1;
     detached_ = true;

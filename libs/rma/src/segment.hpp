@@ -12,10 +12,11 @@
 // The file is sealed at its size (a peer's mapping can never see it shrink: no SIGBUS). The
 // mapping is not inherited by fork() children (MADV_DONTFORK), as memory registered for RDMA is
 // not: a child's writes must never reach the parent's memory. The pool's fork handler calls
-// detach_after_fork() in the child, which puts a private copy-on-write view of the file in its
-// place: the child's pool memory keeps its bytes as of the fork, the child's writes stay its
-// own, and the child's pool allocates private memory from then on. Not created where the
-// kernel's overcommit is strict (the first write of a page could then be a SIGBUS).
+// detach_after_fork() in the child, which puts fresh private memory at the same addresses: the
+// range stays reserved, the child's pool memory of before the fork reads zeros there (as memory
+// registered for RDMA is lost to a child), and the child's pool allocates private memory. Not
+// created where the kernel's overcommit is strict (the first write of a page could then be a
+// SIGBUS).
 //
 // Thread safety: none; the pool calls it under its map lock (detach_after_fork: in a fork
 // child, which has one thread).

@@ -185,8 +185,8 @@ std::vector<option_spec> const& option_table() {
         {"rma_pool_shared", "1",
          "shm: 1 = the rma pool's memory is a segment that localities on this host map, so a "
          "receiver copies an rma chunk (rma_vector, rma_object) out of it instead of reading it "
-         "with process_vm_readv (a fork() child gets a private copy of it). 0 = private "
-         "memory"},
+         "with process_vm_readv (a fork() child's rma memory of before the fork reads zeros). "
+         "0 = private memory"},
         {"rma_numa", "local",
          "'local': rma pool memory on the NUMA node of the allocating worker; 'none'"},
         {"registration_cache", "1024",

@@ -22,15 +22,19 @@
 //
 // Mapped reads: a peer whose rma pool is a shared segment (rma::share_with_host()) adds it to
 // its identity ("@FD:BASE:SIZE:WORD"). connect() maps it read-only through /proc/PID/fd/FD and
-// checks its header (the word, its base and size); a chunk that lies wholly in it (rma_vector,
+// checks its header (the word, its base and size). A chunk that lies wholly in it (rma_vector,
 // rma_object, any pool memory) is then copied with memcpy instead of the system call, which
-// costs several copies' time (cma_vs_mapped). The segment must be sealed against shrinking
+// costs several copies' time (cma_vs_mapped). A peer that failed the identity check is mapped
+// too (Yama's ptrace_scope=1 forbids process_vm_readv between siblings, not opening
+// /proc/PID/fd): a parcel of its is read here when all its chunks lie in the segment, else
+// with fi_read. The segment must be sealed against shrinking
 // (a shrink under the mapping would turn copies into SIGBUS). A peer whose segment cannot be
 // mapped is read with process_vm_readv (logged at debug level); this process's own segment is
 // used where it is. A segment stays mapped until this reader is destroyed, also after its
 // peer has ended: a dead peer's pool memory stays resident until then.
 //
-// Thread safety: connect() once, before any read; read() from any thread.
+// Thread safety: connect() once, before any read (and any send, whose sender asks mapped());
+// read() from any thread.
 #pragma once
 
 #include <courier/rma/pool.hpp>
@@ -78,9 +82,19 @@ public:
         return rank < pids_.size() && pids_[rank].load(std::memory_order_relaxed) > 0;
     }
     /// Whether locality `rank`'s pool segment is mapped (the sender does not stage chunks in
-    /// its own segment for such a peer, which maps it too).
+    /// its own segment for such a peer, which maps it too). A peer that failed the identity
+    /// check may still be mapped: then only chunks that covers() are read (by the caller's
+    /// choice: read() of anything else fails).
     bool mapped(std::uint32_t rank) const noexcept {
         return rank < maps_.size() && maps_[rank].at != nullptr;
+    }
+    /// Whether [remote, remote + size) of locality `rank` lies wholly in its mapped segment.
+    bool covers(std::uint32_t rank, std::uint64_t remote, std::size_t size) const noexcept {
+        if (rank >= maps_.size() || maps_[rank].at == nullptr) {
+            return false;
+        }
+        mapping const& m = maps_[rank];
+        return remote >= m.base && size <= m.size && remote - m.base <= m.size - size;
     }
     /// Bytes read() copied out of mapped segments.
     std::uint64_t mapped_bytes() const noexcept {

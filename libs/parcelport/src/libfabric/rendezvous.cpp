@@ -10,6 +10,7 @@
 #include <courier/common/log.hpp>
 #include <courier/serialization/error.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace courier::parcelport::fabric {
@@ -213,7 +214,13 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     }
     parts_.stats.rma_bytes_read += to_read;
     parts_.stats.rma_reads += pieces.size();
-    if (direct_ != nullptr && to_read != 0 && direct_->enabled(in->source)) {
+    // Directly: from a peer that passed the identity check, or whose mapped pool holds every
+    // piece (one that may not be read by the system call: direct_read.hpp).
+    if (direct_ != nullptr && to_read != 0 &&
+        (direct_->enabled(in->source) ||
+         std::all_of(pieces.begin(), pieces.end(), [&](read_piece const& pc) {
+             return direct_->covers(in->source, pc.remote, pc.size);
+         }))) {
         parts_.stats.direct_reads += pieces.size();
         start_direct(e);
         return;

@@ -132,11 +132,11 @@ struct shared_segment {
 /// first call, reserved at the limit but at most 256 GiB and a quarter of RLIMIT_AS, its pages
 /// used only as they are touched, sealed at its size), so that a transport can let this host's
 /// processes copy rma chunks out of it instead of reading them with a system call. Memory
-/// allocated earlier stays private. A fork() child does not share it: it gets a private
-/// copy-on-write view of the segment (its pool memory keeps its bytes, its writes stay its
-/// own) and allocates private memory. nullopt when pool_options::shared is false, the system
-/// refuses (no memfd_create, strict overcommit), or in a fork child of a sharing process: the
-/// pool then stays private.
+/// allocated earlier stays private. A fork() child does not share it: fresh private memory
+/// takes the segment's place in the child (its rma memory of before the fork reads zeros, as
+/// memory registered for RDMA is lost to a child) and its pool allocates private memory. nullopt
+/// when pool_options::shared is false, the system refuses (no memfd_create, strict overcommit), or
+/// in a fork child of a sharing process: the pool then stays private.
 std::optional<shared_segment> share_with_host();
 
 /// Releases the free large regions the pool caches (and their registrations).
