@@ -184,7 +184,7 @@ private:
 
 std::atomic<pool_impl*> g_pool{nullptr}; // set once the pool is built
 
-/// A fork child keeps the pool's bookkeeping but not its shared segment (MADV_DONTFORK): the
+/// A fork child keeps the pool's bookkeeping, but must not share the parent's segment: the
 /// segment puts private memory in its place and the child's pool stops sharing. A pool still
 /// being built (another thread) has no segment yet.
 void pool_after_fork_in_child() noexcept {

@@ -65,7 +65,6 @@ bool segment::create(std::size_t bytes) noexcept {
         ::close(fd);
         return false;
     }
-    (void)::madvise(p, size, MADV_DONTFORK);
     std::uint64_t word = 0;
     try {
         std::random_device rd;
@@ -96,11 +95,13 @@ void segment::detach_after_fork() noexcept {
     if (base_ == nullptr || detached_) {
         return;
     }
-    // The child did not inherit the mapping (MADV_DONTFORK). Fresh private memory takes its
-    // place: the range stays reserved (no other mapping of the child lands where the pool thinks
-    // it owns memory), and the child holds no reference to the parent's file (a view of it
-    // would show the parent's later writes, and pages the child touched in a hole would be
-    // allocated in the parent's file). The child's pool memory of before the fork reads zeros.
+    // The child inherited the shared mapping (not MADV_DONTFORK: in the child the range would
+    // then be free, and a mapping made before this handler runs, such as a sanitizer's thread
+    // stack, could land in it). Fresh private memory replaces it at once, before any code of
+    // the child's own runs: no write crosses between parent and child, the range stays the
+    // pool's, and the child holds no reference to the parent's file (a private view of it would
+    // show the parent's later writes, and allocate the child's touches of holes in the file).
+    // The child's pool memory of before the fork reads zeros.
     (void)::mmap(base_, size_, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
     ::close(fd_);

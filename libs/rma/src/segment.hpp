@@ -9,14 +9,14 @@
 // that a reader checks through its own mapping. Memory is handed out page-aligned, first fit,
 // from a list of free ranges; a range given back has its pages released (punched out of the
 // file) and keeps its addresses, so a peer's mapping stays valid for the process's lifetime.
-// The file is sealed at its size (a peer's mapping can never see it shrink: no SIGBUS). The
-// mapping is not inherited by fork() children (MADV_DONTFORK), as memory registered for RDMA is
-// not: a child's writes must never reach the parent's memory. The pool's fork handler calls
-// detach_after_fork() in the child, which puts fresh private memory at the same addresses: the
-// range stays reserved, the child's pool memory of before the fork reads zeros there (as memory
-// registered for RDMA is lost to a child), and the child's pool allocates private memory. Not
-// created where the kernel's overcommit is strict (the first write of a page could then be a
-// SIGBUS).
+// The file is sealed at its size (a peer's mapping can never see it shrink: no SIGBUS). A fork()
+// child must not share the parent's memory: the pool's fork handler calls detach_after_fork()
+// in the child, which replaces the inherited mapping with fresh private memory at the same
+// addresses before the child's own code runs: the range stays reserved, the child's pool memory
+// of before the fork reads zeros there (as memory registered for RDMA is lost to a child), and
+// the child's pool allocates private memory. A child made without fork() (a raw clone) skips
+// the handler and shares the segment. Not created where the kernel's overcommit is strict (the
+// first write of a page could then be a SIGBUS).
 //
 // Thread safety: none; the pool calls it under its map lock (detach_after_fork: in a fork
 // child, which has one thread).

@@ -162,7 +162,6 @@ void direct_reader::map_segment(std::uint32_t rank, int pid, std::string const& 
                        rank, path, why);
         return;
     }
-    (void)::madvise(p, v[2], MADV_DONTFORK);
     maps_[rank] = mapping{static_cast<std::byte const*>(p), v[1], v[2], true};
 }
 
