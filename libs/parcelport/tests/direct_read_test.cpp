@@ -187,6 +187,30 @@ cs::serialize_buffer<char> pattern(std::size_t n, int seed) {
     return b;
 }
 
+/// Sends the `n` bytes at `src` from a to b as a chunk read where it lies (a reference
+/// serialize_buffer) and returns what b received, checked to be those bytes (empty on a
+/// failure, reported).
+cs::serialize_buffer<char> send_by_reference(pair_of_endpoints& e, char const* src, std::size_t n) {
+    cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
+    e.got_b.clear();
+    bool sent = false;
+    e.a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
+    if (!e.pump([&] { return sent && e.got_b.size() == 1; })) {
+        ADD_FAILURE() << "b did not receive the parcel";
+        return {};
+    }
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b[0].second, back);
+    EXPECT_EQ(back.size(), n);
+    EXPECT_TRUE(back.size() == n && std::equal(back.data(), back.data() + n, src));
+    return back;
+}
+
+/// Whether this process's rma pool is shared with the host (the system grants a memfd).
+bool pool_shared() {
+    return courier::rma::share_with_host().has_value();
+}
+
 } // namespace
 
 namespace {
@@ -364,14 +388,8 @@ TEST(shm_direct_read, a_chunk_lands_at_the_senders_offset_within_a_cache_line) {
         for (std::size_t i = 0; i < n; ++i) {
             src[i] = static_cast<char>(i * 7 + offset);
         }
-        cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
-        e->got_b.clear();
-        bool sent = false;
-        e->a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
-        ASSERT_TRUE(e->pump([&] { return sent && e->got_b.size() == 1; })) << offset;
-        cs::serialize_buffer<char> back;
-        cs::load(e->got_b[0].second, back);
-        ASSERT_EQ(back.size(), n);
+        cs::serialize_buffer<char> const back = send_by_reference(*e, src, n);
+        ASSERT_EQ(back.size(), n) << offset;
         EXPECT_EQ(reinterpret_cast<std::uintptr_t>(back.data()) % 64, offset / 16 * 16)
             << "landed at another offset within its cache line than the sender's";
         EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << offset;
@@ -386,7 +404,7 @@ namespace {
 
 /// pool_identity()'s fields (fd, base, size, word), or empty when the pool is not shared.
 std::vector<std::uint64_t> pool_fields() {
-    std::string s = fab::direct_reader::pool_identity();
+    std::string s = fab::direct_reader::pool_identity(courier::rma::share_with_host());
     std::vector<std::uint64_t> v;
     if (s.empty()) {
         return v;
@@ -487,7 +505,7 @@ TEST(direct_reader, another_processes_pool_segment_is_mapped_by_its_pid) {
     ASSERT_GE(child, 0);
     if (child == 0) {
         std::string msg = "none";
-        std::string pool = fab::direct_reader::pool_identity();
+        std::string pool = fab::direct_reader::pool_identity(courier::rma::share_with_host());
         if (!pool.empty()) {
             auto* p = static_cast<std::byte*>(courier::rma::allocate(n));
             for (std::size_t i = 0; i < n; ++i) {
@@ -569,7 +587,7 @@ TEST(shm_direct_read, a_chunk_in_the_senders_pool_is_copied_out_of_its_mapped_se
     if (!e) {
         GTEST_SKIP() << "provider shm unavailable here: " << why;
     }
-    if (fab::direct_reader::pool_identity().empty()) {
+    if (!pool_shared()) {
         GTEST_SKIP() << "this system refuses a memfd: the pool is not shared";
     }
     std::size_t const n = (std::size_t{1} << 20) + 3;
@@ -580,16 +598,8 @@ TEST(shm_direct_read, a_chunk_in_the_senders_pool_is_copied_out_of_its_mapped_se
     for (bool pool : {true, false}) {
         std::vector<char> plain(p, p + n);
         char* src = pool ? p : plain.data();
-        cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
         auto const mapped_before = e->b->stats().mapped_read_bytes;
-        e->got_b.clear();
-        bool sent = false;
-        e->a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
-        ASSERT_TRUE(e->pump([&] { return sent && e->got_b.size() == 1; })) << pool;
-        cs::serialize_buffer<char> back;
-        cs::load(e->got_b[0].second, back);
-        ASSERT_EQ(back.size(), n);
-        EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << pool;
+        ASSERT_EQ(send_by_reference(*e, src, n).size(), n) << pool;
         EXPECT_EQ(e->b->stats().mapped_read_bytes - mapped_before, pool ? n : 0u) << pool;
     }
     EXPECT_EQ(e->b->stats().direct_reads, 2u);
@@ -608,7 +618,7 @@ TEST(shm_direct_read, a_chunk_in_the_senders_shared_pool_is_not_staged_in_its_ou
     } catch (std::exception const& x) {
         GTEST_SKIP() << "provider shm unavailable here: " << x.what();
     }
-    if (fab::direct_reader::pool_identity().empty()) {
+    if (!pool_shared()) {
         GTEST_SKIP() << "this system refuses a memfd: the pool is not shared";
     }
     std::size_t const n = 65536;
@@ -621,19 +631,22 @@ TEST(shm_direct_read, a_chunk_in_the_senders_shared_pool_is_not_staged_in_its_ou
         char* src = pool ? p : plain.data();
         auto const a0 = e->a->stats();
         auto const b0 = e->b->stats();
-        cs::serialize_buffer<char> const out(src, n, cs::serialize_buffer<char>::reference);
-        e->got_b.clear();
-        bool sent = false;
-        e->a->send(1, cs::save(out), [&](std::error_code ec) { sent = !ec; });
-        ASSERT_TRUE(e->pump([&] { return sent && e->got_b.size() == 1; })) << pool;
-        cs::serialize_buffer<char> back;
-        cs::load(e->got_b[0].second, back);
-        ASSERT_EQ(back.size(), n);
-        EXPECT_TRUE(std::equal(back.data(), back.data() + n, src)) << pool;
+        ASSERT_EQ(send_by_reference(*e, src, n).size(), n) << pool;
         auto const a1 = e->a->stats();
         auto const b1 = e->b->stats();
         EXPECT_EQ(a1.outbox_chunks_sent - a0.outbox_chunks_sent, pool ? 0u : 1u) << pool;
         EXPECT_EQ(b1.mapped_read_bytes - b0.mapped_read_bytes, pool ? n : 0u) << pool;
     }
     courier::rma::deallocate(p, n);
+}
+
+TEST(direct_reader, a_range_is_within_a_segment_only_wholly_and_without_overflow) {
+    using fab::direct_reader;
+    EXPECT_TRUE(direct_reader::within(4096, 100, 4096, 100));
+    EXPECT_TRUE(direct_reader::within(4096, 100, 4196, 0));
+    EXPECT_FALSE(direct_reader::within(4096, 100, 4097, 100)) << "one byte past the end";
+    EXPECT_FALSE(direct_reader::within(4096, 100, 4095, 10)) << "one byte before the start";
+    EXPECT_FALSE(direct_reader::within(4096, 100, 4096, 101)) << "larger than the segment";
+    EXPECT_FALSE(direct_reader::within(4096, 100, ~std::uint64_t{0} - 4, 16)) << "wraps around";
+    EXPECT_FALSE(direct_reader::within(4096, 100, 4100, ~std::size_t{0})) << "absurd size";
 }

@@ -133,7 +133,6 @@ public:
     void after_fork_in_child() noexcept {
         segment_.detach_after_fork();
         sharing_ = false;
-        shared_held = 0; // the child shares nothing (its old segment memory is private now)
     }
     /// share() refuses from now on (no fork handler could be installed).
     void refuse_sharing() noexcept { sharing_refused_ = true; }
@@ -149,7 +148,7 @@ public:
 
     std::atomic<std::uint64_t> allocations{0}, hits{0}, misses{0}, thread_hits{0}, refused{0},
         in_use{0}, peak{0}, registrations{0}, deregistrations{0}, held{0}, adopted{0}, copied{0},
-        copied_bytes{0}, shared_held{0};
+        copied_bytes{0};
 
     void count_in_use(std::size_t n) noexcept {
         auto now = in_use.fetch_add(n, std::memory_order_relaxed) + n;
@@ -276,9 +275,6 @@ std::byte* pool_impl::new_memory(std::size_t bytes, unsigned node, bool large, c
     }
     regions_.emplace(base, rec);
     held += bytes;
-    if (segment_.owns(base)) {
-        shared_held += bytes;
-    }
     return base;
 }
 
@@ -310,7 +306,7 @@ std::optional<shared_segment> pool_impl::share() {
     if (rlimit as{}; ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
         reserve = std::min<std::size_t>(reserve, as.rlim_cur / 4);
     }
-    if (!segment_.exists() && !segment_.create(reserve)) {
+    if (!segment_.create(reserve)) { // (true at once where it exists)
         logging::debug("rma: the pool's memory cannot be shared with this host's processes "
                        "(memfd_create or mmap refused); peers read it with process_vm_readv");
         return std::nullopt;
@@ -323,9 +319,6 @@ void pool_impl::release_region(std::byte* base, region_record& rec) noexcept {
     if (rec.registered && registrar_ != nullptr) {
         registrar_->deregister_memory(rec.reg);
         ++deregistrations;
-    }
-    if (segment_.owns(base) && !segment_.detached()) {
-        shared_held -= rec.size;
     }
     free_memory(base, rec.size);
     held -= rec.size;
@@ -573,7 +566,16 @@ pool_statistics pool_impl::stats() {
     s.adopted_loads = adopted.load();
     s.copied_loads = copied.load();
     s.bytes_copied_on_load = copied_bytes.load();
-    s.bytes_shared = shared_held.load();
+    {
+        // Derived where asked (statistics are rare): the regions in the segment, none once a
+        // fork child's segment is private.
+        std::shared_lock g(map_mutex_);
+        if (!segment_.detached()) {
+            for (auto const& [base, rec] : regions_) {
+                s.bytes_shared += segment_.owns(base) ? rec.size : 0;
+            }
+        }
+    }
     auto o = options();
     s.limit = o.limit;
     s.block_size = o.block_size;

@@ -44,10 +44,10 @@ public:
     segment(segment const&) = delete;
     segment& operator=(segment const&) = delete;
 
-    /// Creates the memfd of `bytes` (rounded up to pages, plus the header page) and maps it.
-    /// false (and nothing held) when the system refuses: no memfd_create, no address space.
+    /// Creates the memfd of `bytes` (rounded up to pages, plus the header page) and maps it;
+    /// true at once if it exists (and is not detached). false (and nothing held) when the
+    /// system refuses: no memfd_create, no address space, strict overcommit.
     bool create(std::size_t bytes) noexcept;
-    bool exists() const noexcept { return base_ != nullptr; }
     /// In a fork child: see above. take() hands out nothing afterwards.
     void detach_after_fork() noexcept;
     bool detached() const noexcept { return detached_; }

@@ -89,10 +89,6 @@ bool parse(std::string const& s, int& pid, std::uint64_t& address, std::uint64_t
 
 } // namespace
 
-std::string direct_reader::pool_identity() {
-    return pool_identity(rma::share_with_host());
-}
-
 std::string direct_reader::pool_identity(std::optional<rma::shared_segment> const& seg) {
     if (!seg) {
         return {};
@@ -102,6 +98,10 @@ std::string direct_reader::pool_identity(std::optional<rma::shared_segment> cons
 }
 
 direct_reader::~direct_reader() {
+    unmap_all();
+}
+
+void direct_reader::unmap_all() noexcept {
     for (auto const& m : maps_) {
         if (m.owned) {
             ::munmap(const_cast<std::byte*>(m.at), m.size);
@@ -173,11 +173,7 @@ std::string direct_reader::identity() {
 
 std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
     pids_ = std::vector<std::atomic<int>>(identities.size()); // all 0
-    for (auto const& m : maps_) {
-        if (m.owned) {
-            ::munmap(const_cast<std::byte*>(m.at), m.size);
-        }
-    }
+    unmap_all();
     maps_.assign(identities.size(), mapping{});
     std::size_t failed = 0;
     for (std::size_t i = 0; i < identities.size(); ++i) {

@@ -27,11 +27,11 @@
 // costs several copies' time (cma_vs_mapped). A peer that failed the identity check is mapped
 // too (Yama's ptrace_scope=1 forbids process_vm_readv between siblings, not opening
 // /proc/PID/fd): a parcel of its is read here when all its chunks lie in the segment, else
-// with fi_read. The segment must be sealed against shrinking
-// (a shrink under the mapping would turn copies into SIGBUS). A peer whose segment cannot be
-// mapped is read with process_vm_readv (logged at debug level); this process's own segment is
-// used where it is. A segment stays mapped until this reader is destroyed, also after its
-// peer has ended: a dead peer's pool memory stays resident until then.
+// with fi_read. The segment must be sealed against shrinking (a shrink under the mapping would
+// turn copies into SIGBUS). A peer whose segment cannot be mapped is read with process_vm_readv
+// (logged at debug level); this process's own segment is used where it is. A segment stays mapped
+// until this reader is destroyed, also after its peer has ended: a dead peer's pool memory stays
+// resident until then.
 //
 // Thread safety: connect() once, before any read (and any send, whose sender asks mapped());
 // read() from any thread.
@@ -53,10 +53,8 @@ public:
     /// This process's part of a locality's address: "PID:ADDRESS:VALUE" (hexadecimal) of its
     /// identity word, the same for every transport of the process.
     static std::string identity();
-    /// The suffix of identity() that offers this process's rma pool segment to peers
-    /// ("@FD:BASE:SIZE:WORD"), after rma::share_with_host(); empty when the pool is not shared.
-    static std::string pool_identity();
-    /// The same for a segment already shared (empty for nullopt).
+    /// The suffix of identity() that offers this process's rma pool segment `seg` (what
+    /// rma::share_with_host() returned) to peers: "@FD:BASE:SIZE:WORD"; empty for nullopt.
     static std::string pool_identity(std::optional<rma::shared_segment> const& seg);
 
     direct_reader() = default;
@@ -90,11 +88,12 @@ public:
     }
     /// Whether [remote, remote + size) of locality `rank` lies wholly in its mapped segment.
     bool covers(std::uint32_t rank, std::uint64_t remote, std::size_t size) const noexcept {
-        if (rank >= maps_.size() || maps_[rank].at == nullptr) {
-            return false;
-        }
-        mapping const& m = maps_[rank];
-        return remote >= m.base && size <= m.size && remote - m.base <= m.size - size;
+        return mapped(rank) && within(maps_[rank].base, maps_[rank].size, remote, size);
+    }
+    /// Whether [at, at + size) lies wholly in [base, base + extent) (no overflow).
+    static bool within(std::uint64_t base, std::size_t extent, std::uint64_t at,
+                       std::size_t size) noexcept {
+        return at >= base && size <= extent && at - base <= extent - size;
     }
     /// Bytes read() copied out of mapped segments.
     std::uint64_t mapped_bytes() const noexcept {
@@ -109,6 +108,7 @@ private:
         bool owned = false; // mapped by connect() (not this process's own segment)
     };
     void map_segment(std::uint32_t rank, int pid, std::string const& offer);
+    void unmap_all() noexcept;
 
     std::vector<std::atomic<int>> pids_; // by locality; 0: read with fi_read
     std::vector<mapping> maps_;          // by locality

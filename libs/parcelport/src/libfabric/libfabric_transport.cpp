@@ -190,8 +190,6 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
             direct_ = std::make_unique<direct_reader>();
             // Peers copy this side's rma chunks out of its pool, which they map (direct_read.hpp).
             shared_pool_ = rma::share_with_host();
-            direct_identity_ =
-                direct_reader::identity() + direct_reader::pool_identity(shared_pool_);
         }
         transport_parts parts{ep, peers_, backlog_, counters_, rings_.get(), &local_, tally_};
         sender_ = std::make_unique<sender>(parts, *memory_, recv_size, split_part, split_max);
@@ -250,12 +248,15 @@ libfabric_transport::~libfabric_transport() {
 }
 
 std::vector<std::byte> libfabric_transport::address() const {
-    return join_address({endpoint_->name(), outbox_ ? outbox_->name() : std::string(),
-                         bell_       ? bell_->name()
-                         : net_bell_ ? net_bell_->name()
-                                     : std::string(),
-                         rings_ ? rings_->name() : std::string(), direct_identity_,
-                         std::string(endpoint_->core())});
+    return join_address(
+        {endpoint_->name(), outbox_ ? outbox_->name() : std::string(),
+         bell_       ? bell_->name()
+         : net_bell_ ? net_bell_->name()
+                     : std::string(),
+         rings_ ? rings_->name() : std::string(),
+         direct_ ? direct_reader::identity() + direct_reader::pool_identity(shared_pool_)
+                 : std::string(),
+         std::string(endpoint_->core())});
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,

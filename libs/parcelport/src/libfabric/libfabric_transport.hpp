@@ -201,8 +201,7 @@ private:
     pass_tally tally_; // the current pass's (under the poll lock)
     /// shm: reads of peers' chunks without fi_read (descriptors hold virtual addresses).
     std::unique_ptr<direct_reader> direct_;
-    std::string direct_identity_; // in this side's address: identity() + pool_identity()
-    std::optional<rma::shared_segment> shared_pool_; // offered to peers in direct_identity_
+    std::optional<rma::shared_segment> shared_pool_; // offered to peers in address()
     receive_handler on_receive_;
     batch_handler on_batch_;
     std::unique_ptr<sender> sender_;

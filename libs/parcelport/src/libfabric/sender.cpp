@@ -129,12 +129,10 @@ bool coalesce_stream(coalescer& c, std::uint32_t dest, std::size_t n, Write&& wr
 
 std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const* p, std::size_t n,
                                                        bool stage) {
-    auto const* at = static_cast<std::byte const*>(p);
-    bool const in_shared_pool = shared_base_ != nullptr && at >= shared_base_ &&
-                                n <= shared_size_ &&
-                                static_cast<std::size_t>(at - shared_base_) <= shared_size_ - n &&
-                                readers_->mapped(s->dest);
-    if (stage && !in_shared_pool) {
+    // A chunk in this side's shared pool is copied by a destination that maps it: not staged.
+    if (stage && !(shared_base_ != nullptr && readers_->mapped(s->dest) &&
+                   direct_reader::within(reinterpret_cast<std::uintptr_t>(shared_base_),
+                                         shared_size_, reinterpret_cast<std::uintptr_t>(p), n))) {
         s->boxed.reserve(s->boxed.size() + 1); // no allocation between the block and its record
         if (std::byte* b = outbox_->allocate(n); b != nullptr) {
             s->boxed.push_back(b);
