@@ -12,6 +12,7 @@
 #include "traffic.hpp"
 #include "work_stealing_deque.hpp"
 
+#include <courier/common/ring_fifo.hpp>
 #include <courier/parcelport/wait_coverage.hpp>
 #include <courier/runtime/detail/spinlock.hpp>
 #include <courier/runtime/detail/task.hpp>
@@ -21,7 +22,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <queue>
@@ -104,7 +104,7 @@ public:
     std::uintptr_t stash = 0;  // an item a runner found but left to the scheduler
     std::vector<fiber_ctx*> idle_runners;
     std::vector<void*> stack_cache;
-    std::deque<fiber_ctx*> yielded;
+    ring_fifo<fiber_ctx*> yielded;
     using timer = std::pair<std::chrono::steady_clock::time_point, fiber_ctx*>;
     std::priority_queue<timer, std::vector<timer>, std::greater<>> timers;
     std::atomic<std::size_t> timer_count{0};

@@ -7,6 +7,8 @@
 #include "context.hpp"
 #include "memory.hpp"
 
+#include <courier/common/ring_fifo.hpp>
+
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -201,7 +203,7 @@ public:                     // (public for the tests)
 private:
     /// Parcels read directly, oldest first. The poller's alone (start_reads and
     /// advance_direct run only within progress), so no lock: progress checks it every pass.
-    std::deque<incoming*> direct_queue_;
+    courier::detail::ring_fifo<incoming*> direct_queue_;
     mutable std::mutex mutex_; // incoming_, spare_, deferred_, reading_bytes_
     incoming_map incoming_;
     /// Finished parcels' entries, for the next ones (at most max_spare).

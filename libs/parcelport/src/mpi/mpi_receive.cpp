@@ -318,7 +318,7 @@ void mpi_transport::take_header(std::byte const* bytes, std::size_t size, int mp
             ++stats_.deferred_rendezvous;
             return;
         }
-        auto in = std::make_unique<incoming>();
+        auto in = new_incoming();
         in->source = from;
         in->mpi_source = mpi_source;
         in->tag = tag;
@@ -444,14 +444,19 @@ void mpi_transport::release(incoming& in) noexcept {
 
 void mpi_transport::hold_tag(incoming& in) {
     if (!in.holds_tag) {
-        held_tags_.insert(tag_key(in.mpi_source, in.tag));
+        held_tags_.push_back(tag_key(in.mpi_source, in.tag)); // never held twice: see tag_held
         in.holds_tag = true;
     }
 }
 
 void mpi_transport::drop_tag(incoming& in) noexcept {
     if (in.holds_tag) {
-        held_tags_.erase(tag_key(in.mpi_source, in.tag));
+        auto const it =
+            std::find(held_tags_.begin(), held_tags_.end(), tag_key(in.mpi_source, in.tag));
+        if (it != held_tags_.end()) {
+            *it = held_tags_.back();
+            held_tags_.pop_back();
+        }
         in.holds_tag = false;
     }
 }
@@ -585,7 +590,41 @@ void mpi_transport::land(std::unique_lock<std::mutex>& g) {
     landing.clear();
 }
 
+std::unique_ptr<incoming> mpi_transport::new_incoming() {
+    std::unique_ptr<incoming> in;
+    if (!spare_incoming_.empty()) {
+        in = std::move(spare_incoming_.back());
+        spare_incoming_.pop_back();
+    } else {
+        in = std::make_unique<incoming>();
+    }
+    if (in->chunks.capacity() == 0) { // the last parcel's list left with its message
+        in->chunks = serialization::message::chunk_list();
+    }
+    return in;
+}
+
+void mpi_transport::recycle(std::unique_ptr<incoming> in) noexcept {
+    if (spare_incoming_.size() >= max_spare_incoming) {
+        return;
+    }
+    if (spare_incoming_.capacity() == 0) {
+        try {
+            spare_incoming_.reserve(max_spare_incoming);
+        } catch (std::bad_alloc const&) {
+            return;
+        }
+    }
+    in->reset();
+    spare_incoming_.push_back(std::move(in)); // reserved: does not throw
+}
+
 void mpi_transport::finish(std::unique_ptr<incoming> in) {
+    struct recycled { // whichever way finish returns
+        mpi_transport& t;
+        std::unique_ptr<incoming>& in;
+        ~recycled() { t.recycle(std::move(in)); }
+    } const on_return{*this, in};
     release(*in);
     stats_.rma_bytes_read += in->refused.empty() ? in->bytes : 0;
     if (in->error != MPI_SUCCESS) {

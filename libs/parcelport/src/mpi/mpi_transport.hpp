@@ -20,6 +20,7 @@
 #include "mpi_error.hpp"
 
 #include <courier/common/log.hpp>
+#include <courier/common/ring_fifo.hpp>
 #include <courier/common/small_alloc.hpp>
 #include <courier/parcelport/mpi.hpp>
 #include <courier/parcelport/transport.hpp>
@@ -29,17 +30,17 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstring>
-#include <deque>
 #include <fmt/format.h>
 #include <mutex>
 #include <random>
 #include <span>
 #include <stdexcept>
 #include <thread>
-#include <unordered_set>
+#include <vector>
 
 namespace courier::parcelport::mpi_pp {
 
@@ -182,6 +183,29 @@ struct incoming {
     std::string refused;
     bool index_lost = false; ///< no memory for a non-inline index either: dropped at the end
     std::unique_ptr<std::byte[]> scratch;
+
+    /// As new, keeping the vectors' capacity: a finished parcel's entry serves the next one
+    /// (mpi_transport::spare_incoming_), so a steady flow of rendezvous parcels allocates none.
+    void reset() noexcept {
+        source = 0;
+        msg = serialization::message();
+        chunks.clear();
+        owners.clear();
+        bytes = pending = 0;
+        error = MPI_SUCCESS;
+        reported = false;
+        pieces.clear();
+        next = posted_bytes = 0;
+        mpi_source = tag = 0;
+        index_inline = true;
+        holds_tag = false;
+        unlanded.clear();
+        unlanded_index = false;
+        index_size = 0;
+        refused.clear();
+        index_lost = false;
+        scratch.reset();
+    }
 };
 
 struct header_buffer : courier::detail::pooled {
@@ -354,7 +378,8 @@ private:
     /// Whether a parcel from `mpi_source` with `tag` must wait: an earlier one with both has
     /// receives not yet posted.
     bool tag_held(int mpi_source, int tag) const {
-        return !held_tags_.empty() && held_tags_.count(tag_key(mpi_source, tag)) != 0;
+        return !held_tags_.empty() && std::find(held_tags_.begin(), held_tags_.end(),
+                                                tag_key(mpi_source, tag)) != held_tags_.end();
     }
     /// Puts `in`'s tag in held_tags_ (throws only std::bad_alloc) / takes it out.
     void hold_tag(incoming& in);
@@ -437,21 +462,28 @@ private:
     std::vector<std::vector<sent_handler>> spare_handlers_; // emptied, capacity kept
     /// Headers of parcels waiting for the receive budget (bounded by the senders' sends in
     /// flight), in arrival order.
-    std::deque<header_buffer> deferred_;
+    courier::detail::ring_fifo<header_buffer> deferred_;
     std::vector<MPI_Request> reqs_;
     std::vector<req_owner> owners_; // parallel to reqs_
     std::vector<int> indices_;
     std::vector<MPI_Status> statuses_;
-    std::deque<std::unique_ptr<outgoing>> backlog_;
+    courier::detail::ring_fifo<std::unique_ptr<outgoing>> backlog_;
     std::size_t sends_in_flight_ = 0;
     std::size_t receiving_ = 0;
     std::size_t receiving_bytes_ = 0;
     /// Admitted parcels whose large landing buffers are not allocated yet (land()), and how
     /// many threads are allocating some now.
     std::vector<std::unique_ptr<incoming>> unlanded_;
+    /// Finished parcels' entries, reset, for the next ones (at most max_spare_incoming).
+    static constexpr std::size_t max_spare_incoming = 64;
+    std::vector<std::unique_ptr<incoming>> spare_incoming_;
+    std::unique_ptr<incoming> new_incoming();
+    void recycle(std::unique_ptr<incoming> in) noexcept;
     std::size_t landing_now_ = 0;
     /// tag_key()s of parcels with receives not yet posted (post_pieces, land).
-    std::unordered_set<std::uint64_t> held_tags_;
+    /// A vector: few parcels hold a tag at once (each is over land_without_lock or over a
+    /// piece, under the receive budget), and it keeps its capacity where a set's nodes did not.
+    std::vector<std::uint64_t> held_tags_;
     std::uint32_t data_tags_ = data_tags;
     /// (destination, tag) of the messages with data messages still to post (pick_tag), and of
     /// those cut short (outgoing::cut), for good.
