@@ -19,6 +19,10 @@
 //   over it fail with an error saying so (none hangs), and those under it arrive whole.
 // refused_no_memory: locality 1 limits its address space; a 512 MiB argument fails with "no
 //   memory" instead of hanging, and a later 16 MiB one arrives whole.
+// dead_peer_memory (shm, --courier:on_peer_failure=continue): locality 1 fills 256 MiB of its
+//   rma pool, which locality 0 maps (mapped reads), then dies; once locality 0 knows it failed,
+//   its mapping of that pool is gone (its pages would otherwise stay resident for the rest of
+//   the job).
 // soak [SECONDS [PATTERNS]]: every locality sends checked calls of 8 B .. 1 MiB, bursts of posts,
 // ordered
 //   posts and fan-outs for SECONDS (default 10); nothing lost or wrong, and (in runs of 5
@@ -37,6 +41,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -442,6 +447,51 @@ void scenario_busy_receiver(bool die) {
     }
 }
 
+/// Mappings of rma pool segments in this process (/proc/self/maps lines of the memfd).
+int pool_segment_mappings() {
+    std::FILE* f = std::fopen("/proc/self/maps", "r");
+    CHECK(f != nullptr);
+    int n = 0;
+    char line[512];
+    while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+        n += std::strstr(line, "/memfd:courier-rma") != nullptr ? 1 : 0;
+    }
+    if (f != nullptr) {
+        std::fclose(f);
+    }
+    return n;
+}
+
+/// Shmem of /proc/meminfo, MiB (memfd pages count there).
+long shmem_mib() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    long kib = -1;
+    char line[256];
+    while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "Shmem: %ld kB", &kib) == 1) {
+            break;
+        }
+    }
+    if (f != nullptr) {
+        std::fclose(f);
+    }
+    return kib / 1024;
+}
+
+courier::rma_vector<char>* g_filled = nullptr;
+
+/// Fills `mib` MiB of this locality's rma pool (kept until it dies); the mappings it has.
+int fill_pool(int mib) {
+    g_filled = new courier::rma_vector<char>(std::size_t(mib) << 20);
+    std::memset(g_filled->data(), 'p', g_filled->size());
+    return pool_segment_mappings();
+}
+
+void die_now() {
+    std::fflush(nullptr);
+    std::_Exit(3);
+}
+
 std::uint64_t large_sum(courier::serialize_buffer<std::uint64_t> const& b) {
     std::uint64_t h = 0;
     for (std::size_t i = 0; i < b.size(); ++i) {
@@ -453,8 +503,43 @@ std::uint64_t large_sum(courier::serialize_buffer<std::uint64_t> const& b) {
 } // namespace
 
 COURIER_PLAIN_ACTION(large_sum, large_sum_action);
+COURIER_PLAIN_ACTION(fill_pool, fill_pool_action);
+COURIER_PLAIN_ACTION(die_now, die_now_action);
 
 namespace {
+
+void scenario_dead_peer_memory() {
+    auto there = courier::find_all_localities()[1];
+    int const mine = pool_segment_mappings();
+    int const theirs = courier::async<fill_pool_action>(there, 256).get();
+    long const shmem_filled = shmem_mib();
+    std::printf("dead_peer_memory: %d pool mappings here, %d there; Shmem %ld MiB\n", mine, theirs,
+                shmem_filled);
+    // Each maps its own segment and the other's: without mapped reads there is nothing to test.
+    if (mine < 2 || theirs < 2) {
+        std::printf("dead_peer_memory: skipped: the pools are not mapped across (no shared "
+                    "segment here)\n");
+        return;
+    }
+    courier::post<die_now_action>(there);
+    auto t0 = clock_type::now();
+    try {
+        for (;;) {
+            courier::async<ran_so_far_action>(there).get();
+            CHECK(clock_type::now() - t0 < std::chrono::seconds(30));
+        }
+    } catch (courier::network_error const& e) {
+        std::printf("dead_peer_memory: network_error after %.2f s: %s\n",
+                    std::chrono::duration<double>(clock_type::now() - t0).count(), e.what());
+    }
+    // The transport let go of the peer's segment before the failed call was failed.
+    int const after = pool_segment_mappings();
+    long const shmem_after = shmem_mib();
+    std::printf("dead_peer_memory: %d pool mappings here after the failure; Shmem %ld MiB "
+                "(%ld MiB less)\n",
+                after, shmem_after, shmem_filled - shmem_after);
+    CHECK(after == mine - 1);
+}
 
 /// A large parcel to a receiver whose one worker is busy for 3 s (its liveness thread still
 /// receives, a little each tick, and never lands a large parcel), in pieces of read_piece
@@ -697,6 +782,8 @@ int courier_main(int argc, char** argv) {
         scenario_refused_no_memory();
     } else if (scenario == "large_to_busy_receiver") {
         scenario_large_to_busy_receiver();
+    } else if (scenario == "dead_peer_memory") {
+        scenario_dead_peer_memory();
     } else if (scenario == "busy_receiver" || scenario == "receiver_dies") {
         scenario_busy_receiver(scenario == "receiver_dies");
     } else {

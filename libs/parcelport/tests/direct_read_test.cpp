@@ -17,10 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 namespace fab = courier::parcelport::fabric;
 
@@ -577,6 +580,45 @@ TEST(direct_reader, another_processes_pool_segment_is_mapped_by_its_pid) {
         ASSERT_EQ(got[i], static_cast<std::byte>(i % 251)) << i;
         ASSERT_EQ(got2[i], got[i]) << i;
     }
+    // The child has ended; its segment lives on in the mappings. Released while another thread
+    // reads it: every read either copies the exact bytes or fails (never a partial or zero
+    // copy), and once release() has returned nothing more is read.
+    std::atomic<bool> stop{false};
+    std::atomic<int> good{0}, refused{0}, wrong{0};
+    std::thread reader([&] {
+        std::vector<std::byte> b(n);
+        while (!stop.load()) {
+            std::fill(b.begin(), b.end(), std::byte{0xee});
+            if (!r.read(0, b.data(), at, n)) {
+                refused.fetch_add(1);
+                continue;
+            }
+            good.fetch_add(1);
+            for (std::size_t i = 0; i < n; i += 4093) {
+                wrong.fetch_add(b[i] != static_cast<std::byte>(i % 251) ? 1 : 0);
+            }
+        }
+    });
+    while (good.load() < 20) {
+        std::this_thread::yield();
+    }
+    EXPECT_GE(r.release(0), n); // the whole segment's mapping
+    int const good_at_release = good.load();
+    EXPECT_FALSE(r.mapped(0));
+    EXPECT_FALSE(r.enabled(0));
+    EXPECT_FALSE(r.covers(0, at, n));
+    std::vector<std::byte> after(n);
+    EXPECT_FALSE(r.read(0, after.data(), at, n));
+    while (refused.load() < 20) {
+        std::this_thread::yield();
+    }
+    stop.store(true);
+    reader.join();
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_LE(good.load(), good_at_release + 1); // at most the read that had begun
+    EXPECT_EQ(r.release(0), 0u);                 // once
+    EXPECT_GE(f.release(0), n); // a mapping without the identity check is let go as well
+    EXPECT_FALSE(f.mapped(0));
 }
 
 TEST(shm_direct_read, a_chunk_in_the_senders_pool_is_copied_out_of_its_mapped_segment) {

@@ -48,6 +48,9 @@ void peer_failed(std::uint32_t rank) {
         return;
     }
     log(log_level::error, "locality {} has failed", rank);
+    if (st.tp) {
+        st.tp->peer_failed(rank); // e.g. its mapped memory, which would stay resident
+    }
     flow_peer_failed(st, rank); // senders waiting for its credits wake up and fail
     collectives_peer_failed(st, rank);
     std::vector<completion> failed;

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <thread>
 #include <unistd.h>
 
 #include <courier/common/log.hpp>
@@ -165,6 +166,33 @@ void direct_reader::map_segment(std::uint32_t rank, int pid, std::string const& 
     maps_[rank] = mapping{static_cast<std::byte const*>(p), v[1], v[2], true};
 }
 
+std::size_t direct_reader::release(std::uint32_t rank) noexcept {
+    if (rank >= guards_.size()) {
+        return 0;
+    }
+    pids_[rank].store(0, std::memory_order_relaxed); // no process_vm_readv of a reused pid
+    guard& g = guards_[rank];
+    mapping const& m = maps_[rank];
+    if (m.at == nullptr || g.released.exchange(true, std::memory_order_seq_cst)) {
+        return 0;
+    }
+    while (g.readers.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield(); // a copy of at most a read step
+    }
+    if (!m.owned) {
+        return 0; // this process's own segment: not ours to let go
+    }
+    // Zero pages over the same range in one call: the peer's pages go with the last mapping
+    // of its file, and the addresses stay this reader's until it is destroyed (unmap_all).
+    void* p = ::mmap(const_cast<std::byte*>(m.at), m.size, PROT_READ,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        logging::debug("locality {}'s rma pool segment stays mapped: mmap refused", rank);
+        return 0;
+    }
+    return m.size;
+}
+
 std::string direct_reader::identity() {
     std::uint64_t const& w = identity_word();
     return fmt::format("{:x}:{:x}:{:x}", static_cast<unsigned long>(::getpid()),
@@ -175,6 +203,7 @@ std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
     pids_ = std::vector<std::atomic<int>>(identities.size()); // all 0
     unmap_all();
     maps_.assign(identities.size(), mapping{});
+    guards_ = std::vector<guard>(identities.size());
     std::size_t failed = 0;
     for (std::size_t i = 0; i < identities.size(); ++i) {
         if (identities[i].empty()) {
@@ -209,10 +238,16 @@ std::size_t direct_reader::connect(std::vector<std::string> const& identities) {
 bool direct_reader::read(std::uint32_t rank, std::byte* local, std::uint64_t remote,
                          std::size_t size) noexcept {
     if (covers(rank, remote, size)) {
-        mapping const& m = maps_[rank];
-        std::memcpy(local, m.at + (remote - m.base), size);
-        mapped_bytes_.fetch_add(size, std::memory_order_relaxed);
-        return true;
+        guard& g = guards_[rank];
+        g.readers.fetch_add(1, std::memory_order_seq_cst);
+        bool const live = !g.released.load(std::memory_order_seq_cst);
+        if (live) {
+            mapping const& m = maps_[rank];
+            std::memcpy(local, m.at + (remote - m.base), size);
+            mapped_bytes_.fetch_add(size, std::memory_order_relaxed);
+        }
+        g.readers.fetch_sub(1, std::memory_order_release);
+        return live;
     }
     int pid = rank < pids_.size() ? pids_[rank].load(std::memory_order_relaxed) : 0;
     if (pid <= 0) {

@@ -29,12 +29,13 @@
 // /proc/PID/fd): a parcel of its is read here when all its chunks lie in the segment, else
 // with fi_read. The segment must be sealed against shrinking (a shrink under the mapping would
 // turn copies into SIGBUS). A peer whose segment cannot be mapped is read with process_vm_readv
-// (logged at debug level); this process's own segment is used where it is. A segment stays mapped
-// until this reader is destroyed, also after its peer has ended: a dead peer's pool memory stays
-// resident until then.
+// (logged at debug level); this process's own segment is used where it is. A mapping holds the
+// peer's pages (the segment's file lives on in it after the peer has ended), so release(), when
+// the runtime declares the peer failed, replaces it by zero pages, once no read() is copying
+// from it, and stops reading that peer by any means (its pid may be reused).
 //
 // Thread safety: connect() once, before any read (and any send, whose sender asks mapped());
-// read() from any thread.
+// read() and release() from any thread.
 #pragma once
 
 #include <courier/rma/pool.hpp>
@@ -75,6 +76,13 @@ public:
     bool read(std::uint32_t rank, std::byte* local, std::uint64_t remote,
               std::size_t size) noexcept;
 
+    /// Locality `rank` has failed: its segment's pages are let go (the range is left mapped to
+    /// zero pages, so a stale address reads zeros rather than faulting) once the read()s
+    /// copying from it have returned, and nothing of it is read any more (read() returns false,
+    /// mapped() and enabled() answer false). Returns the bytes of the mapping let go (0: none,
+    /// or released before).
+    std::size_t release(std::uint32_t rank) noexcept;
+
     /// Whether locality `rank` is read directly (tests).
     bool enabled(std::uint32_t rank) const noexcept {
         return rank < pids_.size() && pids_[rank].load(std::memory_order_relaxed) > 0;
@@ -84,7 +92,8 @@ public:
     /// check may still be mapped: then only chunks that covers() are read (by the caller's
     /// choice: read() of anything else fails).
     bool mapped(std::uint32_t rank) const noexcept {
-        return rank < maps_.size() && maps_[rank].at != nullptr;
+        return rank < maps_.size() && maps_[rank].at != nullptr &&
+               !guards_[rank].released.load(std::memory_order_relaxed);
     }
     /// Whether [remote, remote + size) of locality `rank` lies wholly in its mapped segment.
     bool covers(std::uint32_t rank, std::uint64_t remote, std::size_t size) const noexcept {
@@ -107,11 +116,19 @@ private:
         std::size_t size = 0;
         bool owned = false; // mapped by connect() (not this process's own segment)
     };
+    /// read()s copying from a peer's mapping now, and whether release() took it: a reader
+    /// counts itself in, then looks at `released`; release() raises it, then waits for the
+    /// count to fall to 0 (both sequentially consistent: one of them sees the other).
+    struct guard {
+        std::atomic<int> readers{0};
+        std::atomic<bool> released{false};
+    };
     void map_segment(std::uint32_t rank, int pid, std::string const& offer);
     void unmap_all() noexcept;
 
     std::vector<std::atomic<int>> pids_; // by locality; 0: read with fi_read
     std::vector<mapping> maps_;          // by locality
+    std::vector<guard> guards_;          // by locality
     std::atomic<std::uint64_t> mapped_bytes_{0};
 };
 

@@ -278,6 +278,15 @@ void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& a
     }
 }
 
+void libfabric_transport::peer_failed(std::uint32_t rank) noexcept {
+    if (direct_) {
+        if (std::size_t n = direct_->release(rank); n != 0) {
+            logging::debug("let go of failed locality {}'s rma pool segment ({} MiB mapped)", rank,
+                           n >> 20);
+        }
+    }
+}
+
 statistics libfabric_transport::stats() const {
     statistics s = counters_.snapshot();
     if (rings_) {

@@ -139,6 +139,8 @@ public:
     bool can_sleep() override;
     statistics stats() const override;
     std::string provider_name() const override { return endpoint_->provider(); }
+    /// Lets go of the peer's mapped pool segment (direct_reader::release).
+    void peer_failed(std::uint32_t rank) noexcept override;
 
     /// The receive path, for tests that feed it bytes directly.
     receiver& receive_path() noexcept { return *receiver_; }

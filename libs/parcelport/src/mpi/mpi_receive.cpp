@@ -605,7 +605,13 @@ std::unique_ptr<incoming> mpi_transport::new_incoming() {
 }
 
 void mpi_transport::recycle(std::unique_ptr<incoming> in) noexcept {
-    if (spare_incoming_.size() >= max_spare_incoming) {
+    // An entry grown by an unusual parcel (many chunks, a long refusal) is freed, not kept:
+    // what the spares hold stays small (at most max_spare_incoming parcels of up to
+    // spare_chunks chunks), whatever a peer sends.
+    constexpr std::size_t spare_chunks = 64;
+    if (spare_incoming_.size() >= max_spare_incoming || in->chunks.capacity() > spare_chunks ||
+        in->owners.capacity() > spare_chunks || in->pieces.capacity() > spare_chunks ||
+        in->unlanded.capacity() > spare_chunks || in->refused.capacity() > 256) {
         return;
     }
     if (spare_incoming_.capacity() == 0) {

@@ -75,6 +75,11 @@ public:
     statistics stats() const override;
     std::string provider_name() const override;
     std::vector<std::pair<std::string, statistics>> stats_by_provider() const override;
+    void peer_failed(std::uint32_t rank) noexcept override {
+        for (auto& r : rails_) {
+            r->peer_failed(rank);
+        }
+    }
     bool same_host(std::uint32_t rank) const override {
         return rank < local_.size() && local_[rank];
     }

@@ -51,6 +51,7 @@ public:
     T& operator[](std::size_t i) noexcept { return slots_[(head_ + i) & mask_]; }
     T const& operator[](std::size_t i) const noexcept { return slots_[(head_ + i) & mask_]; }
 
+    /// `a` must not refer to an element of this queue (a growth moves them first).
     template <class... A>
     T& emplace_back(A&&... a) {
         make_room();

@@ -457,6 +457,11 @@ public:
     /// say (a transport that routes by host knows it; others answer false: the caller then
     /// relies on what its launcher says).
     virtual bool same_host(std::uint32_t /*rank*/) const { return false; }
+    /// Locality `rank` has failed (the runtime's liveness checks or its launcher say so): the
+    /// transport may let go of what it holds for it (libfabric: the mapping of its rma pool
+    /// segment, whose pages would otherwise stay resident). Its parcels still being read may
+    /// fail. Any thread; once or more per rank.
+    virtual void peer_failed(std::uint32_t /*rank*/) noexcept {}
     /// stats() by provider, for a transport that uses several (provider "auto" across hosts).
     virtual std::vector<std::pair<std::string, statistics>> stats_by_provider() const {
         return {{provider_name(), stats()}};
