@@ -45,6 +45,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -532,8 +533,13 @@ void scenario_dead_peer_memory() {
         std::printf("dead_peer_memory: network_error after %.2f s: %s\n",
                     std::chrono::duration<double>(clock_type::now() - t0).count(), e.what());
     }
-    // The transport let go of the peer's segment before the failed call was failed.
-    int const after = pool_segment_mappings();
+    // The transport lets go of the peer's segment as the failure is handled (a call made
+    // meanwhile fails at once: the locality is marked failed first).
+    int after = pool_segment_mappings();
+    for (auto until = clock_type::now() + std::chrono::seconds(10);
+         after != mine - 1 && clock_type::now() < until; after = pool_segment_mappings()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     long const shmem_after = shmem_mib();
     std::printf("dead_peer_memory: %d pool mappings here after the failure; Shmem %ld MiB "
                 "(%ld MiB less)\n",

@@ -256,6 +256,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/bytes/rma-read", p.rma_bytes_read);
     put("/parcelport/count/rma-reads", p.rma_reads);
     put("/parcelport/count/stalled-reads", p.stalled_reads);
+    put("/parcelport/count/read-retries", p.read_retries);
     put("/parcelport/count/rendezvous-sends", p.rendezvous_sends);
     put("/parcelport/count/registrations", p.registrations);
     put("/parcelport/count/eagain-retries", p.eagain_retries);

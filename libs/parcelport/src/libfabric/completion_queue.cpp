@@ -75,7 +75,7 @@ void libfabric_transport::on_error_entry() {
         coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, ec);
         break;
     case op::kind::read:
-        rendezvous_->on_completion(static_cast<read_op*>(o), true);
+        rendezvous_->on_completion(static_cast<read_op*>(o), true, what());
         break;
     case op::kind::recv:
         // A receive that failed (a message larger than the buffer, a provider error): the

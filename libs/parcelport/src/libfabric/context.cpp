@@ -18,6 +18,7 @@ statistics counters::snapshot() const {
     s.rma_reads = rma_reads;
     s.rma_read_bytes_in_flight_max = rma_read_bytes_in_flight_max;
     s.stalled_reads = stalled_reads;
+    s.read_retries = read_retries;
     s.rendezvous_sends = rendezvous_sends;
     s.registrations = registrations;
     s.eagain_retries = eagain_retries;

@@ -39,8 +39,8 @@ struct op {
 struct counters {
     using c = std::atomic<std::uint64_t>;
     c messages_sent{0}, messages_received{0}, eager_bytes_sent{0}, rma_bytes_read{0}, rma_reads{0},
-        rma_read_bytes_in_flight_max{0}, stalled_reads{0}, rendezvous_sends{0}, registrations{0},
-        eagain_retries{0}, bytes_copied_on_send{0}, receive_buffers_reused{0},
+        rma_read_bytes_in_flight_max{0}, stalled_reads{0}, read_retries{0}, rendezvous_sends{0},
+        registrations{0}, eagain_retries{0}, bytes_copied_on_send{0}, receive_buffers_reused{0},
         deferred_rendezvous{0}, refused_parcels{0}, pool_chunks_sent{0}, registration_cache_hits{0},
         registration_cache_misses{0}, pool_receive_buffers{0}, batches_sent{0},
         parcels_in_batches{0}, doorbell_rings{0}, split_sends{0}, outbox_chunks_sent{0},

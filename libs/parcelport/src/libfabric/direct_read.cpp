@@ -170,14 +170,16 @@ std::size_t direct_reader::release(std::uint32_t rank) noexcept {
     if (rank >= guards_.size()) {
         return 0;
     }
-    pids_[rank].store(0, std::memory_order_relaxed); // no process_vm_readv of a reused pid
+    // No process_vm_readv of a reused pid from now on (a read that loaded the pid just before
+    // may still make its call: a pid is not reused within microseconds).
+    pids_[rank].store(0, std::memory_order_relaxed);
     guard& g = guards_[rank];
     mapping const& m = maps_[rank];
     if (m.at == nullptr || g.released.exchange(true, std::memory_order_seq_cst)) {
         return 0;
     }
-    while (g.readers.load(std::memory_order_acquire) != 0) {
-        std::this_thread::yield(); // a copy of at most a read step
+    while (g.readers.load(std::memory_order_seq_cst) != 0) { // seq_cst: see guard
+        std::this_thread::yield();                           // a copy of at most a read step
     }
     if (!m.owned) {
         return 0; // this process's own segment: not ours to let go

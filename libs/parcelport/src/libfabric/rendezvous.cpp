@@ -41,6 +41,7 @@ void incoming::reset() noexcept {
     direct_piece = 0;
     direct_offset = 0;
     failed = false;
+    index_read = false;
     refused.clear();
     table_phase = false;
     h = {};
@@ -200,6 +201,7 @@ void rendezvous::start_reads(held& e, bool index_inline) {
             add(in->table.data(), ds.back()); // the descriptor table
         } else if (ds.back().size != 0) {
             add(in->msg.index_buffer(), ds.back()); // straight into the message: no copy
+            in->index_read = true;
         }
     }
     in->started = std::chrono::steady_clock::now();
@@ -215,9 +217,11 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     parts_.stats.rma_bytes_read += to_read;
     parts_.stats.rma_reads += pieces.size();
     // Directly: from a peer that passed the identity check, or whose mapped pool holds every
-    // piece (one that may not be read by the system call: direct_read.hpp).
+    // piece (one that may not be read by the system call: direct_read.hpp). A peer released
+    // as failed too: its read fails at once and the parcel is dropped, where an fi_read of a
+    // dead peer might never complete.
     if (direct_ != nullptr && to_read != 0 &&
-        (direct_->enabled(in->source) ||
+        (direct_->enabled(in->source) || direct_->released(in->source) ||
          std::all_of(pieces.begin(), pieces.end(), [&](read_piece const& pc) {
              return direct_->covers(in->source, pc.remote, pc.size);
          }))) {
@@ -350,6 +354,8 @@ long rendezvous::post_reads(incoming* in) {
         }
         read_op* rop = &in->reads[i];
         rop->bytes = pc.size;
+        rop->piece = i;
+        rop->attempts = 0;
         long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc, from,
                                             pc.remote, pc.key, &rop->ctx));
         if (rc == -FI_EAGAIN) {
@@ -386,8 +392,37 @@ long rendezvous::drop_unposted(incoming* in) {
     return 0;
 }
 
-void rendezvous::on_completion(read_op* r, bool failed) {
+long rendezvous::post_again(read_op* r) {
     incoming* in = r->in;
+    if (!in->failed) {
+        read_piece const& pc = in->pieces[r->piece];
+        long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc,
+                                            parts_.peers[in->source], pc.remote, pc.key, &r->ctx));
+        if (rc == 0 || rc == -FI_EAGAIN) {
+            return rc; // posted, or posted again later (post_or_defer)
+        }
+    }
+    r->attempts = max_read_retries; // refused for good, or the parcel failed meanwhile
+    on_completion(r, true);
+    return 0;
+}
+
+void rendezvous::on_completion(read_op* r, bool failed, char const* why) {
+    incoming* in = r->in;
+    if (failed && !in->failed && r->attempts < max_read_retries) {
+        // A read can fail where the peer lives (libfabric's net provider has been seen to
+        // fail one under 1 % packet loss): posted again, it stays outstanding meanwhile.
+        ++r->attempts;
+        ++parts_.stats.read_retries;
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "an RMA read from locality {} failed ({}); reading it again ({} of "
+                               "{})",
+                               in->source, why != nullptr ? why : "refused", r->attempts,
+                               max_read_retries);
+        parts_.posts.post_or_defer([this, r] { return post_again(r); }, "fi_read");
+        return;
+    }
     in->failed = in->failed || failed;
     in->posted_bytes -= r->bytes;
     if (!failed) {
@@ -482,9 +517,27 @@ void rendezvous::finish_entry(held& e) {
                    /*landed=*/!in->failed && in->refused.empty() && parts_.ep.shm());
     if (in->failed) {
         static logging::rate_limit limit;
-        logging::error_limited(limit, "an RMA read from locality {} failed; parcel dropped",
+        if (in->index_read) {
+            logging::error_limited(limit,
+                                   "an RMA read from locality {} failed; parcel dropped "
+                                   "(its index was among the reads)",
+                                   in->source);
+            return;
+        }
+        // Its index came with the announcement: delivered with its chunks not received, so
+        // that a call fails with this reason instead of waiting for a reply for good.
+        logging::error_limited(limit, "an RMA read from locality {} failed; parcel refused",
                                in->source);
-        return;
+        in->refused =
+            "an RMA read of its chunks from locality " + std::to_string(in->source) + " failed";
+        for (std::size_t i = 0; i < in->chunks.size(); ++i) {
+            if (in->chunks[i].type != serialization::chunk_type::index) {
+                in->chunks[i].address = nullptr;
+                if (i < in->owners.size()) {
+                    in->owners[i].reset();
+                }
+            }
+        }
     }
     parts_.stats.refused_parcels += !in->refused.empty();
     auto received = assemble_received(std::move(in->msg), std::move(in->chunks), in->owners,

@@ -27,6 +27,8 @@ struct incoming;
 struct read_op : op {
     incoming* in;
     std::size_t bytes = 0; // of its piece
+    std::size_t piece = 0; // its index in in->pieces
+    unsigned attempts = 0; // fi_reads of the piece that failed (retried up to max_read_retries)
     explicit read_op(incoming* i) : op(kind::read), in(i) {}
 };
 
@@ -61,6 +63,7 @@ struct incoming {
     std::chrono::steady_clock::time_point started; // when the current phase's reads began
     std::chrono::steady_clock::time_point moved;   // when a read last completed (or started)
     bool failed = false;
+    bool index_read = false; // the index is one of the pieces (not inline in the announcement)
     // Not empty: the parcel's chunks are refused (over the size limit, or no memory to land
     // them; received_chunks_or_refused): only its index is read, and it is delivered with them
     // marked not received.
@@ -104,7 +107,13 @@ public:
     bool admit_deferred();
     /// Reads the next step of the oldest parcel read directly (progress); true if there was one.
     bool advance_direct();
-    void on_completion(read_op* r, bool failed);
+    /// A read completed (`failed`: with an error). A failed fi_read is posted again, up to
+    /// max_read_retries times (the sender keeps the chunk until DONE, and a read changes
+    /// nothing there); then the parcel fails: it is delivered as refused when its index came
+    /// inline (a call then fails with the reason instead of waiting for good), else dropped.
+    void on_completion(read_op* r, bool failed, char const* why = nullptr);
+    static constexpr unsigned max_read_retries = 3;
+    long post_again(read_op* r);
     /// Returns the read budget of parcels whose reads outlived the stall timeout (every few
     /// passes). Their buffers stay until the reads complete, if ever: nothing is freed under a
     /// read the provider may still do.

@@ -285,6 +285,7 @@ statistics routed_transport::stats() const {
         sum.rma_bytes_read += s.rma_bytes_read;
         sum.rma_reads += s.rma_reads;
         sum.stalled_reads += s.stalled_reads;
+        sum.read_retries += s.read_retries;
         sum.rendezvous_sends += s.rendezvous_sends;
         sum.registrations += s.registrations;
         sum.eagain_retries += s.eagain_retries;

@@ -71,6 +71,8 @@ struct statistics {
     /// Parcels whose reads outlived transport_options::read_stall_timeout (their read budget
     /// was returned).
     std::uint64_t stalled_reads = 0;
+    /// RMA reads the provider failed that were posted again (rendezvous::max_read_retries).
+    std::uint64_t read_retries = 0;
     std::uint64_t rendezvous_sends = 0; ///< sends that needed RMA reads by the receiver
     /// Memory registrations performed for sends and receives (the rma pool's registrations
     /// of its own blocks are in rma::get_pool_statistics()).
