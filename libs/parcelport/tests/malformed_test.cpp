@@ -163,6 +163,32 @@ TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {
     }
 }
 
+TEST_P(malformed, reads_from_a_peer_declared_failed_are_not_posted_again) {
+    // As above, after the runtime declared the sender (locality 0) failed: a failed read is
+    // not posted again (net would try to reconnect to a dead peer pass after pass).
+    auto index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
+    auto pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);
+    std::vector<std::byte> index(16, std::byte{2});
+    std::vector<forged> fs;
+    fs.push_back(eager(parcel_header(2, 16, wire::index_inline),
+                       {desc(index_t, 16), desc(pointer_t, 65536, 0x1000, 0x7777)}, index));
+    e_->b->peer_failed(0);
+    auto const before = e_->b->stats();
+    auto const lines_before = courier::logging::lines_written();
+    testing::internal::CaptureStderr();
+    for (auto const& f : fs) {
+        e_->raw(f.bytes);
+    }
+    e_->pump([&] { return courier::logging::lines_written() - lines_before >= 1; });
+    e_->settle(std::chrono::milliseconds(300));
+    std::string err = testing::internal::GetCapturedStderr();
+    auto const after = e_->b->stats();
+    EXPECT_EQ(after.read_retries, before.read_retries) << err;
+    if (GetParam() != "shm-fi_read") {
+        EXPECT_EQ(after.refused_parcels, before.refused_parcels + 1) << err;
+    }
+}
+
 TEST_P(malformed, large_reads_of_memory_the_sender_never_mapped_fail_cleanly) {
     // Rendezvous parcels with a 1 MiB pointer chunk (on shm read directly, with
     // process_vm_readv, unless the variant reads with fi_read) at an address nothing is mapped at,

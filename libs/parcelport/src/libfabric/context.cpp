@@ -113,6 +113,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
         }
         addrs[i] = ep.insert(a.data(), static_cast<std::uint32_t>(i));
     }
+    failed_ = std::make_unique<std::atomic<bool>[]>(addrs.size()); // all false
     addrs_ = std::move(addrs);
     ring_names_ = std::move(rings);
     rank_ = rank;

@@ -130,6 +130,16 @@ public:
     /// connects its rings with them).
     std::vector<std::string> const& ring_names() const noexcept { return ring_names_; }
     fi_addr_t operator[](std::uint32_t rank) const noexcept { return addrs_[rank]; }
+    /// The runtime declared locality `rank` failed (transport::peer_failed): its reads are not
+    /// posted again. Any thread.
+    void mark_failed(std::uint32_t rank) noexcept {
+        if (rank < addrs_.size()) {
+            failed_[rank].store(true, std::memory_order_relaxed);
+        }
+    }
+    bool failed(std::uint32_t rank) const noexcept {
+        return rank < addrs_.size() && failed_[rank].load(std::memory_order_relaxed);
+    }
     std::uint32_t rank() const noexcept { return rank_; }
     void set_token(std::uint64_t t) noexcept { token_ = t; }
     /// The transport's activity handler (set-up time): `rank` showed signs of life.
@@ -170,6 +180,7 @@ public:
 private:
     counters& counters_;
     std::vector<fi_addr_t> addrs_;
+    std::unique_ptr<std::atomic<bool>[]> failed_; // by rank: mark_failed
     std::vector<std::string> ring_names_;
     std::uint32_t rank_ = 0;
     transport::activity_handler on_activity_;

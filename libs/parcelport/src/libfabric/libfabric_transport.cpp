@@ -279,6 +279,7 @@ void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& a
 }
 
 void libfabric_transport::peer_failed(std::uint32_t rank) noexcept {
+    peers_.mark_failed(rank);
     if (direct_) {
         if (std::size_t n = direct_->release(rank); n != 0) {
             logging::debug("let go of failed locality {}'s rma pool segment ({} MiB mapped)", rank,

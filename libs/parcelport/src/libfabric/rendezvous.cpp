@@ -394,7 +394,8 @@ long rendezvous::drop_unposted(incoming* in) {
 
 long rendezvous::post_again(read_op* r) {
     incoming* in = r->in;
-    if (!in->failed) {
+    // Not for a peer declared failed meanwhile: net would try to connect to it pass after pass.
+    if (!in->failed && !parts_.peers.failed(in->source)) {
         read_piece const& pc = in->pieces[r->piece];
         long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc,
                                             parts_.peers[in->source], pc.remote, pc.key, &r->ctx));
@@ -409,7 +410,8 @@ long rendezvous::post_again(read_op* r) {
 
 void rendezvous::on_completion(read_op* r, bool failed, char const* why) {
     incoming* in = r->in;
-    if (failed && !in->failed && r->attempts < max_read_retries) {
+    if (failed && !in->failed && r->attempts < max_read_retries &&
+        !parts_.peers.failed(in->source)) {
         // A read can fail where the peer lives (libfabric's net provider has been seen to
         // fail one under 1 % packet loss): posted again, it stays outstanding meanwhile.
         ++r->attempts;

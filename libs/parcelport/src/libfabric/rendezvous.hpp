@@ -108,9 +108,10 @@ public:
     /// Reads the next step of the oldest parcel read directly (progress); true if there was one.
     bool advance_direct();
     /// A read completed (`failed`: with an error). A failed fi_read is posted again, up to
-    /// max_read_retries times (the sender keeps the chunk until DONE, and a read changes
-    /// nothing there); then the parcel fails: it is delivered as refused when its index came
-    /// inline (a call then fails with the reason instead of waiting for good), else dropped.
+    /// max_read_retries times, while its peer is not declared failed (the sender keeps the
+    /// chunk until DONE, and a read changes nothing there); then the parcel fails: it is delivered
+    /// as refused when its index came inline (a call then fails with the reason instead of waiting
+    /// for good), else dropped.
     void on_completion(read_op* r, bool failed, char const* why = nullptr);
     static constexpr unsigned max_read_retries = 3;
     long post_again(read_op* r);
