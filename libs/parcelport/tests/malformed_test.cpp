@@ -128,6 +128,18 @@ TEST_P(malformed, inconsistent_sizes_and_descriptors_are_dropped) {
     expect_dropped(fs, "inconsistent sizes");
 }
 
+namespace {
+/// A rendezvous parcel, index inline, whose 64 KiB pointer chunk names an address and key that
+/// were never registered.
+forged unexposed_pointer_chunk() {
+    auto index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
+    auto pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);
+    std::vector<std::byte> index(16, std::byte{2});
+    return eager(parcel_header(2, 16, wire::index_inline),
+                 {desc(index_t, 16), desc(pointer_t, 65536, 0x1000, 0x7777)}, index);
+}
+} // namespace
+
 TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {
     // Well-formed rendezvous parcels whose pointer chunk, non-inline index or descriptor table
     // names an address and key that were never registered: the RMA read fails (or the
@@ -135,11 +147,8 @@ TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {
     // refused (index inline) or dropped (index or table among the reads) and its read budget
     // returned.
     auto index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
-    auto pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);
-    std::vector<std::byte> index(16, std::byte{2});
     std::vector<forged> fs;
-    fs.push_back(eager(parcel_header(2, 16, wire::index_inline),
-                       {desc(index_t, 16), desc(pointer_t, 65536, 0x1000, 0x7777)}, index));
+    fs.push_back(unexposed_pointer_chunk());
     fs.push_back(eager(parcel_header(1, 64, 0),
                        {desc(index_t, 64), desc(wire::index_buffer_type, 64, 0x2000, 0x7778)}, {}));
     fs.push_back(eager(parcel_header(3, 0, wire::descriptors_remote | wire::index_inline),
@@ -166,12 +175,7 @@ TEST_P(malformed, reads_of_memory_the_sender_never_exposed_fail_cleanly) {
 TEST_P(malformed, reads_from_a_peer_declared_failed_are_not_posted_again) {
     // As above, after the runtime declared the sender (locality 0) failed: a failed read is
     // not posted again (net would try to reconnect to a dead peer pass after pass).
-    auto index_t = static_cast<std::uint8_t>(cs::chunk_type::index);
-    auto pointer_t = static_cast<std::uint8_t>(cs::chunk_type::pointer);
-    std::vector<std::byte> index(16, std::byte{2});
-    std::vector<forged> fs;
-    fs.push_back(eager(parcel_header(2, 16, wire::index_inline),
-                       {desc(index_t, 16), desc(pointer_t, 65536, 0x1000, 0x7777)}, index));
+    std::vector<forged> fs{unexposed_pointer_chunk()};
     e_->b->peer_failed(0);
     auto const before = e_->b->stats();
     auto const lines_before = courier::logging::lines_written();
