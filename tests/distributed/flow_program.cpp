@@ -463,20 +463,28 @@ int pool_segment_mappings() {
     return n;
 }
 
-/// Shmem of /proc/meminfo, MiB (memfd pages count there).
-long shmem_mib() {
-    std::FILE* f = std::fopen("/proc/meminfo", "r");
+/// The "KEY: N kB" line of a /proc file such as /proc/meminfo or /proc/self/status, in KiB;
+/// -1 when it has none.
+long proc_kib(char const* path, char const* key) {
+    std::FILE* f = std::fopen(path, "r");
     long kib = -1;
     char line[256];
+    std::size_t const n = std::strlen(key);
     while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
-        if (std::sscanf(line, "Shmem: %ld kB", &kib) == 1) {
+        if (std::strncmp(line, key, n) == 0 && line[n] == ':') {
+            kib = std::strtol(line + n + 1, nullptr, 10);
             break;
         }
     }
     if (f != nullptr) {
         std::fclose(f);
     }
-    return kib / 1024;
+    return kib;
+}
+
+/// Shmem of /proc/meminfo, MiB (memfd pages count there).
+long shmem_mib() {
+    return proc_kib("/proc/meminfo", "Shmem") / 1024;
 }
 
 courier::rma_vector<char>* g_filled = nullptr;
@@ -516,10 +524,16 @@ void scenario_dead_peer_memory() {
     long const shmem_filled = shmem_mib();
     std::printf("dead_peer_memory: %d pool mappings here, %d there; Shmem %ld MiB\n", mine, theirs,
                 shmem_filled);
-    // Each maps its own segment and the other's: without mapped reads there is nothing to test.
+    // Each maps its own segment and the other's. A process whose pool is not shared (the
+    // system refused a memfd, or strict overcommit) has nothing to test; one that shares its
+    // pool must map the peer's too.
+    if (mine == 0) {
+        std::printf("dead_peer_memory: skipped: this process's rma pool is not shared (no "
+                    "memfd segment)\n");
+        return;
+    }
+    CHECK(mine >= 2 && theirs >= 2);
     if (mine < 2 || theirs < 2) {
-        std::printf("dead_peer_memory: skipped: the pools are not mapped across (no shared "
-                    "segment here)\n");
         return;
     }
     courier::post<die_now_action>(there);
@@ -601,18 +615,7 @@ courier::serialize_buffer<std::uint64_t> make_large(std::size_t n) {
 }
 
 std::size_t vm_size_bytes() {
-    std::FILE* f = std::fopen("/proc/self/status", "r");
-    std::size_t kib = 0;
-    char line[256];
-    while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
-        if (std::sscanf(line, "VmSize: %zu kB", &kib) == 1) {
-            break;
-        }
-    }
-    if (f != nullptr) {
-        std::fclose(f);
-    }
-    return kib * 1024;
+    return static_cast<std::size_t>(std::max(0L, proc_kib("/proc/self/status", "VmSize"))) * 1024;
 }
 
 rlimit g_saved_as{};

@@ -83,10 +83,6 @@ public:
     /// or released before).
     std::size_t release(std::uint32_t rank) noexcept;
 
-    /// Whether release(rank) has run.
-    bool released(std::uint32_t rank) const noexcept {
-        return rank < guards_.size() && guards_[rank].released.load(std::memory_order_relaxed);
-    }
     /// Whether locality `rank` is read directly (tests).
     bool enabled(std::uint32_t rank) const noexcept {
         return rank < pids_.size() && pids_[rank].load(std::memory_order_relaxed) > 0;

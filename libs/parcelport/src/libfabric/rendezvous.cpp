@@ -217,11 +217,11 @@ void rendezvous::start_reads(held& e, bool index_inline) {
     parts_.stats.rma_bytes_read += to_read;
     parts_.stats.rma_reads += pieces.size();
     // Directly: from a peer that passed the identity check, or whose mapped pool holds every
-    // piece (one that may not be read by the system call: direct_read.hpp). A peer released
-    // as failed too: its read fails at once and the parcel is dropped, where an fi_read of a
-    // dead peer might never complete.
+    // piece (one that may not be read by the system call: direct_read.hpp). A peer declared
+    // failed too (its mapping released): its read fails at once and the parcel fails, where an
+    // fi_read of a dead peer might never complete.
     if (direct_ != nullptr && to_read != 0 &&
-        (direct_->enabled(in->source) || direct_->released(in->source) ||
+        (direct_->enabled(in->source) || parts_.peers.failed(in->source) ||
          std::all_of(pieces.begin(), pieces.end(), [&](read_piece const& pc) {
              return direct_->covers(in->source, pc.remote, pc.size);
          }))) {
@@ -337,7 +337,6 @@ long rendezvous::post_reads(incoming* in) {
     // the window. Every caller holds the progress lock, as on_completion does: `in` lives
     // while a piece is not completed (`outstanding` counts the unposted ones too).
     std::uint32_t const source = in->source;
-    fi_addr_t from = parts_.peers[source];
     std::size_t const window = opts_.read_budget;
     std::size_t const n = in->pieces.size();
     in->post_deferred = false;
@@ -356,8 +355,7 @@ long rendezvous::post_reads(incoming* in) {
         rop->bytes = pc.size;
         rop->piece = i;
         rop->attempts = 0;
-        long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc, from,
-                                            pc.remote, pc.key, &rop->ctx));
+        long rc = post_piece(rop);
         if (rc == -FI_EAGAIN) {
             in->next_piece = i; // `in` is still waiting for it
             in->post_deferred = true;
@@ -392,15 +390,20 @@ long rendezvous::drop_unposted(incoming* in) {
     return 0;
 }
 
+long rendezvous::post_piece(read_op* r) {
+    read_piece const& pc = r->in->pieces[r->piece];
+    return static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc,
+                                     parts_.peers[r->in->source], pc.remote, pc.key, &r->ctx));
+}
+
 long rendezvous::post_again(read_op* r) {
     incoming* in = r->in;
     // Not for a peer declared failed meanwhile: net would try to connect to it pass after pass.
     if (!in->failed && !parts_.peers.failed(in->source)) {
-        read_piece const& pc = in->pieces[r->piece];
-        long rc = static_cast<long>(fi_read(parts_.ep.ep(), pc.local, pc.size, pc.desc,
-                                            parts_.peers[in->source], pc.remote, pc.key, &r->ctx));
+        long rc = post_piece(r);
         if (rc == 0 || rc == -FI_EAGAIN) {
-            return rc; // posted, or posted again later (post_or_defer)
+            // Posted (the peer's doorbell rung, as post_reads does), or later (post_or_defer).
+            return parts_.peers.wake(in->source, rc);
         }
     }
     r->attempts = max_read_retries; // refused for good, or the parcel failed meanwhile

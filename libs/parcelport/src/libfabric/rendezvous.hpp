@@ -114,6 +114,10 @@ public:
     /// for good), else dropped.
     void on_completion(read_op* r, bool failed, char const* why = nullptr);
     static constexpr unsigned max_read_retries = 3;
+    /// fi_read of r's piece into its landing buffer.
+    long post_piece(read_op* r);
+    /// A failed read posted again (through the transport's deferred posts); the parcel fails
+    /// when the provider refuses it for good or its peer was declared failed meanwhile.
     long post_again(read_op* r);
     /// Returns the read budget of parcels whose reads outlived the stall timeout (every few
     /// passes). Their buffers stay until the reads complete, if ever: nothing is freed under a

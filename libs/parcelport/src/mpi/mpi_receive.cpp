@@ -626,35 +626,35 @@ void mpi_transport::recycle(std::unique_ptr<incoming> in) noexcept {
 }
 
 void mpi_transport::finish(std::unique_ptr<incoming> in) {
-    struct recycled { // whichever way finish returns
-        mpi_transport& t;
-        std::unique_ptr<incoming>& in;
-        ~recycled() { t.recycle(std::move(in)); }
-    } const on_return{*this, in};
-    release(*in);
-    stats_.rma_bytes_read += in->refused.empty() ? in->bytes : 0;
-    if (in->error != MPI_SUCCESS) {
-        if (!in->reported) {
+    deliver(*in);
+    recycle(std::move(in)); // (freed instead if deliver throws)
+}
+
+void mpi_transport::deliver(incoming& in) {
+    release(in);
+    stats_.rma_bytes_read += in.refused.empty() ? in.bytes : 0;
+    if (in.error != MPI_SUCCESS) {
+        if (!in.reported) {
             static logging::rate_limit limit;
             logging::error_limited(limit, "MPI: receiving a parcel from locality {} failed: {}",
-                                   in->source, mpi_error_string(in->error));
+                                   in.source, mpi_error_string(in.error));
         }
         return;
     }
-    if (in->index_lost) {
+    if (in.index_lost) {
         static logging::rate_limit limit;
-        logging::error_limited(limit, "dropped a parcel from locality {}: {}", in->source,
-                               in->refused);
+        logging::error_limited(limit, "dropped a parcel from locality {}: {}", in.source,
+                               in.refused);
         return; // nothing to deliver the refusal with
     }
-    stats_.refused_parcels += !in->refused.empty();
-    auto received = assemble_received(std::move(in->msg), std::move(in->chunks), in->owners,
-                                      in->source, in->refused);
+    stats_.refused_parcels += !in.refused.empty();
+    auto received = assemble_received(std::move(in.msg), std::move(in.chunks), in.owners, in.source,
+                                      in.refused);
     if (!received) {
         return;
     }
     ++stats_.messages_received;
-    ready_.emplace_back(in->source, std::move(*received));
+    ready_.emplace_back(in.source, std::move(*received));
 }
 
 } // namespace courier::parcelport::mpi_pp

@@ -409,7 +409,9 @@ private:
     /// the first error (the pieces after it are not posted).
     int post_pieces(incoming& in);
 
+    /// The parcel's receives all completed: deliver() it, then recycle() its entry.
     void finish(std::unique_ptr<incoming> in);
+    void deliver(incoming& in);
 
     /// Ends what is still in flight without waiting for peers that may be gone: receives are
     /// cancelled, sends get a bounded time to complete; a request still active then is freed
