@@ -2028,7 +2028,7 @@ std::pair<std::size_t, std::int64_t> walk_ring(ring& r) {
 }
 COURIER_PLAIN_ACTION(walk_ring, walk_ring_action);
 
-/// Bytes that came by the rendezvous: read by RMA, or copied out of the sender's shm outbox.
+/// Zero-copy bytes that came in: read by RMA, copied out of the sender's shm outbox, or pushed.
 std::uint64_t rma_bytes_read_here() {
     return courier::get_parcelport_statistics().rendezvous_bytes_received();
 }

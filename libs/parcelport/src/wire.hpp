@@ -49,7 +49,12 @@ enum kind : std::uint8_t { parcel = 1, done = 2, batch = 3, fragment = 4 };
 inline constexpr std::size_t max_done_ids = 64;
 /// quiet: a control message (transport::send_control, a liveness beat): it rang no doorbell,
 /// and its arrival is no activity at the receiver (libfabric_transport::pass()).
-enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2, quiet = 4 };
+/// pushed: a parcel sent whole as one tagged message (libfabric's net: fabric/pushed.hpp): its
+/// inline index, then each pointer chunk's bytes at the message offset its descriptor's address
+/// gives (a multiple of pushed_align); nothing is read, and no DONE answers it.
+enum flags : std::uint8_t { index_inline = 1, descriptors_remote = 2, quiet = 4, pushed = 8 };
+/// Where a pushed parcel's chunks start: cache-line aligned within the receive buffer.
+inline constexpr std::size_t pushed_align = 64;
 
 struct header {
     std::uint32_t magic;

@@ -6,6 +6,8 @@
 
 #include "../src/libfabric/fabric.hpp"
 
+#include <rdma/fi_tagged.h>
+
 #include <atomic>
 #include <deque>
 #include <string>
@@ -44,6 +46,18 @@ public:
             return false;
         }
         fabric::check("fi_send", rc);
+        return true;
+    }
+    /// Posts `bytes` as a tagged message with `tag` (a forged pushed parcel); as send().
+    bool tsend(std::vector<std::byte> const& bytes, std::uint64_t tag) {
+        sent_.push_back({fi_context2{}, bytes});
+        auto& m = sent_.back();
+        long rc = fi_tsend(ep_.ep(), m.bytes.data(), m.bytes.size(), nullptr, dest_, tag, &m.ctx);
+        if (rc == -FI_EAGAIN) {
+            sent_.pop_back();
+            return false;
+        }
+        fabric::check("fi_tsend", rc);
         return true;
     }
     /// Reaps this endpoint's completions.

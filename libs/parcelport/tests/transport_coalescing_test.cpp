@@ -302,6 +302,7 @@ TEST_P(transport, a_done_rides_in_the_batch_open_to_its_sender) {
     // the pass, not as messages of their own. On shm gather opens nothing (nor would a DONE
     // ride there: it is a few stores into the peer's ring), and the DONEs go as DONE messages.
     // Either way each send completes once, after its parcel arrived.
+    read_everything();
     auto& e = *eps_;
     bool const shm = GetParam() == "shm";
     constexpr int n = 3;
@@ -350,6 +351,7 @@ TEST_P(transport, rendezvous_parcels_in_a_burst_complete_after_their_reads_and_b
     // after 8 parcels with handlers, and on tcp, whose batches leave at 4 announcements (or at
     // 16 parcels of 16 KiB, or at the end of a progress pass). Either way each one's handler
     // runs once, after its DONE came back.
+    read_everything();
     int large_held = 0;
     auto st = coalesced_burst(*eps_, 100, 5, &large_held);
     EXPECT_GT(st.batches_sent, 0u);
@@ -364,6 +366,7 @@ TEST_P(transport, on_tcp_rendezvous_announcements_to_a_busy_destination_leave_in
     // two batches before any pass. On shm a batch leaves at 8 parcels with handlers and two
     // messages in flight hold the next (the first two leave alone): the seven held wait for
     // the pass. Either way each parcel arrives intact and its send completes after its read.
+    read_everything();
     auto& e = *eps_;
     bool const shm = GetParam() == "shm";
     constexpr int n = 9;

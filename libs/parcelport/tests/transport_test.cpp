@@ -564,7 +564,7 @@ TEST_P(transport, on_shm_chunks_up_to_the_outbox_chunk_are_copied_through_the_ou
     // read. A 2 MiB chunk (over shm_outbox_chunk, 1 MiB) is read as before. tcp has no outbox.
     bool const shm = GetParam() == "shm";
     pair_of_endpoints e(GetParam(), 42, pp::transport_options{}.read_budget, false, 0, true, 4096,
-                        true, 0, std::size_t{8} << 20, std::size_t{1} << 20);
+                        true, 0, std::size_t{8} << 20, std::size_t{1} << 20, false, true, no_push);
     auto const a0 = e.a->stats();
     auto const b0 = e.b->stats();
     EXPECT_EQ(reads_to_receive_any(e, 65536), shm ? 0u : 1u);

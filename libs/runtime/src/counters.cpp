@@ -279,6 +279,9 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/bytes/mapped-read", p.mapped_read_bytes);
     put("/parcelport/count/direct-reads", p.direct_reads);
     put("/parcelport/count/done-messages", p.done_messages);
+    put("/parcelport/count/pushed-sends", p.pushed_sends);
+    put("/parcelport/count/pushed-receives", p.pushed_receives);
+    put("/parcelport/count/pushed-bytes-received", p.pushed_bytes_received);
     put("/parcelport/count/ring-messages-sent", p.ring_messages_sent);
     put("/parcelport/count/ring-messages-received", p.ring_messages_received);
     put("/parcelport/count/ring-refusals", p.ring_refusals);

@@ -118,12 +118,11 @@ central_cache& central() {
     return *c;
 }
 
-/// Moves half of a full thread cache `from` (`count` entries) to the central `to`; frees what
-/// does not fit. Returns the new count.
+/// Moves a thread cache's entries `from` (`count` of them) beyond the first `keep` to the
+/// central `to`; frees what does not fit. Returns the new count (`keep`).
 template <class T, class Free>
-std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, std::atomic<bool>& stocked,
-                       Free free_one) noexcept {
-    std::size_t keep = count / 2;
+std::size_t spill(T* from, std::size_t count, std::size_t keep, std::vector<T>& to,
+                  std::atomic<bool>& stocked, Free free_one) noexcept {
     std::lock_guard g(central().mutex);
     for (std::size_t i = keep; i < count; ++i) {
         if (to.size() < to.capacity()) {
@@ -134,6 +133,12 @@ std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, std::atom
     }
     stocked.store(!to.empty(), std::memory_order_relaxed);
     return keep;
+}
+/// Half of a full thread cache to the central one.
+template <class T, class Free>
+std::size_t spill_half(T* from, std::size_t count, std::vector<T>& to, std::atomic<bool>& stocked,
+                       Free free_one) noexcept {
+    return spill(from, count, count / 2, to, stocked, free_one);
 }
 
 /// Moves up to half a thread cache's worth of central buffers of class `cls` to `to` (an empty
@@ -235,6 +240,25 @@ std::vector<serialization_chunk> message::chunk_list() {
         return v;
     }
     return {};
+}
+
+void message::return_thread_cache() noexcept {
+    thread_cache& c = tl_cache;
+    if (c.closed) {
+        return;
+    }
+    for (std::size_t cls = 0; cls < buffer_classes; ++cls) {
+        if (c.buffer_count[cls] != 0) {
+            c.buffer_count[cls] =
+                spill(c.buffers[cls], c.buffer_count[cls], 0, central().buffers[cls],
+                      central().buffers_stocked[cls], [](std::byte* x) { std::free(x); });
+        }
+    }
+    if (c.lists != nullptr && !c.lists->empty()) {
+        c.lists->resize(spill(c.lists->data(), c.lists->size(), 0, central().lists,
+                              central().lists_stocked,
+                              [](std::vector<serialization_chunk>& v) { v = {}; }));
+    }
 }
 
 void message::release_chunks() noexcept {

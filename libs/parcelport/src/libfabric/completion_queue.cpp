@@ -51,11 +51,12 @@ void libfabric_transport::on_error_entry() {
         peer = static_cast<read_op*>(o)->in->source;
         break;
     case op::kind::recv:
+    case op::kind::push:
         peer = peers_.size() + 1;
         break;
     }
     if (first_error(peer)) {
-        if (o->k == op::kind::recv) {
+        if (o->k == op::kind::recv || o->k == op::kind::push) {
             logging::warn("a receive failed: {} (more failed receives are counted, not logged)",
                           what());
         } else {
@@ -81,6 +82,11 @@ void libfabric_transport::on_error_entry() {
         // A receive that failed (a message larger than the buffer, a provider error): the
         // buffer is free again and goes back, so that the posted receives do not dwindle.
         receiver_->repost(static_cast<recv_op*>(o));
+        break;
+    case op::kind::push:
+        // A pushed message larger than its class (net truncates it: never from this code), or
+        // a provider error: nothing of it is delivered, and the same buffer is posted again.
+        receiver_->repost_push(static_cast<push_op*>(o));
         break;
     }
 }
@@ -120,6 +126,9 @@ void libfabric_transport::on_success(op* o, std::size_t len) {
         break;
     case op::kind::batch_part:
         coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, {});
+        break;
+    case op::kind::push:
+        receiver_->on_pushed(static_cast<push_op*>(o), len);
         break;
     }
 }

@@ -39,6 +39,9 @@ statistics counters::snapshot() const {
     s.outbox_bytes_received = outbox_bytes_received;
     s.direct_reads = direct_reads;
     s.done_messages = done_messages;
+    s.pushed_sends = pushed_sends;
+    s.pushed_receives = pushed_receives;
+    s.pushed_bytes_received = pushed_bytes_received;
     s.completion_queue_reads = completion_queue_reads;
     return s;
 }
@@ -55,7 +58,7 @@ std::size_t unserved(std::vector<std::vector<std::byte>> const& addresses, std::
 
 std::vector<std::byte> join_address(address_parts const& p) {
     std::vector<std::byte> a = p.provider;
-    for (std::string const* name : {&p.outbox, &p.bell, &p.rings, &p.direct, &p.core}) {
+    for (std::string const* name : {&p.outbox, &p.bell, &p.rings, &p.direct, &p.core, &p.push}) {
         for (char c : *name) {
             a.push_back(static_cast<std::byte>(c));
         }
@@ -69,7 +72,7 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
     address_parts p;
     std::size_t end = a.size();
     // The names at the end, last first.
-    for (std::string* name : {&p.core, &p.direct, &p.rings, &p.bell, &p.outbox}) {
+    for (std::string* name : {&p.push, &p.core, &p.direct, &p.rings, &p.bell, &p.outbox}) {
         std::size_t len = end < 2 ? 0
                                   : std::to_integer<std::size_t>(a[end - 2]) |
                                         std::to_integer<std::size_t>(a[end - 1]) << 8;
@@ -83,10 +86,18 @@ address_parts split_address(std::vector<std::byte> const& a, std::size_t rank) {
     return p;
 }
 
+namespace {
+/// The count of push classes an address names ("" or anything but 1-8: none).
+std::uint8_t parse_push(std::string const& s) noexcept {
+    return s.size() == 1 && s[0] >= '1' && s[0] <= '8' ? static_cast<std::uint8_t>(s[0] - '0') : 0;
+}
+} // namespace
+
 void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& addresses,
                      std::uint32_t rank, detail::doorbell* bell, detail::net_bell* net,
                      bool& bell_wait, bool& bell_partial, outbox* box, direct_reader* direct) {
     std::vector<fi_addr_t> addrs(addresses.size(), FI_ADDR_NOTAVAIL);
+    std::vector<std::uint8_t> push(addresses.size(), 0);
     std::vector<std::string> bells(addresses.size()), boxes(addresses.size()),
         identities(addresses.size()), rings(addresses.size());
     for (std::size_t i = 0; i < addresses.size(); ++i) {
@@ -105,6 +116,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
                                 "tcp;ofi_rxm with more workers: give every locality the same "
                                 "--courier:threads or name the provider)");
         }
+        push[i] = parse_push(parts.push);
         bells[i] = std::move(parts.bell);
         boxes[i] = std::move(parts.outbox);
         rings[i] = std::move(parts.rings);
@@ -116,6 +128,7 @@ void peer_table::set(endpoint& ep, std::vector<std::vector<std::byte>> const& ad
     failed_ = std::make_unique<std::atomic<bool>[]>(addrs.size()); // all false
     addrs_ = std::move(addrs);
     ring_names_ = std::move(rings);
+    push_ = std::move(push);
     rank_ = rank;
     bell_ = bell;
     net_bell_ = net;

@@ -29,7 +29,7 @@ class direct_reader;
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it); the
 /// completion queue dispatches on `k` (completion_queue.cpp).
 struct op {
-    enum class kind : std::uint8_t { recv, send, read, batch, batch_part };
+    enum class kind : std::uint8_t { recv, send, read, batch, batch_part, push };
     fi_context2 ctx;
     kind k;
     explicit op(kind kk) : ctx{}, k(kk) {}
@@ -45,7 +45,7 @@ struct counters {
         registration_cache_misses{0}, pool_receive_buffers{0}, batches_sent{0},
         parcels_in_batches{0}, doorbell_rings{0}, split_sends{0}, outbox_chunks_sent{0},
         outbox_chunks_received{0}, outbox_bytes_received{0}, direct_reads{0}, done_messages{0},
-        completion_queue_reads{0};
+        pushed_sends{0}, pushed_receives{0}, pushed_bytes_received{0}, completion_queue_reads{0};
     statistics snapshot() const;
 };
 
@@ -103,11 +103,13 @@ private:
 
 /// A locality's address as the transport publishes it: the provider's address, then the names
 /// of its outbox, of its doorbell and of its message rings, its direct-read identity
-/// (direct_reader::identity()) (empty: none) and the core provider it opened ("net", "tcp",
-/// "shm"), each followed by its length in two bytes.
+/// (direct_reader::identity()) (empty: none), the core provider it opened ("net", "tcp",
+/// "shm") and the pushed parcels it takes, each followed by its length in two bytes.
 struct address_parts {
     std::vector<std::byte> provider;
     std::string outbox, bell, rings, direct, core;
+    /// The pushed parcels it takes (push_classes): "" none, else the count of classes posted.
+    std::string push;
 };
 std::vector<std::byte> join_address(address_parts const& p);
 /// The parts of `a`; throws network_error naming locality `rank` when the lengths do not fit.
@@ -141,6 +143,11 @@ public:
         return rank < addrs_.size() && failed_[rank].load(std::memory_order_relaxed);
     }
     std::uint32_t rank() const noexcept { return rank_; }
+    /// How many classes of pushed parcels locality `rank` keeps receives posted for (its
+    /// address says; 0: it takes none, so every parcel to it is read).
+    unsigned push_classes_of(std::uint32_t rank) const noexcept {
+        return rank < push_.size() ? push_[rank] : 0;
+    }
     void set_token(std::uint64_t t) noexcept { token_ = t; }
     /// The transport's activity handler (set-up time): `rank` showed signs of life.
     void set_activity_handler(transport::activity_handler h) { on_activity_ = std::move(h); }
@@ -182,6 +189,7 @@ private:
     std::vector<fi_addr_t> addrs_;
     std::unique_ptr<std::atomic<bool>[]> failed_; // by rank: mark_failed
     std::vector<std::string> ring_names_;
+    std::vector<std::uint8_t> push_; // by rank: push_classes_of
     std::uint32_t rank_ = 0;
     transport::activity_handler on_activity_;
     transport::read_handler on_read_;

@@ -72,6 +72,11 @@ void eager_reader::handle_done(wire::header const& h, std::byte const* p, std::s
 void eager_reader::handle_parcel(wire::header const& h, std::byte const* p, std::size_t len,
                                  bool whole_message) {
     try {
+        if ((h.flags & wire::pushed) != 0) {
+            // Its chunks' descriptors are offsets into a tagged message (pushed.hpp): never
+            // read, never in an untagged one.
+            throw serialization::serialization_error("a pushed parcel outside a pushed receive");
+        }
         std::size_t rma = rendezvous_bytes(h, p, len);
         bool eager_only = (h.flags & wire::index_inline) != 0 &&
                           (h.flags & wire::descriptors_remote) == 0 && rma == 0;

@@ -127,6 +127,8 @@ public:
     bool shm() const noexcept { return core() == "shm"; }
     std::size_t inject_size() const noexcept { return info_->tx_attr->inject_size; }
     std::size_t iov_limit() const noexcept { return info_->tx_attr->iov_limit; }
+    /// Tagged sends and receives (asked for on net only: pushed parcels, pushed.hpp).
+    bool tagged() const noexcept { return (info_->caps & FI_TAGGED) != 0; }
     std::size_t max_msg_size() const noexcept { return info_->ep_attr->max_msg_size; }
     bool mr_local() const noexcept { return mr_local_; }
     bool mr_virt_addr() const noexcept { return mr_virt_; }

@@ -43,6 +43,9 @@ std::size_t default_eager_threshold(std::string_view provider) noexcept {
 std::size_t default_read_piece(std::string_view provider) noexcept {
     return defaults_for(provider).read_piece;
 }
+std::size_t default_push_max(std::string_view core_provider) noexcept {
+    return core_provider == "net" ? std::size_t{512} << 10 : 0;
+}
 std::size_t default_shm_outbox_chunk() noexcept {
     return fabric::amd_processor() ? std::size_t{1} << 20 : std::size_t{32} << 10;
 }
@@ -232,6 +235,15 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         receiver_ = std::make_unique<receiver>(parts, *memory_, *sender_, *rendezvous_, on_receive_,
                                                on_batch_, opts_, recv_size);
         receiver_->post_buffers(opts_.posted_receives);
+        std::size_t const push_max = opts_.push_max == transport_options::push_max_auto
+                                         ? default_push_max(ep.core())
+                                         : opts_.push_max;
+        if (push_max != 0 && ep.core() == "net" && ep.tagged() && !ep.mr_local() &&
+            ep.iov_limit() >= 2) {
+            push_ = push_classes::covering(push_max);
+            sender_->set_push(push_, push_max);
+            receiver_->post_push_buffers(push_);
+        }
     } catch (...) {
         // As in the destructor: the endpoint closes before the objects built so far free the
         // buffers and registrations it may still use (receives posted already).
@@ -256,7 +268,8 @@ std::vector<std::byte> libfabric_transport::address() const {
          rings_ ? rings_->name() : std::string(),
          direct_ ? direct_reader::identity() + direct_reader::pool_identity(shared_pool_)
                  : std::string(),
-         std::string(endpoint_->core())});
+         std::string(endpoint_->core()),
+         push_.count != 0 ? std::to_string(push_.count) : std::string()});
 }
 
 void libfabric_transport::set_peers(std::vector<std::vector<std::byte>> const& addresses,

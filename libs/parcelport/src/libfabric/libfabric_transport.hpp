@@ -210,7 +210,8 @@ private:
     std::unique_ptr<coalescer> coalescer_;
     std::unique_ptr<rendezvous> rendezvous_;
     std::unique_ptr<receiver> receiver_;
-    poll_lock poll_mutex_;             // the completion queue is polled by one thread at a time
+    push_classes push_{};  // the pushed parcels this side posts receives for (pushed.hpp)
+    poll_lock poll_mutex_; // the completion queue is polled by one thread at a time
     std::uint64_t progress_calls_ = 0; // by the poller only
     /// shm with rings from every peer: passes left that read the completion queue whatever
     /// happens (progress()); by the poller only.

@@ -16,7 +16,8 @@ receiver::receiver(transport_parts const& parts, memory& mem, sender& s, rendezv
                    transport::receive_handler& on_receive, transport::batch_handler& on_batch,
                    transport_options const& o, std::size_t recv_size)
     : parts_(parts), memory_(mem), sender_(s), rendezvous_(rv), on_receive_(on_receive),
-      on_batch_(on_batch), recv_size_(recv_size), reader_(*this, recv_size, o.read_stall_timeout) {}
+      on_batch_(on_batch), recv_size_(recv_size), max_parcel_bytes_(o.max_parcel_bytes),
+      reader_(*this, recv_size, o.read_stall_timeout) {}
 
 receiver::~receiver() {
     for (auto& r : recvs_) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "eager_reader.hpp"
+#include "pushed.hpp"
 
 #include <memory>
 #include <vector>
@@ -37,6 +38,15 @@ public:
     void housekeeping() { reader_.drop_stale(); }
     void repost(recv_op* r);
     std::size_t buffer_size() const noexcept { return recv_size_; }
+    /// Posts push_classes::per_class receives for each of `c`'s classes (opening the
+    /// transport; pushed.hpp).
+    void post_push_buffers(push_classes c);
+    /// A pushed parcel of `len` bytes arrived in `r`'s buffer: `r` is posted again with a
+    /// fresh buffer, then the parcel delivered from the one it arrived in (its chunks are
+    /// slices of it). A malformed one is dropped and logged.
+    void on_pushed(push_op* r, std::size_t len);
+    /// Posts `r` (with the buffer it has) again.
+    void repost_push(push_op* r);
 
 private:
     bool header_ok(wire::header const& h) const override;
@@ -48,6 +58,10 @@ private:
                            std::size_t rma_bytes) override;
     void release(recv_op* r) override;
     void quiet_parcel() override { ++parts_.tally.quiet; }
+    /// Takes apart and delivers the pushed parcel in `buf`; throws serialization_error for a
+    /// malformed one. `refused` (not empty): delivered with its chunks refused for that reason.
+    void deliver_pushed(std::shared_ptr<std::byte[]> const& buf, std::size_t len,
+                        std::string refused);
 
     transport_parts parts_;
     memory& memory_;
@@ -57,6 +71,10 @@ private:
     transport::batch_handler& on_batch_;
     std::size_t recv_size_;
     std::vector<std::unique_ptr<recv_op>> recvs_;
+    std::vector<std::unique_ptr<push_op>> pushes_;
+    std::vector<wire::descriptor> push_ds_;                 // a pushed parcel's, reused
+    std::vector<std::shared_ptr<std::byte[]>> push_owners_; // its chunks' owners, reused
+    std::size_t max_parcel_bytes_;
     eager_reader reader_;
 };
 

@@ -7,6 +7,8 @@
 #include "direct_read.hpp"
 #include "outbox.hpp"
 
+#include <rdma/fi_tagged.h>
+
 #include <algorithm>
 #include <cstring>
 #if defined(__SSE2__)
@@ -57,6 +59,9 @@ void sender::build(send_state* s, serialization::message const& m, bool coalesce
         bool const index_boxed = boxes_index(s->dest, l, index_bytes, coalesce);
         if (index_boxed) {
             l = layout_eager(m, split_part_); // the index as a chunk: see boxes_index
+        } else if (unsigned const cls = push_class(s->dest, m, l); cls < push_.count) {
+            build_pushed(s, m, h, l, cls);
+            return;
         }
         // A lone call's chunks are read where they are unless stage_idle_: staging costs the
         // sender a copy and the receiver a copy of lines the sender's core just wrote, a read
@@ -81,6 +86,65 @@ void sender::build(send_state* s, serialization::message const& m, bool coalesce
         release_exposed(s);
         throw;
     }
+}
+
+unsigned sender::push_class(std::uint32_t dest, serialization::message const& m,
+                            eager_layout const& l) const noexcept {
+    if (push_.count == 0 || !l.inline_index || l.remote_table) {
+        return push_.count;
+    }
+    std::size_t bytes = 0, n = 0;
+    bool whole_lines = true; // the chunks so far end on a pushed_align boundary
+    for (auto const& c : m.chunks()) {
+        if (c.type == serialization::chunk_type::index || c.size == 0) {
+            continue;
+        }
+        // An rma chunk lands in the receiver's rma pool (a received rma_vector adopts it): read.
+        // A chunk after one that ends within a line would land unaligned.
+        if (c.type != serialization::chunk_type::pointer || !whole_lines) {
+            return push_.count;
+        }
+        whole_lines = c.size % wire::pushed_align == 0;
+        ++n;
+        bytes += c.size;
+    }
+    if (n == 0 || n + 1 > parts_.ep.iov_limit() ||
+        n > std::tuple_size_v<decltype(send_state::push_iov)> || bytes > push_max_) {
+        return push_.count;
+    }
+    std::size_t const head =
+        (l.eager_size + wire::pushed_align - 1) / wire::pushed_align * wire::pushed_align;
+    unsigned const cls = push_.class_of(head, bytes);
+    return cls < parts_.peers.push_classes_of(dest) ? cls : push_.count;
+}
+
+void sender::build_pushed(send_state* s, serialization::message const& m, wire::header h,
+                          eager_layout const& l, unsigned cls) {
+    std::size_t const head =
+        (l.eager_size + wire::pushed_align - 1) / wire::pushed_align * wire::pushed_align;
+    s->eager.resize(head);
+    std::uint64_t at = head;
+    std::size_t k = 0;
+    // Each chunk's descriptor gives where its bytes start in the message; they are sent from
+    // where they are (the message stays with the send until it completes).
+    write_eager_into(
+        m, h, l,
+        [&](void const* p, std::size_t n) {
+            // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): only read
+            s->push_iov[k++] = {const_cast<void*>(p), n};
+            std::uint64_t const where = at;
+            at += n;
+            return std::pair<std::uint64_t, std::uint64_t>{where, 0};
+        },
+        s->eager.data(), s->table.data());
+    std::memset(s->eager.data() + l.eager_size, 0, head - l.eager_size);
+    s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::pushed};
+    s->pushed = true;
+    s->push_iovs = static_cast<std::uint8_t>(k);
+    s->push_tag = push_classes::tag(cls);
+    s->needs_done = false;
+    s->index_apart = false;
+    parts_.stats.bytes_copied_on_send += m.data().size();
 }
 
 namespace {
@@ -230,11 +294,11 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     s->dest = dest;
     s->on_sent = std::move(on_sent);
     build(s, m, coalesce);
-    if (s->needs_done || s->index_apart) {
-        // Its chunks are read by the receiver, or its index sent from where it is: the message
-        // (what it keeps alive) stays until the send completes. Otherwise everything travels in
-        // the eager copy and the message stays with the caller, who frees it: moving it into
-        // the slot and out again cost two of the message's moves (~190 instructions each) per
+    if (s->needs_done || s->index_apart || s->pushed) {
+        // Its chunks are read by the receiver or pushed, or its index sent from where it is: the
+        // message (what it keeps alive) stays until the send completes. Otherwise everything
+        // travels in the eager copy and the message stays with the caller, who frees it: moving it
+        // into the slot and out again cost two of the message's moves (~190 instructions each) per
         // eager send.
         s->msg = std::move(m);
     }
@@ -249,11 +313,11 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         s->mrs.push_back(eager_mr);
     }
     // Larger than an inject and not registered: two parts (post_split), unless a ring takes it.
-    bool const split = eager_mr == nullptr && !s->index_apart && s->eager.size() > split_part_ &&
-                       s->eager.size() <= split_max_;
+    bool const split = eager_mr == nullptr && !s->index_apart && !s->pushed &&
+                       s->eager.size() > split_part_ && s->eager.size() <= split_max_;
     // Quiet only as one eager message: a send whose chunks are read, or split in two parts,
     // goes as any other (the receiver's reads and the parts need the peer's progress).
-    s->quiet = quiet && !s->needs_done && !s->index_apart && !split;
+    s->quiet = quiet && !s->needs_done && !s->index_apart && !s->pushed && !split;
     if (s->quiet) {
         s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
     }
@@ -275,6 +339,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     parts_.stats.eager_bytes_sent +=
         raw->eager.size() + (raw->index_apart ? raw->msg.data().size() : 0);
     parts_.stats.rendezvous_sends += raw->needs_done;
+    parts_.stats.pushed_sends += raw->pushed;
     if (announce_in_batch) {
         // Published first: the DONE may come as soon as the batch leaves. Once the record is
         // written, `raw` may complete and be reused at any moment: nothing of it after that.
@@ -311,7 +376,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         // An eager message (a parcel, or a rendezvous parcel's announcement) to a peer on
         // this host goes through its message ring when that takes it (whole: no split), else
         // through the provider.
-        if (eager_mr == nullptr && !raw->index_apart &&
+        if (eager_mr == nullptr && !raw->index_apart && !raw->pushed &&
             parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, raw->quiet)) {
             return false;
         }
@@ -325,7 +390,14 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
                 // Once posted, `raw` may complete and be reused at any moment: only copies
                 // (`dest`) after the call.
                 long rc = 0;
-                if (raw->index_apart) { // header and descriptors, then the message's index
+                if (raw->pushed) { // the eager part, then the chunks from where they are
+                    iovec iov[4] = {{raw->eager.data(), raw->eager.size()}};
+                    for (std::size_t i = 0; i < raw->push_iovs; ++i) {
+                        iov[i + 1] = raw->push_iov[i];
+                    }
+                    rc = fi_tsendv(parts_.ep.ep(), iov, nullptr, 1 + std::size_t{raw->push_iovs},
+                                   to, raw->push_tag, &raw->op.ctx);
+                } else if (raw->index_apart) { // header and descriptors, then the message's index
                     auto index = raw->msg.data();
                     iovec iov[2] = {
                         {raw->eager.data(), raw->eager.size()},
@@ -480,7 +552,7 @@ void sender::recycle(send_table::slot* slot) noexcept {
     // What the send held goes now (the message and the handler's captures), as when the
     // state was destroyed; its vectors keep their capacity for the next send.
     send_state* s = &slot->value;
-    if (s->needs_done || s->index_apart) { // post() kept the message only then
+    if (s->needs_done || s->index_apart || s->pushed) { // post() kept the message only then
         s->msg = serialization::message();
     }
     s->on_sent = nullptr;
@@ -499,7 +571,7 @@ void sender::recycle(send_table::slot* slot) noexcept {
     if (s->needs_done) {
         awaiting_done_.fetch_sub(1, std::memory_order_relaxed); // counted by build()
     }
-    s->needs_done = s->eager_done = s->remote_done = s->index_apart = false;
+    s->needs_done = s->eager_done = s->remote_done = s->index_apart = s->pushed = false;
     s->split.posted = 0;
     s->split.left.store(1, std::memory_order_relaxed);
     s->split.failed.store(false, std::memory_order_relaxed);

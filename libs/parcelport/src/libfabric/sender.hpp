@@ -7,6 +7,7 @@
 #include "../eager_writer.hpp"
 #include "context.hpp"
 #include "memory.hpp"
+#include "pushed.hpp"
 #include "split_parts.hpp"
 
 #include <courier/parcelport/detail/slot_table.hpp>
@@ -14,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <string>
+#include <sys/uio.h>
 #include <vector>
 
 namespace courier::parcelport::fabric {
@@ -44,6 +46,11 @@ struct send_state {
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
+    // Sent whole as one tagged message (pushed.hpp): `eager`, then push_iovs chunks from msg.
+    bool pushed = false;
+    std::uint8_t push_iovs = 0;
+    std::uint64_t push_tag = 0;
+    std::array<iovec, 3> push_iov{};
     // Set by the poller only (completions and DONEs are handled under the poll lock).
     bool eager_done = false;
     bool remote_done = false;
@@ -84,6 +91,12 @@ public:
     /// shm: [base, base + size) is this process's rma pool segment, which peers map and copy
     /// chunks out of (direct_read.hpp): a chunk in it is not staged (a copy for nothing) for a
     /// destination whose segment `readers` maps (a peer of the same user maps this one's too).
+    /// Parcels of `c`'s classes with at most `max` bytes of chunks are pushed (pushed.hpp) to
+    /// destinations that post receives for their class. Set-up call.
+    void set_push(push_classes c, std::size_t max) noexcept {
+        push_ = c;
+        push_max_ = max;
+    }
     void set_shared_pool(std::byte const* base, std::size_t size,
                          direct_reader const* readers) noexcept {
         shared_base_ = base;
@@ -185,6 +198,12 @@ private:
     /// Builds `s`'s eager message and descriptors from `m` (the send's message, which post()
     /// moves into `s` afterwards only if the send still needs it: rendezvous, index apart).
     void build(send_state* s, serialization::message const& m, bool coalesce);
+    /// The push class of `m` (laid out as `l`) to `dest`, or push_.count: not pushed.
+    unsigned push_class(std::uint32_t dest, serialization::message const& m,
+                        eager_layout const& l) const noexcept;
+    /// build() of a pushed parcel of class `cls`.
+    void build_pushed(send_state* s, serialization::message const& m, wire::header h,
+                      eager_layout const& l, unsigned cls);
     /// The remote address and key under which `s`'s receiver reads [p, p + n): a copy in the
     /// outbox when `stage` and there is room, else the memory itself (registered).
     std::pair<std::uint64_t, std::uint64_t> expose(send_state* s, void const* p, std::size_t n,
@@ -217,6 +236,8 @@ private:
     /// 80 KB, 128 KiB buffers each, overflowed it: a malloc per parcel), where a copy lets the
     /// message go at once.
     bool index_apart_ = false;
+    push_classes push_{};
+    std::size_t push_max_ = 0;
     static constexpr std::size_t index_apart_min = 4096;
     static constexpr std::size_t index_apart_max = 65536;
     /// DONEs waiting for the end of the pass, per destination, and the destinations sent a

@@ -306,6 +306,9 @@ statistics routed_transport::stats() const {
         sum.direct_reads += s.direct_reads;
         sum.mapped_read_bytes += s.mapped_read_bytes;
         sum.done_messages += s.done_messages;
+        sum.pushed_sends += s.pushed_sends;
+        sum.pushed_receives += s.pushed_receives;
+        sum.pushed_bytes_received += s.pushed_bytes_received;
         sum.completion_queue_reads += s.completion_queue_reads;
         sum.split_sends += s.split_sends;
         sum.ring_messages_sent += s.ring_messages_sent;

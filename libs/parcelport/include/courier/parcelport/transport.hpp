@@ -120,13 +120,20 @@ struct statistics {
     /// DONE messages this side sent (a DONE message answers one or more rendezvous parcels);
     /// not the DONEs that rode in a coalesced message (tcp).
     std::uint64_t done_messages = 0;
+    /// net: parcels sent and received whole as one tagged message (transport_options::push_max),
+    /// instead of announced and read.
+    std::uint64_t pushed_sends = 0;
+    std::uint64_t pushed_receives = 0;
+    /// Bytes of the pointer chunks of pushed parcels received.
+    std::uint64_t pushed_bytes_received = 0;
     /// Progress passes that read the provider's completion queue (on tcp each runs the
     /// provider's progress: an epoll_wait); fewer than the passes while a paced rail is quiet
     /// (transport_options::quiet_poll_us).
     std::uint64_t completion_queue_reads = 0;
-    /// Bytes of rendezvous chunks received: read by RMA or copied out of a peer's outbox.
+    /// Bytes of zero-copy (pointer and rma) chunks received: read by RMA, copied out of a
+    /// peer's outbox, or landed in a pushed parcel's receive.
     std::uint64_t rendezvous_bytes_received() const noexcept {
-        return rma_bytes_read + outbox_bytes_received;
+        return rma_bytes_read + outbox_bytes_received + pushed_bytes_received;
     }
 };
 
@@ -161,6 +168,11 @@ std::size_t default_read_piece(std::string_view provider) noexcept;
 /// and of 128 KiB. The transport raises rxm's eager limit to match), shm 8 KiB (eager messages of
 /// up to 8 KiB go as two parts within its 4 KiB inject size, see split_messages), others 4 KiB.
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
+
+/// The largest pushed parcel (transport_options::push_max) a core provider gets by default:
+/// net 512 KiB (from 96 KiB, tcp's eager threshold, up to there a read cost more than the
+/// send: benchmarks/RESULTS.md, "Pushed parcels on net"), others 0 (they read).
+std::size_t default_push_max(std::string_view core_provider) noexcept;
 
 struct transport_options {
     /// Which transport make_transport() opens: "libfabric", or "mpi" (make_mpi_transport;
@@ -208,6 +220,14 @@ struct transport_options {
     /// Largest single RMA read, in bytes (at least 4096; the provider's max_msg_size caps it).
     /// 0: the provider's default_read_piece().
     std::size_t read_piece = 0;
+    /// net (libfabric's socket provider, "tcp"): a rendezvous parcel whose pointer chunks come
+    /// to at most this many bytes (at most 3 chunks, an index of at most 4 KiB inline) is sent
+    /// whole, as one tagged message into receive buffers the receiver keeps posted for its
+    /// size class, instead of announced, read and answered with a DONE: one message on the
+    /// socket where a read costs three more (fabric/pushed.hpp). 0: never; push_max_auto:
+    /// default_push_max() (net 512 KiB, others 0).
+    std::size_t push_max = push_max_auto;
+    static constexpr std::size_t push_max_auto = ~std::size_t{0};
     /// A parcel whose RMA reads have not advanced (none completed) for this long gives its
     /// read budget back, so that one stuck parcel cannot hold up every later one (a provider may
     /// fail a read without saying which). Its buffers stay until the reads complete. The same limit

@@ -156,6 +156,12 @@ public:
     /// thread has one (a per-thread cache like the buffers'): for builders of messages
     /// (from_parts' callers) that would otherwise allocate one per message.
     static std::vector<serialization_chunk> chunk_list();
+    /// Gives what this thread's cache holds (buffers and chunk lists of messages freed on it)
+    /// to the cache all threads share (what does not fit is freed): for a thread that frees
+    /// messages now and then but builds none, such as one that runs a transport's progress
+    /// pass on a timer. Its cache would otherwise keep, for good, what the threads that build
+    /// messages then miss and allocate again.
+    static void return_thread_cache() noexcept;
 
 private:
     friend class output_archive;
