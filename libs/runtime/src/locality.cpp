@@ -113,7 +113,7 @@ parcelport::transport_options transport_options_from(config const& cfg, std::siz
     o.read_budget = static_cast<std::size_t>(cfg.get_bytes("read_budget", 0, 1LL << 40));
     o.read_piece = static_cast<std::size_t>(cfg.get_bytes("read_piece", 0, 1LL << 40));
     if (cfg.get("push_max") != "auto") {
-        o.push_max = static_cast<std::size_t>(cfg.get_bytes("push_max", 0, 1LL << 30));
+        o.push_max = static_cast<std::size_t>(cfg.get_bytes("push_max", 0, 1LL << 22));
     }
     o.max_parcel_bytes = static_cast<std::size_t>(cfg.get_bytes("max_parcel_size", 0, 1LL << 47));
     o.doorbell = cfg.get_int("shm_doorbell", 0, 1) != 0;

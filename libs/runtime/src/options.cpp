@@ -67,9 +67,10 @@ std::vector<option_spec> const& option_table() {
          "together (mpi: one MPI message each, posted as the one before completes); 0 = the "
          "provider's default (shm 1 GiB, tcp 1 MiB, mpi 8 MiB, else 1 MiB)"},
         {"push_max", "auto",
-         "tcp (libfabric's net): a parcel of up to this many bytes of zero-copy data (at most 3 "
-         "chunks) is sent whole into receives the receiver keeps posted, instead of read by "
-         "the receiver; 0 = always read; auto = 524288 on net, else 0"},
+         "tcp (libfabric's net) within one host, or between hosts with "
+         "--courier:network_doorbell=0: a parcel of up to this many bytes of zero-copy data (at "
+         "most 3 chunks; at most 4 MiB) is sent whole into receives the receiver keeps posted, "
+         "instead of read by the receiver; 0 = always read; auto = 262144 on net, else 0"},
         {"max_parcel_size", "0",
          "bytes of zero-copy data one parcel from a peer may bring; a larger one is not received "
          "(as one this locality has no memory for): the call fails with an error saying so, "

@@ -91,7 +91,7 @@ endpoint::endpoint(transport_options const& o) {
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->fabric_attr->prov_name = strdup(o.provider.c_str());
     auto core = core_provider(o.provider);
-    if (core == "net") {
+    if (core == "net" && o.push_max != 0) {
         hints->caps |= FI_TAGGED; // pushed parcels (pushed.hpp); net offers it
     }
     if ((tcp_sockets(core) || core == "sockets") && !o.interface.empty()) {

@@ -44,7 +44,7 @@ std::size_t default_read_piece(std::string_view provider) noexcept {
     return defaults_for(provider).read_piece;
 }
 std::size_t default_push_max(std::string_view core_provider) noexcept {
-    return core_provider == "net" ? std::size_t{512} << 10 : 0;
+    return core_provider == "net" ? std::size_t{256} << 10 : 0;
 }
 std::size_t default_shm_outbox_chunk() noexcept {
     return fabric::amd_processor() ? std::size_t{1} << 20 : std::size_t{32} << 10;
@@ -238,8 +238,13 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         std::size_t const push_max = opts_.push_max == transport_options::push_max_auto
                                          ? default_push_max(ep.core())
                                          : opts_.push_max;
+        // Not with the network doorbell (between hosts): it keeps a receiver awake for 1 ms
+        // after the last arrival, and a pushed message slower than that on the wire (512 KiB
+        // at 1 Gb/s) would find it asleep with no one to ring; a read keeps it awake until it
+        // completes (transfers_pending). Within a host the pushed send's completion rings the
+        // receiver's doorbell (sender::on_completion); net's own wait fd sees the arrival.
         if (push_max != 0 && ep.core() == "net" && ep.tagged() && !ep.mr_local() &&
-            ep.iov_limit() >= 2) {
+            ep.iov_limit() >= 2 && !net_bell_) {
             push_ = push_classes::covering(push_max);
             sender_->set_push(push_, push_max);
             receiver_->post_push_buffers(push_);

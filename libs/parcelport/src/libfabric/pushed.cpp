@@ -35,47 +35,55 @@ void receiver::post_push_buffers(push_classes c) {
 void receiver::repost_push(push_op* r) {
     parts_.posts.post_or_defer(
         [this, r] {
-            return static_cast<long>(
+            long const rc = static_cast<long>(
                 fi_trecv(parts_.ep.ep(), r->buf.get(), push_classes::capacity(r->cls), nullptr,
                          FI_ADDR_UNSPEC, push_classes::tag(r->cls), 0, &r->ctx));
+            r->postable = rc == 0 || rc == -FI_EAGAIN;
+            return rc;
         },
         "fi_trecv");
 }
 
+void receiver::rearm_pushes() {
+    for (auto& r : pushes_) {
+        if (!r->postable) {
+            r->postable = true;
+            try {
+                repost_push(r.get()); // refused again: the next housekeeping tries again
+            } catch (std::exception const& e) {
+                static logging::rate_limit limit;
+                logging::error_limited(limit, "could not post a receive of pushed parcels: {}",
+                                       e.what());
+            }
+        }
+    }
+}
+
 void receiver::on_pushed(push_op* r, std::size_t len) {
-    // The class gets its receive back first, so that the parcels behind this one land while
-    // this one is taken apart (net reads no further on a connection whose next tagged message
-    // finds no receive posted).
     std::shared_ptr<std::byte[]> landed = std::move(r->buf);
     std::string refused;
     try {
         r->buf = memory_.receive_buffer(push_classes::capacity(r->cls), false);
     } catch (std::bad_alloc const&) {
-        // No fresh buffer: this one is posted again once the parcel's index is copied out, and
-        // the parcel delivered without its chunks, so that its call fails with the reason.
+        // No fresh buffer: the parcel is delivered without its chunks (its call fails with the
+        // reason) and this buffer is posted again.
         refused = no_memory_to_receive(push_classes::capacity(r->cls), "receive buffer");
-    }
-    std::shared_ptr<std::byte[]> const keep = r->buf ? landed : nullptr;
-    if (!r->buf) {
         r->buf = landed;
     }
     try {
-        if (keep) {
-            repost_push(r);
-            deliver_pushed(keep, len, std::move(refused));
-        } else {
-            struct repost_after {
-                receiver* self;
-                push_op* r;
-                ~repost_after() { self->repost_push(r); }
-            } after{this, r};
-            deliver_pushed(r->buf, len, std::move(refused));
-        }
-    } catch (std::exception const& e) {
+        deliver_pushed(landed, len, std::move(refused));
+    } catch (serialization::serialization_error const& e) {
         static logging::rate_limit limit;
         logging::error_limited(limit, "dropped a malformed pushed parcel ({} bytes): {}", len,
                                e.what());
+    } catch (std::exception const& e) { // out of memory, the runtime stopping
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "dropped a pushed parcel ({} bytes): {}", len, e.what());
     }
+    landed.reset();
+    // After the parcel, as the other receives: a failure here is the transport's (progress()
+    // throws it); a post refused for good is posted again by housekeeping.
+    repost_push(r);
 }
 
 void receiver::deliver_pushed(std::shared_ptr<std::byte[]> const& buf, std::size_t len,
@@ -130,6 +138,10 @@ void receiver::deliver_pushed(std::shared_ptr<std::byte[]> const& buf, std::size
     }
     auto chunks = serialization::message::chunk_list();
     auto& owners = push_owners_; // kept with its capacity: no allocation per parcel
+    struct clear_owners {
+        std::vector<std::shared_ptr<std::byte[]>>& o;
+        ~clear_owners() { o.clear(); } // holds no slice of the buffer past this parcel
+    } clear{owners};
     auto slice = [&](std::size_t, bool, std::uint64_t at) {
         // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): the parcel owns it now
         return std::shared_ptr<std::byte[]>(buf, const_cast<std::byte*>(p) + at);
@@ -142,7 +154,6 @@ void receiver::deliver_pushed(std::shared_ptr<std::byte[]> const& buf, std::size
     }
     parts_.stats.refused_parcels += !refused.empty();
     auto received = assemble_received(std::move(m), std::move(chunks), owners, h.source, refused);
-    owners.clear(); // what a failed assembly left holds no buffer
     if (!received) {
         return;
     }

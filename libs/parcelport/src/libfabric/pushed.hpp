@@ -44,7 +44,9 @@ struct push_classes {
     /// a posted buffer is at most twice what lands in it); smaller ones are read as before.
     static constexpr std::size_t min_chunk_bytes = std::size_t{1} << (first_shift - 1);
     static constexpr unsigned max_classes = 8;
-    /// Posted receives per class (8 MiB in all for net's default of three classes).
+    /// Posted receives per class. Their buffers come from the landing-buffer pool, whose
+    /// classes are powers of two: 256 / 512 KiB for the default two classes, 6 MiB in all, of
+    /// which only the pages parcels landed in are touched.
     static constexpr std::size_t per_class = 8;
     unsigned count = 0; // 0: nothing pushed
 
@@ -87,6 +89,9 @@ struct push_classes {
 struct push_op : op {
     std::shared_ptr<std::byte[]> buf;
     unsigned cls = 0;
+    /// False once the provider refused its post for good (the backlog then drops the post): the
+    /// receiver's housekeeping posts it again, so that a class never runs out of receives.
+    bool postable = true;
     push_op() : op(kind::push) {}
 };
 

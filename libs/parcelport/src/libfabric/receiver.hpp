@@ -35,7 +35,10 @@ public:
     /// call): handled as a received message, if its header names `source`.
     void on_ring_message(std::uint32_t source, std::byte const* p, std::size_t len);
     /// Drops split messages whose other part has not come in time (every few passes).
-    void housekeeping() { reader_.drop_stale(); }
+    void housekeeping() {
+        reader_.drop_stale();
+        rearm_pushes();
+    }
     void repost(recv_op* r);
     std::size_t buffer_size() const noexcept { return recv_size_; }
     /// Posts push_classes::per_class receives for each of `c`'s classes (opening the
@@ -47,6 +50,8 @@ public:
     void on_pushed(push_op* r, std::size_t len);
     /// Posts `r` (with the buffer it has) again.
     void repost_push(push_op* r);
+    /// Posts again the pushed receives whose post the provider refused for good.
+    void rearm_pushes();
 
 private:
     bool header_ok(wire::header const& h) const override;

@@ -505,6 +505,12 @@ void sender::on_completion(send_op* o, bool failed) {
         return;
     }
     s->eager_done = true;
+    if (s->pushed) {
+        // Its bytes are in the kernel (within a host: in the receiver's socket). A receiver
+        // that went to sleep while they streamed in has nothing else to wake it (it was not
+        // reading, as it would be for a rendezvous): its doorbell rings if it sleeps.
+        parts_.peers.wake(s->dest, 0);
+    }
     if (!s->needs_done || s->remote_done) {
         complete(s, {});
     }

@@ -170,8 +170,10 @@ std::size_t default_read_piece(std::string_view provider) noexcept;
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 /// The largest pushed parcel (transport_options::push_max) a core provider gets by default:
-/// net 512 KiB (from 96 KiB, tcp's eager threshold, up to there a read cost more than the
-/// send: benchmarks/RESULTS.md, "Pushed parcels on net"), others 0 (they read).
+/// net 256 KiB (from 96 KiB, tcp's eager threshold, to 256 KiB pushes cut the latency to
+/// 0.55-0.70x the reads' with bandwidth level or better; at 512 KiB their bandwidth was
+/// 0.74x the reads' in 9 of 9 paired rounds: benchmarks/RESULTS.md, "Pushed parcels on net"),
+/// others 0 (they read).
 std::size_t default_push_max(std::string_view core_provider) noexcept;
 
 struct transport_options {
@@ -224,8 +226,10 @@ struct transport_options {
     /// to at most this many bytes (at most 3 chunks, an index of at most 4 KiB inline) is sent
     /// whole, as one tagged message into receive buffers the receiver keeps posted for its
     /// size class, instead of announced, read and answered with a DONE: one message on the
-    /// socket where a read costs three more (fabric/pushed.hpp). 0: never; push_max_auto:
-    /// default_push_max() (net 512 KiB, others 0).
+    /// socket where a read costs three more (fabric/pushed.hpp). Not between hosts while the
+    /// network doorbell wakes idle workers (network_doorbell: it would let a receiver sleep
+    /// through a slow pushed message). 0: never; push_max_auto: default_push_max() (net
+    /// 256 KiB, others 0).
     std::size_t push_max = push_max_auto;
     static constexpr std::size_t push_max_auto = ~std::size_t{0};
     /// A parcel whose RMA reads have not advanced (none completed) for this long gives its
