@@ -299,6 +299,11 @@ TEST(pushed, forged_pushed_messages_are_dropped_and_the_class_keeps_its_receives
                                 n));                                          // a size that wraps
     fs.push_back(pushed_message({desc(index, 16), desc(rma, n, at)}, 16, n)); // an rma chunk
     fs.push_back(pushed_message({desc(index, 17), desc(pointer, n, at)}, 16, n)); // index sum
+    fs.push_back(pushed_message({desc(index, 16), desc(pointer, 64, std::uint64_t{1} << 40)}, 16,
+                                n)); // a chunk far past the message's end
+    // Three descriptors: the chunks start at 192; the second lies inside the first.
+    fs.push_back(pushed_message(
+        {desc(index, 16), desc(pointer, 64000, 192), desc(pointer, 1000, 256)}, 16, 64000));
     {
         auto f = pushed_message({desc(index, 16), desc(pointer, n, at)}, 16, n);
         f.bytes[8] = std::byte{99}; // the job token

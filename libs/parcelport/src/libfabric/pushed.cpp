@@ -23,8 +23,8 @@ void receiver::post_push_buffers(push_classes c) {
         for (std::size_t i = 0; i < push_classes::per_class; ++i) {
             auto r = std::make_unique<push_op>();
             r->cls = cls;
-            // Not touched here (8 MiB on net's defaults): the first parcels of a class pay the
-            // first touch of their pages, later ones land in reused buffers.
+            // Not touched here (6 MiB of pool buffers on net's defaults): the first parcels of a
+            // class pay the first touch of their pages, later ones land in reused buffers.
             r->buf = memory_.receive_buffer(push_classes::capacity(cls), false);
             pushes_.push_back(std::move(r));
             repost_push(pushes_.back().get());

@@ -69,8 +69,13 @@ struct push_classes {
         c.count = c.count < max_classes ? c.count + 1 : max_classes;
         return c;
     }
-    /// The class of a message of `eager` bytes (padded) and `chunks` bytes of chunks; count if
-    /// none takes it.
+    /// Where a pushed message's chunks start after its eager part of `eager_size` bytes: the
+    /// eager part padded to wire::pushed_align.
+    static constexpr std::size_t head(std::size_t eager_size) noexcept {
+        return (eager_size + wire::pushed_align - 1) / wire::pushed_align * wire::pushed_align;
+    }
+    /// The class of a message of `eager` bytes (padded: head()) and `chunks` bytes of chunks;
+    /// count if none takes it.
     unsigned class_of(std::size_t eager, std::size_t chunks) const noexcept {
         if (eager > eager_room || chunks < min_chunk_bytes) {
             return count;

@@ -112,16 +112,13 @@ unsigned sender::push_class(std::uint32_t dest, serialization::message const& m,
         n > std::tuple_size_v<decltype(send_state::push_iov)> || bytes > push_max_) {
         return push_.count;
     }
-    std::size_t const head =
-        (l.eager_size + wire::pushed_align - 1) / wire::pushed_align * wire::pushed_align;
-    unsigned const cls = push_.class_of(head, bytes);
+    unsigned const cls = push_.class_of(push_classes::head(l.eager_size), bytes);
     return cls < parts_.peers.push_classes_of(dest) ? cls : push_.count;
 }
 
 void sender::build_pushed(send_state* s, serialization::message const& m, wire::header h,
                           eager_layout const& l, unsigned cls) {
-    std::size_t const head =
-        (l.eager_size + wire::pushed_align - 1) / wire::pushed_align * wire::pushed_align;
+    std::size_t const head = push_classes::head(l.eager_size);
     s->eager.resize(head);
     std::uint64_t at = head;
     std::size_t k = 0;
@@ -139,7 +136,6 @@ void sender::build_pushed(send_state* s, serialization::message const& m, wire::
         s->eager.data(), s->table.data());
     std::memset(s->eager.data() + l.eager_size, 0, head - l.eager_size);
     s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::pushed};
-    s->pushed = true;
     s->push_iovs = static_cast<std::uint8_t>(k);
     s->push_tag = push_classes::tag(cls);
     s->needs_done = false;
@@ -294,7 +290,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     s->dest = dest;
     s->on_sent = std::move(on_sent);
     build(s, m, coalesce);
-    if (s->needs_done || s->index_apart || s->pushed) {
+    if (s->needs_done || s->index_apart || s->pushed()) {
         // Its chunks are read by the receiver or pushed, or its index sent from where it is: the
         // message (what it keeps alive) stays until the send completes. Otherwise everything
         // travels in the eager copy and the message stays with the caller, who frees it: moving it
@@ -313,11 +309,11 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         s->mrs.push_back(eager_mr);
     }
     // Larger than an inject and not registered: two parts (post_split), unless a ring takes it.
-    bool const split = eager_mr == nullptr && !s->index_apart && !s->pushed &&
+    bool const split = eager_mr == nullptr && !s->index_apart && !s->pushed() &&
                        s->eager.size() > split_part_ && s->eager.size() <= split_max_;
     // Quiet only as one eager message: a send whose chunks are read, or split in two parts,
     // goes as any other (the receiver's reads and the parts need the peer's progress).
-    s->quiet = quiet && !s->needs_done && !s->index_apart && !s->pushed && !split;
+    s->quiet = quiet && !s->needs_done && !s->index_apart && !s->pushed() && !split;
     if (s->quiet) {
         s->eager.data()[offsetof(wire::header, flags)] |= std::byte{wire::quiet};
     }
@@ -339,7 +335,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
     parts_.stats.eager_bytes_sent +=
         raw->eager.size() + (raw->index_apart ? raw->msg.data().size() : 0);
     parts_.stats.rendezvous_sends += raw->needs_done;
-    parts_.stats.pushed_sends += raw->pushed;
+    parts_.stats.pushed_sends += raw->pushed();
     if (announce_in_batch) {
         // Published first: the DONE may come as soon as the batch leaves. Once the record is
         // written, `raw` may complete and be reused at any moment: nothing of it after that.
@@ -376,7 +372,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         // An eager message (a parcel, or a rendezvous parcel's announcement) to a peer on
         // this host goes through its message ring when that takes it (whole: no split), else
         // through the provider.
-        if (eager_mr == nullptr && !raw->index_apart && !raw->pushed &&
+        if (eager_mr == nullptr && !raw->index_apart && !raw->pushed() &&
             parts_.send_by_ring(dest, raw->eager.data(), raw->eager.size(), &raw->op, raw->quiet)) {
             return false;
         }
@@ -390,7 +386,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
                 // Once posted, `raw` may complete and be reused at any moment: only copies
                 // (`dest`) after the call.
                 long rc = 0;
-                if (raw->pushed) { // the eager part, then the chunks from where they are
+                if (raw->pushed()) { // the eager part, then the chunks from where they are
                     iovec iov[4] = {{raw->eager.data(), raw->eager.size()}};
                     for (std::size_t i = 0; i < raw->push_iovs; ++i) {
                         iov[i + 1] = raw->push_iov[i];
@@ -505,7 +501,7 @@ void sender::on_completion(send_op* o, bool failed) {
         return;
     }
     s->eager_done = true;
-    if (s->pushed) {
+    if (s->pushed()) {
         // Its bytes are in the kernel (within a host: in the receiver's socket). A receiver
         // that went to sleep while they streamed in has nothing else to wake it (it was not
         // reading, as it would be for a rendezvous): its doorbell rings if it sleeps.
@@ -558,7 +554,7 @@ void sender::recycle(send_table::slot* slot) noexcept {
     // What the send held goes now (the message and the handler's captures), as when the
     // state was destroyed; its vectors keep their capacity for the next send.
     send_state* s = &slot->value;
-    if (s->needs_done || s->index_apart || s->pushed) { // post() kept the message only then
+    if (s->needs_done || s->index_apart || s->pushed()) { // post() kept the message only then
         s->msg = serialization::message();
     }
     s->on_sent = nullptr;
@@ -577,7 +573,8 @@ void sender::recycle(send_table::slot* slot) noexcept {
     if (s->needs_done) {
         awaiting_done_.fetch_sub(1, std::memory_order_relaxed); // counted by build()
     }
-    s->needs_done = s->eager_done = s->remote_done = s->index_apart = s->pushed = false;
+    s->needs_done = s->eager_done = s->remote_done = s->index_apart = false;
+    s->push_iovs = 0;
     s->split.posted = 0;
     s->split.left.store(1, std::memory_order_relaxed);
     s->split.failed.store(false, std::memory_order_relaxed);

@@ -46,9 +46,10 @@ struct send_state {
     // The inline index is sent from msg as the eager message's second part (fi_sendv), not
     // copied into `eager` (sender::index_apart).
     bool index_apart = false;
-    // Sent whole as one tagged message (pushed.hpp): `eager`, then push_iovs chunks from msg.
-    bool pushed = false;
+    // Sent whole as one tagged message (pushed.hpp): `eager`, then push_iovs chunks from msg
+    // (a pushed parcel has one at least: 0 means not pushed).
     std::uint8_t push_iovs = 0;
+    bool pushed() const noexcept { return push_iovs != 0; }
     std::uint64_t push_tag = 0;
     std::array<iovec, 3> push_iov{};
     // Set by the poller only (completions and DONEs are handled under the poll lock).
