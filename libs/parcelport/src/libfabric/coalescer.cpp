@@ -199,12 +199,26 @@ void coalescer::post_batch(batch_op* b) {
                     dest, static_cast<long>(fi_send(parts_.ep.ep(), b->buf.data(), b->buf.size(),
                                                     nullptr, to, &b->ctx)));
             },
-            "fi_send");
+            "fi_send", refused_later(b));
     } catch (std::exception const& e) {
         // Refused outright: its senders have returned, so they learn it from their handlers.
         logging::error("a coalesced message to locality {} failed: {}", dest, e.what());
-        on_completion(b, std::make_error_code(std::errc::io_error));
+        refused(b);
     }
+}
+
+void coalescer::refused(batch_op* b) {
+    // With part 0 of a split batch in flight, part 1's share of the count goes now and
+    // whichever comes last (this or part 0's completion) completes the batch, as failed.
+    if (b->split.posted == 0) {
+        b->split.left.store(1, std::memory_order_release);
+    }
+    on_completion(b, std::make_error_code(std::errc::io_error));
+}
+
+backlog::refused_handler coalescer::refused_later(batch_op* b) {
+    // A batch waiting in the backlog is in flight until it completes: `b` lives until then.
+    return [this, b](long) { refused(b); };
 }
 
 void coalescer::post_split_batch(batch_op* b) {
@@ -227,15 +241,10 @@ void coalescer::post_split_batch(batch_op* b) {
                                                              split_part_ - sizeof(wire::header),
                                                              &b->ctx));
             },
-            "fi_sendv");
+            "fi_sendv", refused_later(b));
     } catch (std::exception const& e) {
-        // Refused outright. With part 0 in flight, part 1's share of the count goes now and
-        // whichever comes last (this or part 0's completion) completes the batch, as failed.
         logging::error("a coalesced message to locality {} failed: {}", dest, e.what());
-        if (b->split.posted == 0) {
-            b->split.left.store(1, std::memory_order_release);
-        }
-        on_completion(b, std::make_error_code(std::errc::io_error));
+        refused(b);
     }
 }
 

@@ -7,6 +7,8 @@
 
 #include <courier/common/log.hpp>
 
+#include <cstring>
+
 namespace courier::parcelport::fabric {
 
 statistics counters::snapshot() const {
@@ -168,13 +170,46 @@ wire::header peer_table::header_of(wire::kind kind) const noexcept {
     return wire::make_header(kind, token_, rank_);
 }
 
-void backlog::defer(long rc, std::function<long()> post, char const* what) {
+namespace {
+// testing::refuse_posts: which posts, how many more, and what their retries get.
+std::atomic<int> g_refusals{0};
+std::atomic<long> g_refused_with{0};
+std::atomic<char const*> g_refused_what{nullptr};
+} // namespace
+
+bool backlog::refusals_pending() noexcept {
+    return g_refusals.load(std::memory_order_relaxed) > 0;
+}
+
+bool backlog::take_refusal(char const* what) noexcept {
+    char const* named = g_refused_what.load(std::memory_order_acquire);
+    if (named == nullptr || std::strcmp(named, what) != 0) {
+        return false;
+    }
+    int left = g_refusals.load(std::memory_order_relaxed);
+    while (left > 0 &&
+           !g_refusals.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+    }
+    return left > 0;
+}
+
+namespace testing {
+void refuse_posts(char const* what, int n, long then) noexcept {
+    g_refused_what.store(what, std::memory_order_release);
+    g_refused_with.store(then, std::memory_order_relaxed);
+    g_refusals.store(n, std::memory_order_relaxed);
+}
+} // namespace testing
+
+void backlog::defer(long rc, std::function<long()> post, char const* what, refused_handler refused,
+                    bool injected) {
     if (rc != -FI_EAGAIN) {
         throw error_of(what, rc);
     }
     ++counters_.eagain_retries;
     std::lock_guard g(mutex_);
-    queue_.emplace_back(std::move(post), what);
+    queue_.push_back(entry{std::move(post), what, std::move(refused),
+                           injected ? g_refused_with.load(std::memory_order_relaxed) : 0});
     size_.store(queue_.size(), std::memory_order_release);
 }
 
@@ -187,7 +222,7 @@ bool backlog::retry() {
     // a move per waiting entry on every pass: quadratic under a flood).
     bool any = false;
     for (;;) {
-        std::pair<std::function<long()>, char const*> item;
+        entry item;
         {
             std::lock_guard g(mutex_);
             if (queue_.empty()) {
@@ -197,7 +232,7 @@ bool backlog::retry() {
             queue_.pop_front();
             size_.store(queue_.size(), std::memory_order_release);
         }
-        long rc = item.first();
+        long rc = item.injected != 0 ? item.injected : item.post();
         if (rc == -FI_EAGAIN) {
             std::lock_guard g(mutex_);
             queue_.push_front(std::move(item));
@@ -205,7 +240,15 @@ bool backlog::retry() {
             break;
         }
         if (rc != 0) {
-            logging::error("{}", error_of(item.second, rc).what());
+            static logging::rate_limit limit;
+            logging::error_limited(limit, "{}", error_of(item.what, rc).what());
+            if (item.refused) {
+                try {
+                    item.refused(rc);
+                } catch (std::exception const& e) {
+                    logging::error_limited(limit, "after a refused {}: {}", item.what, e.what());
+                }
+            }
         } else if (!posted_.load(std::memory_order_relaxed)) {
             posted_.store(true, std::memory_order_relaxed); // its completion: take_posted()
         }

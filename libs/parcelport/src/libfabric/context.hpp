@@ -200,19 +200,28 @@ private:
 
 /// Posts the provider refused with -FI_EAGAIN, retried in order by progress(). A post is a
 /// callable returning the provider's code; it stays queued while it says -FI_EAGAIN.
+/// A post refused outright throws to its caller; one refused for good when retried (its caller
+/// has returned) is logged and handed to its `refused` handler, which ends what the post was
+/// for as its failed completion would (a send's handler hears the error, a receive buffer is
+/// posted again later): nothing waits for a completion that will never come.
 class backlog {
 public:
+    /// What a post refused for good when retried is handed to (with the provider's code).
+    using refused_handler = std::function<void(long)>;
+
     explicit backlog(counters& c) : counters_(c) {}
     /// Runs `post`; on -FI_EAGAIN queues it (wrapped in a std::function, which allocates, only
-    /// then). Any other error throws network_error naming `what`.
+    /// then) with `refused`. Any other error throws network_error naming `what`.
     template <class Post>
-    void post_or_defer(Post&& post, char const* what) {
+    void post_or_defer(Post&& post, char const* what, refused_handler refused = nullptr) {
         if (!posted_.load(std::memory_order_relaxed)) {
             posted_.store(true, std::memory_order_relaxed);
         }
-        long rc = post();
+        bool const injected = refusals_pending() && take_refusal(what);
+        long rc = injected ? -FI_EAGAIN : post();
         if (rc != 0) {
-            defer(rc, std::function<long()>(std::forward<Post>(post)), what);
+            defer(rc, std::function<long()>(std::forward<Post>(post)), what, std::move(refused),
+                  injected);
         }
     }
     /// Whether anything was posted (or tried) since the last call: the poller then reads the
@@ -227,14 +236,31 @@ public:
     std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
 
 private:
-    void defer(long rc, std::function<long()> post, char const* what);
+    struct entry {
+        std::function<long()> post;
+        char const* what = nullptr;
+        refused_handler refused;
+        long injected = 0; // testing::refuse_posts: the code its retry gets instead of posting
+    };
+    void defer(long rc, std::function<long()> post, char const* what, refused_handler refused,
+               bool injected);
+    static bool refusals_pending() noexcept;
+    static bool take_refusal(char const* what) noexcept;
 
     counters& counters_;
     std::mutex mutex_;
-    std::deque<std::pair<std::function<long()>, char const*>> queue_;
+    std::deque<entry> queue_;
     std::atomic<std::size_t> size_{0};
     std::atomic<bool> posted_{false};
 };
+
+namespace testing {
+/// Makes the next `n` posts named `what` ("fi_send", "fi_recv", ...) through any backlog of
+/// the process refused with -FI_EAGAIN without reaching the provider, and each of them, when
+/// retried, refused with `then` (a negative libfabric code; -FI_EAGAIN keeps it queued). For
+/// the tests of what a post refused for good leaves behind.
+void refuse_posts(char const* what, int n, long then) noexcept;
+} // namespace testing
 
 /// What the poller's current pass handled (under the poll lock): messages and completions
 /// (`events`), and how many of those were quiet: a control message's arrival or the end of its

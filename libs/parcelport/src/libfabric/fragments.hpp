@@ -15,6 +15,8 @@ namespace courier::parcelport::fabric {
 struct recv_op : op {
     std::unique_ptr<std::byte[]> buf;
     fid_mr* mr = nullptr; // FI_MR_LOCAL providers
+    /// False while its post was refused for good: receiver::housekeeping posts it again.
+    bool postable = true;
     recv_op() : op(kind::recv) {}
 };
 

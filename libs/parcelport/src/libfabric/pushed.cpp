@@ -41,7 +41,7 @@ void receiver::repost_push(push_op* r) {
             r->postable = rc == 0 || rc == -FI_EAGAIN;
             return rc;
         },
-        "fi_trecv");
+        "fi_trecv", [r](long) { r->postable = false; });
 }
 
 void receiver::rearm_pushes() {

@@ -37,9 +37,14 @@ public:
     /// Drops split messages whose other part has not come in time (every few passes).
     void housekeeping() {
         reader_.drop_stale();
+        rearm_receives();
         rearm_pushes();
     }
+    /// Posts `r` again; one the provider refuses for good (now or when retried) is posted
+    /// again by housekeeping, so that the receives never run out.
     void repost(recv_op* r);
+    /// Posts again the receives whose post the provider refused for good.
+    void rearm_receives();
     std::size_t buffer_size() const noexcept { return recv_size_; }
     /// Posts push_classes::per_class receives for each of `c`'s classes (opening the
     /// transport; pushed.hpp).

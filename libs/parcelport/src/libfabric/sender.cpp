@@ -406,7 +406,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
                 }
                 return quiet_post && rc == 0 ? rc : parts_.peers.wake(dest, rc);
             },
-            "fi_send");
+            "fi_send", refused_later(raw->id));
     } catch (...) {
         // Refused outright (not -FI_EAGAIN): the caller gets the error. If that was the
         // second part of a split message, the first part is in flight and its completion
@@ -481,7 +481,24 @@ void sender::post_split(send_state* s) {
                                      s->split.post(parts_.ep.ep(), to, s->eager.data(), n,
                                                    split_part_ - sizeof(wire::header), &s->op.ctx));
         },
-        "fi_sendv");
+        "fi_sendv", refused_later(s->id));
+}
+
+backlog::refused_handler sender::refused_later(std::uint64_t id) {
+    // Waiting in the backlog, the send is still published, and nothing but its completion
+    // (which will not come now) ends it; found by id all the same.
+    return [this, id](long) {
+        send_table::slot* slot = sends_.find(id);
+        if (slot == nullptr) {
+            return;
+        }
+        send_state* s = &slot->value;
+        if (s->split.posted == 0) {
+            // Neither part of a split message went: one failed completion ends it.
+            s->split.left.store(1, std::memory_order_release);
+        }
+        on_completion(&s->op, true);
+    };
 }
 
 void sender::on_completion(send_op* o, bool failed) {

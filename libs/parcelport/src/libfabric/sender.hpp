@@ -162,6 +162,9 @@ public:
     }
 
 private:
+    /// What a post of send `id` refused for good in the backlog does: the send completes as
+    /// failed (its handler hears it), as a failed completion would end it.
+    backlog::refused_handler refused_later(std::uint64_t id);
     void post_split(send_state* s);
     /// A DONE message (wire.hpp): its header and up to max_done_ids - 1 more ids.
     struct done_message {

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: BSL-1.0
+// What a post the provider refuses for good leaves behind after it waited in the -FI_EAGAIN
+// backlog (src/libfabric/context.hpp): a send's handler hears the failure (a lone parcel, a
+// split message, a batch), its send slot is given back, later sends go; a receive buffer is
+// posted again, so that the receives never run out. testing::refuse_posts makes posts of one
+// name wait and then fail without reaching the provider.
+#include "endpoint_pair.hpp"
+
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+
+namespace fab = courier::parcelport::fabric;
+
+namespace {
+
+class backlog_refusals : public ::testing::TestWithParam<std::string> {
+protected:
+    void TearDown() override { fab::testing::refuse_posts("", 0, 0); }
+
+    /// A pair on the test's provider with `adjust`, and shm's eager messages through the
+    /// provider (not the message rings, which never post). Null (the test skips) where the
+    /// provider cannot be opened.
+    std::unique_ptr<pair_of_endpoints> open(std::function<void(pp::transport_options&)> adjust) {
+        try {
+            return std::make_unique<pair_of_endpoints>(GetParam(), [&](pp::transport_options& o) {
+                o.shm_rings = false;
+                if (adjust) {
+                    adjust(o);
+                }
+            });
+        } catch (std::exception const& e) {
+            skipped_ = std::string("provider ") + GetParam() + " unavailable here: " + e.what();
+            return nullptr;
+        }
+    }
+    std::string skipped_;
+};
+
+/// Sends `bytes` of a pattern from a to b, copied into the message (an eager message of
+/// them); the result (set when the handler runs) in `ec`, and whether the handler ran in
+/// `done`.
+void send_pattern(pair_of_endpoints& e, std::size_t bytes, std::error_code& ec, bool& done) {
+    cs::serialize_buffer<char> buf(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) {
+        buf[i] = static_cast<char>(i * 13 + 1);
+    }
+    cs::options copy_all;
+    copy_all.zero_copy = false;
+    e.a->send(1, cs::save(copy_all, buf), [&ec, &done](std::error_code c) {
+        ec = c;
+        done = true;
+    });
+}
+
+/// Sends one more parcel of `bytes` and checks that it arrives whole and its send completes.
+void later_send_arrives(pair_of_endpoints& e, std::size_t bytes) {
+    std::error_code ec;
+    bool done = false;
+    std::size_t const n = e.got_b.size() + 1;
+    send_pattern(e, bytes, ec, done);
+    ASSERT_TRUE(e.pump([&] { return done && e.got_b.size() == n; }, std::chrono::seconds(30)))
+        << "a send after the refused ones did not arrive";
+    EXPECT_FALSE(ec) << ec.message();
+    cs::serialize_buffer<char> back;
+    cs::load(e.got_b.back().second, back);
+    ASSERT_EQ(back.size(), bytes);
+    for (std::size_t i = 0; i < bytes; ++i) {
+        ASSERT_EQ(back[i], static_cast<char>(i * 13 + 1)) << "byte " << i;
+    }
+}
+
+TEST_P(backlog_refusals, sends_refused_for_good_after_waiting_fail_their_handlers) {
+    auto e = open(nullptr);
+    if (!e) {
+        GTEST_SKIP() << skipped_;
+    }
+    // Every message a sends waits, then fails: the first two as messages, the rest in the
+    // batches they coalesce into behind them.
+    fab::testing::refuse_posts("fi_send", 1000, -FI_EIO);
+    constexpr int n = 12;
+    std::vector<std::error_code> ecs(n);
+    bool done[n] = {};
+    for (int i = 0; i < n; ++i) {
+        send_pattern(*e, 64, ecs[i], done[i]);
+    }
+    ASSERT_TRUE(e->pump([&] { return std::all_of(done, done + n, [](bool d) { return d; }); },
+                        std::chrono::seconds(30)))
+        << "a send refused for good after waiting never completed";
+    for (int i = 0; i < n; ++i) {
+        EXPECT_TRUE(ecs[i]) << "send " << i << " reported success";
+    }
+    EXPECT_TRUE(e->got_b.empty());
+    fab::testing::refuse_posts("", 0, 0);
+    later_send_arrives(*e, 64);
+    later_send_arrives(*e, 64);
+}
+
+TEST_P(backlog_refusals, a_split_message_refused_for_good_after_waiting_fails_its_handler) {
+    if (GetParam() != "shm") {
+        GTEST_SKIP() << "only shm splits eager messages over its inject size in two parts";
+    }
+    auto e = open(nullptr);
+    if (!e) {
+        GTEST_SKIP() << skipped_;
+    }
+    std::uint64_t const splits = e->a->stats().split_sends;
+    fab::testing::refuse_posts("fi_sendv", 1, -FI_EIO);
+    std::error_code ec;
+    bool done = false;
+    send_pattern(*e, 4500, ec, done);
+    ASSERT_TRUE(e->pump([&] { return done; }, std::chrono::seconds(30)))
+        << "a split message refused for good after waiting never completed";
+    EXPECT_TRUE(ec);
+    EXPECT_EQ(e->a->stats().split_sends, splits + 1) << "the parcel was not sent split";
+    EXPECT_TRUE(e->got_b.empty());
+    later_send_arrives(*e, 4500); // split too: the slot's parts count was put back
+    EXPECT_EQ(e->a->stats().split_sends, splits + 2);
+}
+
+TEST_P(backlog_refusals, receives_refused_for_good_after_waiting_are_posted_again) {
+    constexpr std::size_t buffers = 4;
+    auto e = open([](pp::transport_options& o) { o.posted_receives = buffers; });
+    if (!e) {
+        GTEST_SKIP() << skipped_;
+    }
+    // Each receive b posts again after a message waits, then fails; three rounds of every
+    // buffer. Without a second post the fifth message would find no receive.
+    fab::testing::refuse_posts("fi_recv", 3 * buffers, -FI_EIO);
+    for (std::size_t i = 0; i < 4 * buffers; ++i) {
+        later_send_arrives(*e, 64);
+        if (HasFatalFailure()) {
+            ADD_FAILURE() << "message " << i << " of " << 4 * buffers;
+            return;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(providers, backlog_refusals, transport_providers, provider_label);
+
+} // namespace
