@@ -19,7 +19,9 @@
 #   LABEL@DIR=ARGS: the same with the courier-run and osu_courier binaries in DIR (another
 #   build: old and new code in the same rounds). ARGS with --courier:parcelport=mpi run under
 #   mpirun instead (the MPI parcelport over the mpi baseline's BTL), e.g.
-#   mpipp="--courier:parcelport=mpi".
+#   mpipp="--courier:parcelport=mpi";
+#   mpi/LABEL=ARGS: osu_mpi as the mpi baseline runs it, with ARGS (e.g. --window=512),
+#   reported as LABEL.
 #   --pairs=N (with --tests=mr): N sending and N receiving processes; native runs one pair
 #   only, so it is left out (said on stderr) when N > 1.
 # The message rate in benchmarks/RESULTS.md runs like
@@ -84,6 +86,13 @@ run_one() {
             label=mpi
             cmd=(mpirun "${mpi_root[@]}" -np $((2 * pairs)) "${mpi_bind[@]}" --mca pml ob1 --mca btl "$btl"
                 --mca btl_tcp_if_include lo "$bin/osu_mpi" --label="$provider") ;;
+        mpi/*=*)
+            label=${spec%%=*}
+            label=${label#mpi/}
+            args=${spec#*=}
+            # shellcheck disable=SC2206 # the options are meant to split at spaces
+            cmd=(mpirun "${mpi_root[@]}" -np $((2 * pairs)) "${mpi_bind[@]}" --mca pml ob1 --mca btl "$btl"
+                --mca btl_tcp_if_include lo "$bin/osu_mpi" --label="$provider" $args) ;;
         native | native+distinct | native+push | native+multi)
             label=$spec
             if [ "$pairs" != 1 ]; then
@@ -137,7 +146,7 @@ run_one() {
                 cmd=("$dir/courier-run" -n $((2 * pairs)) --courier:provider="$provider"
                     --courier:threads="$threads" "${copts[@]}" "$dir/osu_courier" "${pargs[@]}")
             fi ;;
-        *) echo "compare.sh: $spec is neither mpi, native[+distinct|+push|+multi] nor LABEL=ARGS" >&2
+        *) echo "compare.sh: $spec is neither mpi, mpi/LABEL=ARGS, native[+distinct|+push|+multi] nor LABEL=ARGS" >&2
             exit 2 ;;
     esac
     if ! timeout 900 "${cmd[@]}" --tests="$run_tests" "${sizes[@]}" 2>> "$raw.stderr" |
@@ -166,5 +175,6 @@ for r in $(seq 1 "$rounds"); do
 done
 first=${configs[0]%%=*}
 first=${first%%@*}
+first=${first#mpi/}
 /usr/bin/python3 "$here/compare.py" "$raw" "${base:-$first}"
 [ $keep_raw = 1 ] || rm -f "$raw" "$raw.stderr" # a failed run keeps them for its message

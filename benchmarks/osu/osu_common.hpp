@@ -6,6 +6,7 @@
 //   latency  ping-pong of `size` bytes each way; one-way latency = round trip / 2 (us)
 //   bw       the sender keeps a window of 64 messages in flight, waits for all of them and for a
 //            short acknowledgement; bandwidth = size * window * loops / time (MB/s = 1e6 B/s)
+//            (--window=N: N messages a window instead; not osu_fabric, whose window is fixed)
 //   bibw     both sides run the bw window towards each other at once; the sum of both directions
 //   mr       (osu_mbw_mr) every sender of N pairs keeps windows of 64 one-way messages going to
 //            its partner, each window closed by a short acknowledgement; messages per second
@@ -27,7 +28,12 @@
 
 namespace osu {
 
-inline constexpr int window = 64;
+/// OSU's window: the messages a bw, bibw or mr window sends before its acknowledgement.
+inline constexpr int default_window = 64;
+/// This run's window (--window=N; the same in every process of the run, which all parse the
+/// same arguments). A window of w messages takes w times a message's cost plus the round trip
+/// that closes it: two windows tell the two apart (benchmarks/RESULTS.md, "Message rate").
+inline int window = default_window;
 
 struct plan {
     std::vector<std::size_t> sizes;
@@ -52,7 +58,7 @@ struct plan {
     std::size_t max_size() const { return sizes.empty() ? 0 : sizes.back(); }
 };
 
-/// Parses --quick, --tests=latency,bw,bibw, --max-size=N, --min-size=N, --sizes=N,N,...
+/// Parses --quick, --tests=latency,bw,bibw, --max-size=N, --min-size=N, --window=N, --sizes=N,N,...
 /// (an explicit list instead of the powers of two). Unknown arguments are left to the caller
 /// (returned).
 inline plan parse(int argc, char** argv, std::vector<std::string>* rest = nullptr) {
@@ -76,6 +82,12 @@ inline plan parse(int argc, char** argv, std::vector<std::string>* rest = nullpt
                     p.tests.push_back(s.substr(start, comma - start));
                 }
                 start = comma + 1;
+            }
+        } else if (a.rfind("--window=", 0) == 0) {
+            window = std::atoi(argv[i] + 9);
+            if (window < 1 || window > 4096) {
+                std::fprintf(stderr, "%s: --window: expected 1 to 4096 messages\n", argv[0]);
+                std::exit(2);
             }
         } else if (a.rfind("--scale=", 0) == 0) {
             p.scale = std::max(1, std::atoi(argv[i] + 8));

@@ -62,10 +62,12 @@ struct endpoint {
     // Context slots: which operation a completion belongs to.
     // --push: window_recv / window_send are the announcements', data_recv / data_send the
     // tagged messages'.
-    static constexpr int window_recv = 0, window_send = osu::window, ack_recv = 2 * osu::window,
-                         ack_send = ack_recv + 1, pingpong = ack_send + 1, data_recv = pingpong + 2,
-                         data_send = data_recv + osu::window, multi_recv = data_send + osu::window,
-                         multi_buffers = 4, slots = multi_recv + multi_buffers;
+    static constexpr int window_recv = 0, window_send = osu::default_window,
+                         ack_recv = 2 * osu::default_window, ack_send = ack_recv + 1,
+                         pingpong = ack_send + 1, data_recv = pingpong + 2,
+                         data_send = data_recv + osu::default_window,
+                         multi_recv = data_send + osu::default_window, multi_buffers = 4,
+                         slots = multi_recv + multi_buffers;
     std::vector<fi_context2> ctx = std::vector<fi_context2>(slots);
     struct {
         int window_recv = 0, window_send = 0, ack_recv = 0, ack_send = 0, data_recv = 0,
@@ -482,6 +484,13 @@ void run(int rank, int sock, std::string const& provider, osu::plan const& plan,
 int main(int argc, char** argv) {
     std::vector<std::string> rest;
     auto plan = osu::parse(argc, argv, &rest);
+    if (osu::window != osu::default_window) {
+        std::fprintf(stderr,
+                     "osu_fabric: its completion contexts are laid out for windows of %d "
+                     "messages: no --window\n",
+                     osu::default_window);
+        return 2;
+    }
     std::string provider = "tcp";
     bool distinct = false, push = false, multi = false;
     std::size_t multi_size = 0; // --multi-size, else 1 MiB or room for two of the largest messages

@@ -886,8 +886,9 @@ void scenario_idle_worker_takes_the_rest() {
     while (!spinning) {
     }
     auto const st0 = courier::get_parcelport_statistics();
-    // The first parcels leave alone (until two messages are in flight), the others coalesce
-    // behind them, and the call after them too (its wait sends the batch).
+    // The first parcels leave alone (until messages are in flight: one on tcp and through shm's
+    // message rings), the others coalesce behind them, and the call after them too (its wait
+    // sends the batch).
     courier::post<bump_action>(to, 1L);
     courier::post<bump_action>(to, 1L);
     for (int i = 0; i < n; ++i) {

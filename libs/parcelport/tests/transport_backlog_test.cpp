@@ -75,8 +75,8 @@ TEST_P(backlog_refusals, sends_refused_for_good_after_waiting_fail_their_handler
     if (!e) {
         GTEST_SKIP() << skipped_;
     }
-    // Every message a sends waits, then fails: the first two as messages, the rest in the
-    // batches they coalesce into behind them.
+    // Every message a sends waits, then fails: the first (two on shm without rings) as
+    // messages, the rest in the batches they coalesce into behind them.
     fab::testing::refuse_posts("fi_send", 1000, -FI_EIO);
     constexpr int n = 12;
     std::vector<std::error_code> ecs(n);

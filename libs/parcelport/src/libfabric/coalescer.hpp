@@ -96,9 +96,10 @@ struct batch_op : op {
 /// A parcel is held back only while this many messages to its destination are in flight
 /// (posted, completion not yet seen), or a batch is open (coalescer's `hold_in_flight`; the
 /// transport's default, transport_options::coalesce_in_flight). With 2, one message in flight
-/// never holds the next: on shm, whose sends complete when the peer has taken them, a
-/// request/reply exchange often has one in flight. tcp's sends complete once the kernel has
-/// the bytes, so a lone request or reply finds none in flight and 1 leaves it as alone.
+/// never holds the next: on shm through the provider, whose sends complete when the peer has
+/// taken them, a request/reply exchange often has one in flight. tcp's sends complete once the
+/// kernel has the bytes, and shm's through a message ring in the next pass, so a lone request
+/// or reply finds none in flight there and 1 leaves it as alone.
 constexpr std::uint32_t coalesce_in_flight = 2;
 
 /// A batch within the inject size that holds this many parcels is posted before a record takes

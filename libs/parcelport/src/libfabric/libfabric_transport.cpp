@@ -201,8 +201,9 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         if (shared_pool_) {
             sender_->set_shared_pool(shared_pool_->base, shared_pool_->size, direct_.get());
         }
-        // A send over sockets completes once the kernel has its bytes: there a parcel is held
-        // behind one message in flight (coalesce_in_flight), elsewhere behind two.
+        // A send over sockets completes once the kernel has its bytes, and one through a
+        // message ring in the next pass, whether the peer has read it or not: there a parcel
+        // is held behind one message in flight (coalesce_in_flight), elsewhere behind two.
         socket_core_ = tcp_sockets(ep.core()) || ep.core() == "sockets";
         // A batch leaves at coalesce_records parcels if given, else on shm at 16, or at 8 of
         // them with a handler (rendezvous announcements, sends waited for), elsewhere at 16
@@ -217,8 +218,10 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                                  : ep.shm()                  ? leave_rule{16, 0, 8}
                                  : socket_core_ ? leave_rule{16, std::size_t{16} << 10, 0, 4}
                                                 : leave_rule{16, std::size_t{16} << 10};
+        // On shm with rings, 1 against 2: 8 B posts 1.07x (9 of 9 paired rounds), the rest
+        // level (benchmarks/RESULTS.md, "Message rate").
         std::uint32_t const hold = opts_.coalesce_in_flight != 0 ? opts_.coalesce_in_flight
-                                   : socket_core_                ? 1
+                                   : socket_core_ || rings_      ? 1
                                                                  : coalesce_in_flight;
         coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part, hold);
         coalescer_->set_counted_handler(&counted_);

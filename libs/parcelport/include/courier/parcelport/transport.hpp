@@ -307,9 +307,10 @@ struct transport_options {
     /// open. 0: 1 over sockets (tcp), whose sends complete once the kernel has the bytes (a
     /// lone request or reply finds none in flight: 1 does not delay it; osu_bw 1.13-1.35x at
     /// 8 B - 32 KiB, its replies no longer going two of them alone for each batch of
-    /// requests), 2 elsewhere (on shm a send completes when the peer has taken it, and a
-    /// request/reply exchange often has one in flight). The MPI parcelport: 1 (an eager
-    /// MPI_Isend completes once MPI has buffered it).
+    /// requests), and on shm with message rings, where a ring's send completes in the next
+    /// pass (8 B posts 1.07x); 2 elsewhere (on shm through the provider a send completes when
+    /// the peer has taken it, and a request/reply exchange often has one in flight). The MPI
+    /// parcelport: 1 (an eager MPI_Isend completes once MPI has buffered it).
     std::uint32_t coalesce_in_flight = 0;
     /// Bounds of the registration cache for on-the-fly (pointer chunk) registrations.
     std::size_t registration_cache_entries = 1024;
