@@ -157,19 +157,62 @@ void net_bell::heard() noexcept {
 }
 
 bool net_bell::awake() const noexcept {
-    return now_ns() - heard_ns_.load(std::memory_order_relaxed) < 4 * quiet_ns_;
+    std::int64_t const now = now_ns();
+    if (now - heard_ns_.load(std::memory_order_relaxed) < 4 * quiet_ns_) {
+        return true;
+    }
+    // A pushed message announced and not landed yet: its bytes may still be on the wire.
+    return pushes_noticed_.load(std::memory_order_relaxed) >
+               pushes_landed_.load(std::memory_order_relaxed) &&
+           now - push_event_ns_.load(std::memory_order_relaxed) <
+               std::chrono::nanoseconds(push_patience).count();
 }
 
 bool net_bell::arm() noexcept {
     char drop[16];
     bool any = false;
-    while (::recv(fd_, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+    std::int64_t notices = 0;
+    for (ssize_t n; (n = ::recv(fd_, drop, sizeof drop, MSG_DONTWAIT)) > 0;) {
         any = true;
+        notices += n == 1 && drop[0] == push_notice;
+    }
+    std::int64_t const now = now_ns();
+    if (notices != 0) {
+        pushes_noticed_.fetch_add(notices, std::memory_order_relaxed);
+        push_event_ns_.store(now, std::memory_order_relaxed);
+    }
+    // With the notices that came taken: landings no notice announced (one lost, or a peer
+    // that does not notify) are forgotten, and so, after push_patience with nothing, are
+    // notices whose push never came; the next notice counts from level.
+    std::int64_t const noticed = pushes_noticed_.load(std::memory_order_relaxed);
+    std::int64_t const landed = pushes_landed_.load(std::memory_order_relaxed);
+    if (landed > noticed ||
+        (landed < noticed && now - push_event_ns_.load(std::memory_order_relaxed) >=
+                                 std::chrono::nanoseconds(push_patience).count())) {
+        pushes_landed_.store(noticed, std::memory_order_relaxed);
     }
     if (any) {
         heard(); // its message may follow
     }
     return any;
+}
+
+bool net_bell::notify_push(std::uint32_t rank) noexcept {
+    if (rank >= peer_count_ || peers_[rank].len == 0) {
+        return false;
+    }
+    peer& p = peers_[rank];
+    std::int64_t const now = now_ns();
+    p.posted_ns.store(now, std::memory_order_relaxed);
+    p.rung_ns.store(now, std::memory_order_relaxed);
+    char const notice = push_notice;
+    return ::sendto(fd_, &notice, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&p.addr),
+                    p.len) == 1;
+}
+
+void net_bell::push_landed() noexcept {
+    pushes_landed_.fetch_add(1, std::memory_order_relaxed);
+    push_event_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
 bool net_bell::ring(std::uint32_t rank, bool posted) noexcept {

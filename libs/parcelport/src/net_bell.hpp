@@ -18,6 +18,12 @@
 // rare_misses, and the scheduler's safety-net sleep (10 ms after work, up to 100 ms) covers
 // them.
 //
+// A pushed message (libfabric/pushed.hpp) streams in with no completion until its last byte,
+// and one slower on the wire than the awake time would find the receiver asleep. Its sender
+// rings for each (notify_push, whatever the time), with a datagram that says so; a side that
+// took such a notice stays awake until as many pushed messages from other hosts have landed
+// (push_landed), or until push_patience passes with neither (a notice lost, or a peer gone).
+//
 // Names: "udp:ADDRESS:PORT" ("udp:[ADDRESS]:PORT" for IPv6), carried in the transport's address
 // like the shm doorbell's name. Thread safety: ring() and arm() may run on any thread;
 // connect() at set-up, before any ring().
@@ -67,6 +73,16 @@ public:
     /// last `quiet` (a deferred post rings at most once per `quiet` and is not counted as
     /// posted). True if a datagram was sent.
     bool ring(std::uint32_t rank, bool posted) noexcept;
+    /// After posting a pushed message `rank` will receive: rings it with a push notice, whatever
+    /// the time (counted as posted). True if a datagram was sent.
+    bool notify_push(std::uint32_t rank) noexcept;
+    /// A pushed message from a peer on another host (one that notifies) landed here.
+    void push_landed() noexcept;
+    /// How long a side that took more push notices than pushed messages landed stays awake
+    /// with neither coming: 4 MiB (push_max's largest) at 0.7 Gb/s.
+    static constexpr std::chrono::milliseconds push_patience{50};
+    /// The byte a push notice carries (a plain ring carries 1).
+    static constexpr char push_notice = 2;
 
 private:
     /// One cache line per peer for the times every posting thread updates.
@@ -81,6 +97,9 @@ private:
 
     std::int64_t quiet_ns_;
     std::atomic<std::int64_t> heard_ns_{peer::never}; // heard() (steady clock, ns)
+    // Push notices taken by arm(), pushed messages landed, and when either last happened.
+    std::atomic<std::int64_t> pushes_noticed_{0}, pushes_landed_{0};
+    std::atomic<std::int64_t> push_event_ns_{peer::never};
     int fd_ = -1;
     std::string name_;
     std::unique_ptr<peer[]> peers_;

@@ -183,6 +183,24 @@ public:
         }
         return rc;
     }
+    /// wake() for a pushed message posted for `rank`: between hosts (the network doorbell) it
+    /// rings with a push notice, whatever the time, which keeps the peer awake until the
+    /// message lands (net_bell.hpp).
+    long wake_for_push(std::uint32_t rank, long rc) noexcept {
+        if (rc == 0 && net_bell_ != nullptr) {
+            if (net_bell_->notify_push(rank)) {
+                ++counters_.doorbell_rings;
+            }
+            return rc;
+        }
+        return wake(rank, rc);
+    }
+    /// A pushed message landed (the network doorbell counts them against its notices).
+    void push_landed() noexcept {
+        if (net_bell_ != nullptr) {
+            net_bell_->push_landed();
+        }
+    }
 
 private:
     counters& counters_;

@@ -241,13 +241,14 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
         std::size_t const push_max = opts_.push_max == transport_options::push_max_auto
                                          ? default_push_max(ep.core())
                                          : opts_.push_max;
-        // Not with the network doorbell (between hosts): it keeps a receiver awake for 1 ms
-        // after the last arrival, and a pushed message slower than that on the wire (512 KiB
-        // at 1 Gb/s) would find it asleep with no one to ring; a read keeps it awake until it
-        // completes (transfers_pending). Within a host the pushed send's completion rings the
-        // receiver's doorbell (sender::on_completion); net's own wait fd sees the arrival.
+        // A pushed message streams in with no completion until its last byte. Between hosts
+        // the network doorbell keeps a receiver awake 1 ms after the last arrival, which a
+        // pushed message slower than that on the wire (512 KiB at 1 Gb/s) would outlast: its
+        // sender rings with a push notice, which keeps the receiver awake until it lands
+        // (net_bell.hpp). Within a host the pushed send's completion rings the receiver's
+        // doorbell (sender::on_completion); net's own wait fd sees the arrival.
         if (push_max != 0 && ep.core() == "net" && ep.tagged() && !ep.mr_local() &&
-            ep.iov_limit() >= 2 && !net_bell_) {
+            ep.iov_limit() >= 2) {
             push_ = push_classes::covering(push_max);
             sender_->set_push(push_, push_max);
             receiver_->post_push_buffers(push_);

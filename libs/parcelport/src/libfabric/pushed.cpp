@@ -60,6 +60,7 @@ void receiver::rearm_pushes() {
 }
 
 void receiver::on_pushed(push_op* r, std::size_t len) {
+    parts_.peers.push_landed(); // against its sender's push notice (the network doorbell)
     std::shared_ptr<std::byte[]> landed = std::move(r->buf);
     std::string refused;
     try {

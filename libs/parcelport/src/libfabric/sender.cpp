@@ -393,6 +393,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
                     }
                     rc = fi_tsendv(parts_.ep.ep(), iov, nullptr, 1 + std::size_t{raw->push_iovs},
                                    to, raw->push_tag, &raw->op.ctx);
+                    return parts_.peers.wake_for_push(dest, rc);
                 } else if (raw->index_apart) { // header and descriptors, then the message's index
                     auto index = raw->msg.data();
                     iovec iov[2] = {
