@@ -886,9 +886,9 @@ void scenario_idle_worker_takes_the_rest() {
     while (!spinning) {
     }
     auto const st0 = courier::get_parcelport_statistics();
-    // The first parcels leave alone (until messages are in flight: one on tcp and through shm's
-    // message rings), the others coalesce behind them, and the call after them too (its wait
-    // sends the batch).
+    // The first post leaves alone (a batch of its own: transport::send_stream), the others
+    // coalesce behind it (one message in flight holds them, on tcp and through shm's message
+    // rings), and the call after them too (its wait sends the batch).
     courier::post<bump_action>(to, 1L);
     courier::post<bump_action>(to, 1L);
     for (int i = 0; i < n; ++i) {
@@ -906,7 +906,10 @@ void scenario_idle_worker_takes_the_rest() {
                 static_cast<unsigned long long>(st1.batches_sent - st0.batches_sent),
                 static_cast<unsigned long long>(st1.messages_sent - st0.messages_sent));
     CHECK(st1.parcels_in_batches - st0.parcels_in_batches >= n);
-    CHECK(st1.batches_sent - st0.batches_sent == 1); // all in one message
+    // The first post alone, all the others in one: two batches; three if a progress pass (the
+    // liveness thread's) completed the first before the second was sent, which then left alone.
+    auto const batches = st1.batches_sent - st0.batches_sent;
+    CHECK(batches == 2 || batches == 3);
     std::printf("idle_worker_takes_the_rest: at most %d ran at once; %d met another, %d waited "
                 "alone\n",
                 m[0], m[1], m[2]);

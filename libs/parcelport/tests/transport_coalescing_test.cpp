@@ -3,10 +3,12 @@
 // are in flight share a message and arrive intact, a batch leaves once it holds
 // coalesce_records parcels (on tcp: 16 parcels and 16 KiB), rendezvous parcels in a burst, a
 // lone parcel, coalescing off, eager messages over shm's inject size to a busy peer, batches
-// over it in two parts.
+// over it in two parts, a stream sent alone.
 #include "endpoint_pair.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 
 namespace {
 
@@ -586,6 +588,41 @@ TEST_P(transport, parcels_over_a_third_of_the_inject_size_coalesce_in_batches_of
     }
     expect_each_once_from_a(e, n, payload);
     EXPECT_EQ(e.b->stats().messages_received, std::uint64_t{n});
+}
+
+TEST_P(transport, a_stream_sent_alone_leaves_at_once_in_a_batch_of_its_own) {
+    // transport::send_stream: a post's stream to a destination nothing is held for (the
+    // runtime's flat posts) is written into a batch that is posted at once, before any
+    // progress pass; its end is counted with the batch. One too large for a batch is not
+    // taken and nothing is sent.
+    auto& e = *eps_;
+    std::size_t ended = 0;
+    e.a->set_counted_handler(
+        [&](std::size_t sends, std::error_code ec) { ended += ec ? 1000 : sends; });
+    auto const m = cs::save(7, std::vector<int>{1, 2, 3});
+    ASSERT_EQ(m.chunks().size(), 1u) << "a stream of one index chunk";
+    std::span<std::byte const> const stream = m.data();
+    pp::transport::stream_writer const write = [](void const* p, std::byte* at) {
+        auto const& s = *static_cast<std::span<std::byte const> const*>(p);
+        std::memcpy(at, s.data(), s.size());
+    };
+    EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
+    ASSERT_TRUE(e.a->streams_alone(1, stream.size()));
+    ASSERT_TRUE(e.a->send_stream(1, stream.size(), write, &stream));
+    EXPECT_EQ(e.a->stats().batches_sent, 1u) << "posted at once, before any progress pass";
+    EXPECT_EQ(e.a->stats().parcels_in_batches, 1u);
+    ASSERT_TRUE(e.pump([&] { return ended == 1 && e.got_b.size() == 1; }));
+    int i = 0;
+    std::vector<int> v;
+    cs::load(e.got_b[0].second, i, v);
+    EXPECT_EQ(i, 7);
+    EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+    std::vector<std::byte> big(std::size_t{1} << 20);
+    std::span<std::byte const> const huge(big);
+    EXPECT_FALSE(e.a->streams_alone(1, huge.size()));
+    EXPECT_FALSE(e.a->send_stream(1, huge.size(), write, &huge));
+    EXPECT_EQ(e.a->stats().batches_sent, 1u);
+    EXPECT_EQ(ended, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);

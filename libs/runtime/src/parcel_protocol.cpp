@@ -639,9 +639,9 @@ bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments 
     locality_state& st = here();
     // What send_request would do with the same post, less the message: the checks it makes
     // (any it would fail, it fails itself), flow control, the counts, then the stream goes
-    // into the batch the transport holds for `dest`. Only where a batch holds it (a stream of
-    // small posts), so that a post to an idle destination, which leaves at once, or one too
-    // large for a batch pays only a few looks more.
+    // into the batch the transport holds for `dest`, or, to a destination it holds nothing
+    // for, leaves at once as a batch of its own (transport::send_stream: a batch's post, not
+    // a message's whole send path). One too large for a batch pays only a few looks more.
     if (dest >= st.size || dest == st.rank || !runtime_running() || st.tp == nullptr ||
         current_scheduler() == nullptr || current_worker() == nullptr ||
         trace::active() != nullptr || is_control(action_id) || has_failed(st, dest)) {
@@ -658,7 +658,11 @@ bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments 
     head(sizer);
     args.size(args.args, sizer);
     std::size_t const n = serialization::message_header_size + sizer.size();
-    if (!sizer.flat() || !st.tp->batches_now(dest, n)) {
+    if (!sizer.flat()) {
+        return false;
+    }
+    bool const held = st.tp->batches_now(dest, n);
+    if (!held && !st.tp->streams_alone(dest, n)) {
         return false;
     }
     // The window's room now, without waiting: the arguments are read again below, under the
@@ -690,13 +694,15 @@ bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments 
     };
     try {
         transport_watch::call in_transport;
-        if (st.tp->try_batch_stream(dest, n, write, &parcel)) {
+        if (held ? st.tp->try_batch_stream(dest, n, write, &parcel)
+                 : st.tp->send_stream(dest, n, write, &parcel)) {
             current_scheduler()->notify_one(); // as send_parcel does for a parcel it holds
             return true;
         }
-        // The batch left between the first look and the lock: a message after all, as
-        // send_request builds it and send_parcel sends it (counted already; nothing suspended
-        // since the arguments were sized, so they write the same bytes).
+        // The batch left between the first look and the lock (or the transport took it
+        // alone no more): a message after all, as send_request builds it and send_parcel sends
+        // it (counted already; nothing suspended since the arguments were sized, so they write
+        // the same bytes).
         spare_lease(request_spare).with([&](serialization::message& m) {
             {
                 serialization::output_archive ar(m, send_options(st, dest));

@@ -208,28 +208,7 @@ public:
             return false;
         }
         batch_op* b = batch_with_room(po, dest, rec, full);
-        std::size_t const at = b->buf.size();
-        if (on_sent != nullptr) {
-            b->handlers.push_back(std::move(*on_sent)); // a noexcept move: on failure, untouched
-        }
-        try {
-            std::byte* r = b->buf.extend(rec);
-            // The padding (0-7 bytes) zeroed by one store over the record's last 8 bytes, first:
-            // the prefix and the bytes then write over what of it is theirs (a memset call cost
-            // ~15 instructions per small parcel).
-            std::memset(r + rec - 8, 0, 8);
-            write_record_prefix(r, eager_bytes, record_flags);
-            write(r + wire::record_prefix);
-        } catch (...) {
-            b->buf.truncate(at);
-            if (on_sent != nullptr) {
-                *on_sent = std::move(b->handlers.back());
-                b->handlers.pop_back();
-            }
-            throw;
-        }
-        ++b->records;
-        b->counts += counts;
+        append(b, rec, eager_bytes, write, on_sent, counts, record_flags);
         b->announcements += announcement ? 1 : 0;
         if (((b->records >= leave_.records && b->buf.size() >= leave_.bytes) ||
              (leave_.handled != 0 && b->handlers.size() >= leave_.handled) ||
@@ -242,6 +221,30 @@ public:
             full = close_open(po);
         }
         return true;
+    }
+    /// As try_coalesce (counted: no handler), for a parcel that leaves now whatever is in
+    /// flight: in a batch of its own, or in the batch open to `dest`, which then leaves with it.
+    /// A stream no message was built for (sender::send_stream): a lone post pays a batch's
+    /// post, not a message's whole send path.
+    template <class Write>
+    void send_now(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
+                  batch_counts const& counts, std::uint32_t record_flags) {
+        std::size_t const rec = wire::record_size(eager_bytes);
+        batch_op* full = nullptr; // one without room for this record
+        batch_op* b = nullptr;
+        {
+            peer_out& po = out_[dest];
+            std::lock_guard g(po.m);
+            b = batch_with_room(po, dest, rec, full);
+            append(b, rec, eager_bytes, write, nullptr, counts, record_flags);
+            b = close_open(po); // still listed: flush then finds none open, or a later one
+        }
+        if (full != nullptr) {
+            post_batch(full);
+        }
+        if (b != nullptr) {
+            post_batch(b);
+        }
     }
     /// Parcels in closed batches not completed yet, plus one for each open batch (whose
     /// parcels count once it closes): nonzero while a batch holds parcels. The open count is
@@ -311,6 +314,36 @@ private:
     void refused(batch_op* b);
     /// refused(b), for a post of `b` that waits in the backlog.
     backlog::refused_handler refused_later(batch_op* b);
+    /// Writes a record of `eager_bytes` (`rec` with its prefix and padding) at the end of `b`
+    /// (under its destination's lock), with its handler if `on_sent`; on a throw from `write`,
+    /// `b` and `*on_sent` are as they were.
+    template <class Write>
+    static void append(batch_op* b, std::size_t rec, std::size_t eager_bytes, Write& write,
+                       transport::sent_handler* on_sent, batch_counts const& counts,
+                       std::uint32_t record_flags) {
+        std::size_t const at = b->buf.size();
+        if (on_sent != nullptr) {
+            b->handlers.push_back(std::move(*on_sent)); // a noexcept move: on failure, untouched
+        }
+        try {
+            std::byte* r = b->buf.extend(rec);
+            // The padding (0-7 bytes) zeroed by one store over the record's last 8 bytes, first:
+            // the prefix and the bytes then write over what of it is theirs (a memset call cost
+            // ~15 instructions per small parcel).
+            std::memset(r + rec - 8, 0, 8);
+            write_record_prefix(r, eager_bytes, record_flags);
+            write(r + wire::record_prefix);
+        } catch (...) {
+            b->buf.truncate(at);
+            if (on_sent != nullptr) {
+                *on_sent = std::move(b->handlers.back());
+                b->handlers.pop_back();
+            }
+            throw;
+        }
+        ++b->records;
+        b->counts += counts;
+    }
     void post_split_batch(batch_op* b);
     /// Runs `b`'s handlers and frees it.
     void finish(batch_op* b, std::error_code ec);

@@ -111,6 +111,18 @@ public:
         pacer_.kick();
         return true;
     }
+    bool streams_alone(std::uint32_t dest, std::size_t n) const override {
+        return opts_.coalescing && sender_->streams_alone(dest, n);
+    }
+    bool send_stream(std::uint32_t dest, std::size_t n, stream_writer write,
+                     void const* ctx) override {
+        require_counted_handler();
+        if (!opts_.coalescing || !sender_->send_stream(dest, n, write, ctx)) {
+            return false;
+        }
+        pacer_.kick();
+        return true;
+    }
     /// Quiet (sender::send_quiet): it rings no doorbell and does not kick the pacer, and a pass
     /// that finds only such messages arriving or ending returns false, calls no net_bell
     /// heard() and lets can_sleep() sleep: a liveness beat neither wakes an idle locality nor

@@ -266,6 +266,18 @@ bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_w
                *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, nullptr);
 }
 
+bool sender::send_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
+                         void const* ctx) {
+    require_peer(dest);
+    if (!batchable(n)) {
+        return false;
+    }
+    coalescer_->send_now(
+        dest, n, [&](std::byte* at) { write(ctx, at); }, batch_counts{1, n, n},
+        wire::record_compact);
+    return true;
+}
+
 void sender::send_quiet(std::uint32_t dest, serialization::message&& m,
                         transport::sent_handler on_sent) {
     require_peer(dest);

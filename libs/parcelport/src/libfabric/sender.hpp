@@ -117,6 +117,15 @@ public:
     /// the batch's (set_counted_handler).
     bool batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
                       void const* ctx);
+    /// transport::send_stream(): as batch_stream, for a stream that leaves now, in a batch of
+    /// its own (or with the batch open to `dest`); false only if no batch may take it
+    /// (batchable()).
+    bool send_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
+                     void const* ctx);
+    /// transport::streams_alone(): send_stream's first look.
+    bool streams_alone(std::uint32_t dest, std::size_t n) const noexcept {
+        return dest < parts_.peers.size() && batchable(n);
+    }
     /// transport::batches_now(): batch_stream's first look, without the lock.
     bool batches_now(std::uint32_t dest, std::size_t n) const noexcept;
     /// Whether a stream of `n` bytes may go into a batch at all (the endpoint needs no local

@@ -63,6 +63,13 @@ public:
                           void const* ctx) override {
         return rail_of(dest).try_batch_stream(dest, n, write, ctx);
     }
+    bool streams_alone(std::uint32_t dest, std::size_t n) const override {
+        return rail_of(dest).streams_alone(dest, n);
+    }
+    bool send_stream(std::uint32_t dest, std::size_t n, stream_writer write,
+                     void const* ctx) override {
+        return rail_of(dest).send_stream(dest, n, write, ctx);
+    }
     void send_control(std::uint32_t dest, serialization::message&& m,
                       sent_handler on_sent) override {
         rail_of(dest).send_control(dest, std::move(m), std::move(on_sent));

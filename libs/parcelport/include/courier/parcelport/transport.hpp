@@ -437,6 +437,17 @@ public:
                                   stream_writer /*write*/, void const* /*ctx*/) {
         return false;
     }
+    /// As try_batch_stream(), for a stream that would not wait in a batch now (batches_now()
+    /// false: nothing held for `dest`): it leaves at once as a coalesced message of its own
+    /// (with whatever a batch open to `dest` holds), which costs the sender a batch's post
+    /// where a message costs its whole send path. False: not taken (too large for a batch, or
+    /// a transport without batches), nothing written.
+    virtual bool send_stream(std::uint32_t /*dest*/, std::size_t /*n*/, stream_writer /*write*/,
+                             void const* /*ctx*/) {
+        return false;
+    }
+    /// A first look: would send_stream() take a stream of `n` bytes to `dest` (a known peer)?
+    virtual bool streams_alone(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
     /// behind progress(): a transport whose progress() can hold its lock through one long
     /// call (MPI copies a whole matched message inside one) queues it for the next pass
