@@ -906,10 +906,11 @@ void scenario_idle_worker_takes_the_rest() {
                 static_cast<unsigned long long>(st1.batches_sent - st0.batches_sent),
                 static_cast<unsigned long long>(st1.messages_sent - st0.messages_sent));
     CHECK(st1.parcels_in_batches - st0.parcels_in_batches >= n);
-    // The first post alone, all the others in one: two batches; three if a progress pass (the
+    // The first post alone, all the others in one: two batches. One if a message to `to` was
+    // still in flight at the first post (a liveness beat), three if a progress pass (the
     // liveness thread's) completed the first before the second was sent, which then left alone.
     auto const batches = st1.batches_sent - st0.batches_sent;
-    CHECK(batches == 2 || batches == 3);
+    CHECK(batches >= 1 && batches <= 3);
     std::printf("idle_worker_takes_the_rest: at most %d ran at once; %d met another, %d waited "
                 "alone\n",
                 m[0], m[1], m[2]);

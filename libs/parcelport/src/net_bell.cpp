@@ -181,15 +181,16 @@ bool net_bell::arm() noexcept {
         pushes_noticed_.fetch_add(notices, std::memory_order_relaxed);
         push_event_ns_.store(now, std::memory_order_relaxed);
     }
-    // With the notices that came taken: landings no notice announced (one lost, or a peer
-    // that does not notify) are forgotten, and so, after push_patience with nothing, are
-    // notices whose push never came; the next notice counts from level.
+    // After push_patience with neither a notice nor a landing the counts are set level: a
+    // notice whose push never came (a peer gone) or a landing whose notice never came (lost,
+    // or a peer that does not notify) is forgotten. Not sooner: a pushed message may land
+    // before its notice is read (the notice is a datagram beside the message's stream), and
+    // the notice then only catches up. A compare-exchange: a landing counted meanwhile stays.
     std::int64_t const noticed = pushes_noticed_.load(std::memory_order_relaxed);
-    std::int64_t const landed = pushes_landed_.load(std::memory_order_relaxed);
-    if (landed > noticed ||
-        (landed < noticed && now - push_event_ns_.load(std::memory_order_relaxed) >=
-                                 std::chrono::nanoseconds(push_patience).count())) {
-        pushes_landed_.store(noticed, std::memory_order_relaxed);
+    std::int64_t landed = pushes_landed_.load(std::memory_order_relaxed);
+    if (landed != noticed && now - push_event_ns_.load(std::memory_order_relaxed) >=
+                                 std::chrono::nanoseconds(push_patience).count()) {
+        pushes_landed_.compare_exchange_strong(landed, noticed, std::memory_order_relaxed);
     }
     if (any) {
         heard(); // its message may follow

@@ -21,12 +21,14 @@
 // A pushed message (libfabric/pushed.hpp) streams in with no completion until its last byte,
 // and one slower on the wire than the awake time would find the receiver asleep. Its sender
 // rings for each (notify_push, whatever the time), with a datagram that says so; a side that
-// took such a notice stays awake until as many pushed messages from other hosts have landed
-// (push_landed), or until push_patience passes with neither (a notice lost, or a peer gone).
+// took such a notice stays awake until as many pushed messages have landed (push_landed), or
+// until push_patience passes with neither (a peer gone); after such a time the counts are set
+// level (a notice lost leaves the pushes until then to the awake time and the scheduler's
+// safety-net sleep).
 //
 // Names: "udp:ADDRESS:PORT" ("udp:[ADDRESS]:PORT" for IPv6), carried in the transport's address
-// like the shm doorbell's name. Thread safety: ring() and arm() may run on any thread;
-// connect() at set-up, before any ring().
+// like the shm doorbell's name. Thread safety: ring(), notify_push(), push_landed(), arm()
+// and awake() may run on any thread; connect() at set-up, before any ring().
 #pragma once
 
 #include <sys/socket.h>
@@ -63,7 +65,8 @@ public:
     /// Something arrived for this side: it stays awake for four times `quiet` after it (see
     /// above).
     void heard() noexcept;
-    /// Whether something arrived, or a ring came, in the last four times `quiet`.
+    /// Whether something arrived, or a ring came, in the last four times `quiet`, or a push
+    /// notice was taken whose pushed message has not landed (within push_patience).
     bool awake() const noexcept;
     /// Before sleeping: drops the rings that came while awake (the caller then looks for work
     /// once more before it sleeps); a ring dropped counts as heard(). True if there was one.

@@ -91,6 +91,9 @@ TEST_P(backlog_refusals, sends_refused_for_good_after_waiting_fail_their_handler
         EXPECT_TRUE(ecs[i]) << "send " << i << " reported success";
     }
     EXPECT_TRUE(e->got_b.empty());
+    // Each refused message and batch ended as a completion would: none still counts as in
+    // flight, so nothing is held for b (a message in flight, or a batch open, would hold).
+    EXPECT_FALSE(e->a->batches_now(1, 64)) << "a refused send still counts as in flight";
     fab::testing::refuse_posts("", 0, 0);
     later_send_arrives(*e, 64);
     later_send_arrives(*e, 64);

@@ -345,8 +345,6 @@ TEST_P(transport, a_done_rides_in_the_batch_open_to_its_sender) {
     auto const st = e.b->stats();
     if (shm) {
         EXPECT_GE(st.done_messages, 1u);
-        EXPECT_LE(st.parcels_in_batches, static_cast<std::uint64_t>(answers))
-            << "a batch carried more than the answers";
     } else {
         EXPECT_EQ(st.done_messages, 0u) << "a DONE went alone while a batch to its sender was open";
         EXPECT_GE(st.batches_sent, 1u);

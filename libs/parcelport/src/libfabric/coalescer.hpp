@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace courier::parcelport::fabric {
@@ -121,8 +122,8 @@ struct leave_rule {
     std::size_t announced = 0;
 };
 
-/// Thread safety: try_coalesce/posted/completed/open_for/post_open from any thread; flush and
-/// on_completion from the poller.
+/// Thread safety: try_coalesce/send_now/posted/completed/open_for/post_open from any thread;
+/// flush and on_completion from the poller.
 class coalescer {
 public:
     /// `batch_limit`: the largest coalesced message. `leave`: when a batch is posted at once,
@@ -230,7 +231,18 @@ public:
     void send_now(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
                   batch_counts const& counts, std::uint32_t record_flags) {
         std::size_t const rec = wire::record_size(eager_bytes);
-        batch_op* full = nullptr; // one without room for this record
+        // A batch closed full by batch_with_room is posted whatever happens after (the next
+        // batch's allocation or `write` may throw): its parcels are others'.
+        batch_op* full = nullptr;
+        struct post_after {
+            coalescer* self;
+            batch_op*& full;
+            ~post_after() {
+                if (full != nullptr) {
+                    self->post_batch(full);
+                }
+            }
+        } post_full{this, full};
         batch_op* b = nullptr;
         {
             peer_out& po = out_[dest];
@@ -240,7 +252,7 @@ public:
             b = close_open(po); // still listed: flush then finds none open, or a later one
         }
         if (full != nullptr) {
-            post_batch(full);
+            post_batch(std::exchange(full, nullptr)); // before this one: in the order written
         }
         if (b != nullptr) {
             post_batch(b);

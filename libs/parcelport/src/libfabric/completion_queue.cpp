@@ -86,6 +86,8 @@ void libfabric_transport::on_error_entry() {
     case op::kind::push:
         // A pushed message larger than its class (net truncates it: never from this code), or
         // a provider error: nothing of it is delivered, and the same buffer is posted again.
+        // It ended all the same (its sender's push notice counts it landed).
+        peers_.push_landed();
         receiver_->repost_push(static_cast<push_op*>(o));
         break;
     }

@@ -172,23 +172,18 @@ wire::header peer_table::header_of(wire::kind kind) const noexcept {
 
 namespace {
 // testing::refuse_posts: which posts, how many more, and what their retries get.
-std::atomic<int> g_refusals{0};
 std::atomic<long> g_refused_with{0};
 std::atomic<char const*> g_refused_what{nullptr};
 } // namespace
-
-bool backlog::refusals_pending() noexcept {
-    return g_refusals.load(std::memory_order_relaxed) > 0;
-}
 
 bool backlog::take_refusal(char const* what) noexcept {
     char const* named = g_refused_what.load(std::memory_order_acquire);
     if (named == nullptr || std::strcmp(named, what) != 0) {
         return false;
     }
-    int left = g_refusals.load(std::memory_order_relaxed);
+    int left = refusals_left.load(std::memory_order_relaxed);
     while (left > 0 &&
-           !g_refusals.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+           !refusals_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
     }
     return left > 0;
 }
@@ -197,7 +192,7 @@ namespace testing {
 void refuse_posts(char const* what, int n, long then) noexcept {
     g_refused_what.store(what, std::memory_order_release);
     g_refused_with.store(then, std::memory_order_relaxed);
-    g_refusals.store(n, std::memory_order_relaxed);
+    backlog::refusals_left.store(n, std::memory_order_relaxed);
 }
 } // namespace testing
 

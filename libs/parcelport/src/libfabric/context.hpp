@@ -221,7 +221,8 @@ private:
 /// A post refused outright throws to its caller; one refused for good when retried (its caller
 /// has returned) is logged and handed to its `refused` handler, which ends what the post was
 /// for as its failed completion would (a send's handler hears the error, a receive buffer is
-/// posted again later): nothing waits for a completion that will never come.
+/// posted again later), so that nothing of this side waits for a completion that will never
+/// come. A DONE (no handler) refused for good leaves its sender's send waiting.
 class backlog {
 public:
     /// What a post refused for good when retried is handed to (with the provider's code).
@@ -252,6 +253,9 @@ public:
     /// Costs one atomic load when empty.
     bool retry();
     std::size_t size() const noexcept { return size_.load(std::memory_order_acquire); }
+    /// testing::refuse_posts's count of posts still to refuse (0 outside the tests: one relaxed
+    /// load per post).
+    static inline std::atomic<int> refusals_left{0};
 
 private:
     struct entry {
@@ -262,7 +266,9 @@ private:
     };
     void defer(long rc, std::function<long()> post, char const* what, refused_handler refused,
                bool injected);
-    static bool refusals_pending() noexcept;
+    static bool refusals_pending() noexcept {
+        return refusals_left.load(std::memory_order_relaxed) > 0;
+    }
     static bool take_refusal(char const* what) noexcept;
 
     counters& counters_;

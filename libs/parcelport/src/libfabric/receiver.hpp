@@ -34,7 +34,8 @@ public:
     /// A message of `len` bytes at `p` read from `source`'s message ring (valid during the
     /// call): handled as a received message, if its header names `source`.
     void on_ring_message(std::uint32_t source, std::byte const* p, std::size_t len);
-    /// Drops split messages whose other part has not come in time (every few passes).
+    /// Every few passes: drops split messages whose other part has not come in time, and posts
+    /// again the receives (plain and pushed) whose post was refused for good.
     void housekeeping() {
         reader_.drop_stale();
         rearm_receives();
