@@ -194,15 +194,7 @@ public:
         }
         std::size_t const rec = wire::record_size(eager_bytes);
         batch_op* full = nullptr; // a batch with no room left: posted once the lock is released
-        struct post_after {
-            coalescer* self;
-            batch_op*& full;
-            ~post_after() {
-                if (full != nullptr) {
-                    self->post_batch(full);
-                }
-            }
-        } post_full{this, full};
+        post_when_done post_full{this, full};
         peer_out& po = out_[dest];
         std::lock_guard g(po.m);
         if (!would_hold(dest)) {
@@ -234,15 +226,7 @@ public:
         // A batch closed full by batch_with_room is posted whatever happens after (the next
         // batch's allocation or `write` may throw): its parcels are others'.
         batch_op* full = nullptr;
-        struct post_after {
-            coalescer* self;
-            batch_op*& full;
-            ~post_after() {
-                if (full != nullptr) {
-                    self->post_batch(full);
-                }
-            }
-        } post_full{this, full};
+        post_when_done post_full{this, full};
         batch_op* b = nullptr;
         {
             peer_out& po = out_[dest];
@@ -326,6 +310,18 @@ private:
     void refused(batch_op* b);
     /// refused(b), for a post of `b` that waits in the backlog.
     backlog::refused_handler refused_later(batch_op* b);
+    /// Posts the batch `full` points to (if any) when it goes out of scope: a batch closed
+    /// full under a destination's lock leaves once the lock is released, whatever the adding
+    /// of the next record does (throw included).
+    struct post_when_done {
+        coalescer* self;
+        batch_op*& full;
+        ~post_when_done() {
+            if (full != nullptr) {
+                self->post_batch(full);
+            }
+        }
+    };
     /// Writes a record of `eager_bytes` (`rec` with its prefix and padding) at the end of `b`
     /// (under its destination's lock), with its handler if `on_sent`; on a throw from `write`,
     /// `b` and `*on_sent` are as they were.
