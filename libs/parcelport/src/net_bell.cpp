@@ -205,9 +205,12 @@ bool net_bell::notify_push(std::uint32_t rank) noexcept {
     peer& p = peers_[rank];
     std::int64_t const now = now_ns();
     p.posted_ns.store(now, std::memory_order_relaxed);
+    return send(p, push_notice, now);
+}
+
+bool net_bell::send(peer& p, char byte, std::int64_t now) noexcept {
     p.rung_ns.store(now, std::memory_order_relaxed);
-    char const notice = push_notice;
-    return ::sendto(fd_, &notice, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&p.addr),
+    return ::sendto(fd_, &byte, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&p.addr),
                     p.len) == 1;
 }
 
@@ -233,10 +236,7 @@ bool net_bell::ring(std::uint32_t rank, bool posted) noexcept {
     if (!quiet) {
         return false;
     }
-    p.rung_ns.store(now, std::memory_order_relaxed);
-    char one = 1;
-    return ::sendto(fd_, &one, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr const*>(&p.addr),
-                    p.len) == 1;
+    return send(p, 1, now);
 }
 
 } // namespace courier::parcelport::detail

@@ -98,6 +98,9 @@ private:
         std::atomic<std::int64_t> posted_ns{never}, rung_ns{never};
     };
 
+    /// Sends `p` a datagram of one `byte` (a ring: 1, or push_notice), rung at `now`.
+    bool send(peer& p, char byte, std::int64_t now) noexcept;
+
     std::int64_t quiet_ns_;
     std::atomic<std::int64_t> heard_ns_{peer::never}; // heard() (steady clock, ns)
     // Push notices taken by arm(), pushed messages landed, and when either last happened.

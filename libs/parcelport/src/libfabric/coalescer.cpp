@@ -218,7 +218,11 @@ void coalescer::refused(batch_op* b) {
 
 backlog::refused_handler coalescer::refused_later(batch_op* b) {
     // A batch waiting in the backlog is in flight until it completes: `b` lives until then.
-    return [this, b](long) { refused(b); };
+    return {[](void* self, std::uint64_t batch, long) {
+                static_cast<coalescer*>(self)->refused(
+                    reinterpret_cast<batch_op*>(static_cast<std::uintptr_t>(batch)));
+            },
+            this, reinterpret_cast<std::uintptr_t>(b)};
 }
 
 void coalescer::post_split_batch(batch_op* b) {

@@ -305,7 +305,6 @@ private:
     }
     batch_op* take_batch(std::uint32_t dest);
     void post_batch(batch_op* b);
-    /// Posts `b` as two parts (b->buf.size() > split_part_).
     /// A batch the provider refused for good: its senders hear it from their handlers.
     void refused(batch_op* b);
     /// refused(b), for a post of `b` that waits in the backlog.
@@ -352,6 +351,7 @@ private:
         ++b->records;
         b->counts += counts;
     }
+    /// Posts `b` as two parts (b->buf.size() > split_part_).
     void post_split_batch(batch_op* b);
     /// Runs `b`'s handlers and frees it.
     void finish(batch_op* b, std::error_code ec);

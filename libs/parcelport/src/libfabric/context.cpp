@@ -203,7 +203,7 @@ void backlog::defer(long rc, std::function<long()> post, char const* what, refus
     }
     ++counters_.eagain_retries;
     std::lock_guard g(mutex_);
-    queue_.push_back(entry{std::move(post), what, std::move(refused),
+    queue_.push_back(entry{std::move(post), what, refused,
                            injected ? g_refused_with.load(std::memory_order_relaxed) : 0});
     size_.store(queue_.size(), std::memory_order_release);
 }

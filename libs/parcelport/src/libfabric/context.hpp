@@ -225,22 +225,29 @@ private:
 /// come. A DONE (no handler) refused for good leaves its sender's send waiting.
 class backlog {
 public:
-    /// What a post refused for good when retried is handed to (with the provider's code).
-    using refused_handler = std::function<void(long)>;
+    /// What a post refused for good when retried is handed to: fn(ctx, arg, the provider's
+    /// code); none if fn is null. Three words, trivially copied: every post builds one, and
+    /// only a deferred post keeps it.
+    struct refused_handler {
+        void (*fn)(void* ctx, std::uint64_t arg, long rc) = nullptr;
+        void* ctx = nullptr;
+        std::uint64_t arg = 0;
+        explicit operator bool() const noexcept { return fn != nullptr; }
+        void operator()(long rc) const { fn(ctx, arg, rc); }
+    };
 
     explicit backlog(counters& c) : counters_(c) {}
     /// Runs `post`; on -FI_EAGAIN queues it (wrapped in a std::function, which allocates, only
     /// then) with `refused`. Any other error throws network_error naming `what`.
     template <class Post>
-    void post_or_defer(Post&& post, char const* what, refused_handler refused = nullptr) {
+    void post_or_defer(Post&& post, char const* what, refused_handler refused = {}) {
         if (!posted_.load(std::memory_order_relaxed)) {
             posted_.store(true, std::memory_order_relaxed);
         }
         bool const injected = refusals_pending() && take_refusal(what);
         long rc = injected ? -FI_EAGAIN : post();
         if (rc != 0) {
-            defer(rc, std::function<long()>(std::forward<Post>(post)), what, std::move(refused),
-                  injected);
+            defer(rc, std::function<long()>(std::forward<Post>(post)), what, refused, injected);
         }
     }
     /// Whether anything was posted (or tried) since the last call: the poller then reads the

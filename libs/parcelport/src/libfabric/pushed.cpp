@@ -33,30 +33,14 @@ void receiver::post_push_buffers(push_classes c) {
 }
 
 void receiver::repost_push(push_op* r) {
-    parts_.posts.post_or_defer(
+    post_receive(
+        r,
         [this, r] {
-            long const rc = static_cast<long>(
+            return static_cast<long>(
                 fi_trecv(parts_.ep.ep(), r->buf.get(), push_classes::capacity(r->cls), nullptr,
                          FI_ADDR_UNSPEC, push_classes::tag(r->cls), 0, &r->ctx));
-            r->postable = rc == 0 || rc == -FI_EAGAIN;
-            return rc;
         },
-        "fi_trecv", [r](long) { r->postable = false; });
-}
-
-void receiver::rearm_pushes() {
-    for (auto& r : pushes_) {
-        if (!r->postable) {
-            r->postable = true;
-            try {
-                repost_push(r.get()); // refused again: the next housekeeping tries again
-            } catch (std::exception const& e) {
-                static logging::rate_limit limit;
-                logging::error_limited(limit, "could not post a receive of pushed parcels: {}",
-                                       e.what());
-            }
-        }
-    }
+        "fi_trecv");
 }
 
 void receiver::on_pushed(push_op* r, std::size_t len) {

@@ -50,32 +50,14 @@ void receiver::post_buffers(std::size_t n) {
 }
 
 void receiver::repost(recv_op* r) {
-    try {
-        parts_.posts.post_or_defer(
-            [this, r] {
-                return static_cast<long>(fi_recv(parts_.ep.ep(), r->buf.get(), recv_size_,
-                                                 r->mr != nullptr ? fi_mr_desc(r->mr) : nullptr,
-                                                 FI_ADDR_UNSPEC, &r->ctx));
-            },
-            "fi_recv", [r](long) { r->postable = false; });
-    } catch (...) {
-        r->postable = false;
-        throw;
-    }
-}
-
-void receiver::rearm_receives() {
-    for (auto& r : recvs_) {
-        if (!r->postable) {
-            r->postable = true;
-            try {
-                repost(r.get()); // refused again: the next housekeeping tries again
-            } catch (std::exception const& e) {
-                static logging::rate_limit limit;
-                logging::error_limited(limit, "could not post a receive buffer: {}", e.what());
-            }
-        }
-    }
+    post_receive(
+        r,
+        [this, r] {
+            return static_cast<long>(fi_recv(parts_.ep.ep(), r->buf.get(), recv_size_,
+                                             r->mr != nullptr ? fi_mr_desc(r->mr) : nullptr,
+                                             FI_ADDR_UNSPEC, &r->ctx));
+        },
+        "fi_recv");
 }
 
 void receiver::on_completion(recv_op* r, std::size_t len) {

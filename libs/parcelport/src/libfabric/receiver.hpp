@@ -8,7 +8,10 @@
 #include "eager_reader.hpp"
 #include "pushed.hpp"
 
+#include <courier/common/log.hpp>
+
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace courier::parcelport::fabric {
@@ -38,14 +41,12 @@ public:
     /// again the receives (plain and pushed) whose post was refused for good.
     void housekeeping() {
         reader_.drop_stale();
-        rearm_receives();
-        rearm_pushes();
+        rearm(recvs_, &receiver::repost, "a receive buffer");
+        rearm(pushes_, &receiver::repost_push, "a receive of pushed parcels");
     }
     /// Posts `r` again; one the provider refuses for good (now or when retried) is posted
     /// again by housekeeping, so that the receives never run out.
     void repost(recv_op* r);
-    /// Posts again the receives whose post the provider refused for good.
-    void rearm_receives();
     std::size_t buffer_size() const noexcept { return recv_size_; }
     /// Posts push_classes::per_class receives for each of `c`'s classes (opening the
     /// transport; pushed.hpp).
@@ -56,8 +57,6 @@ public:
     void on_pushed(push_op* r, std::size_t len);
     /// Posts `r` (with the buffer it has) again.
     void repost_push(push_op* r);
-    /// Posts again the pushed receives whose post the provider refused for good.
-    void rearm_pushes();
 
 private:
     bool header_ok(wire::header const& h) const override;
@@ -69,6 +68,37 @@ private:
                            std::size_t rma_bytes) override;
     void release(recv_op* r) override;
     void quiet_parcel() override { ++parts_.tally.quiet; }
+    /// Posts receive `r` (a recv_op or push_op) by `post` through the backlog; one the provider
+    /// refuses for good, now (which throws) or when retried, is marked not `postable` for
+    /// rearm().
+    template <class Op, class Post>
+    void post_receive(Op* r, Post&& post, char const* what) {
+        try {
+            parts_.posts.post_or_defer(
+                std::forward<Post>(post), what,
+                {[](void* op, std::uint64_t, long) { static_cast<Op*>(op)->postable = false; }, r});
+        } catch (...) {
+            r->postable = false;
+            throw;
+        }
+    }
+    /// Posts again each of `ops` that is not `postable`, by `post`; one refused again waits
+    /// for the next housekeeping.
+    template <class Op>
+    void rearm(std::vector<std::unique_ptr<Op>>& ops, void (receiver::*post)(Op*),
+               char const* what) {
+        for (auto& r : ops) {
+            if (!r->postable) {
+                r->postable = true;
+                try {
+                    (this->*post)(r.get());
+                } catch (std::exception const& e) {
+                    static logging::rate_limit limit;
+                    logging::error_limited(limit, "could not post {}: {}", what, e.what());
+                }
+            }
+        }
+    }
     /// Takes apart and delivers the pushed parcel in `buf`; throws serialization_error for a
     /// malformed one. `refused` (not empty): delivered with its chunks refused for that reason.
     void deliver_pushed(std::shared_ptr<std::byte[]> const& buf, std::size_t len,

@@ -500,18 +500,20 @@ void sender::post_split(send_state* s) {
 backlog::refused_handler sender::refused_later(std::uint64_t id) {
     // Waiting in the backlog, the send is still published, and nothing but its completion
     // (which will not come now) ends it; found by id all the same.
-    return [this, id](long) {
-        send_table::slot* slot = sends_.find(id);
-        if (slot == nullptr) {
-            return;
-        }
-        send_state* s = &slot->value;
-        if (s->split.posted == 0) {
-            // Neither part of a split message went: one failed completion ends it.
-            s->split.left.store(1, std::memory_order_release);
-        }
-        on_completion(&s->op, true);
-    };
+    return {[](void* self, std::uint64_t send_id, long) {
+                auto* me = static_cast<sender*>(self);
+                send_table::slot* slot = me->sends_.find(send_id);
+                if (slot == nullptr) {
+                    return;
+                }
+                send_state* s = &slot->value;
+                if (s->split.posted == 0) {
+                    // Neither part of a split message went: one failed completion ends it.
+                    s->split.left.store(1, std::memory_order_release);
+                }
+                me->on_completion(&s->op, true);
+            },
+            this, id};
 }
 
 void sender::on_completion(send_op* o, bool failed) {
