@@ -227,11 +227,12 @@ class backlog {
 public:
     /// What a post refused for good when retried is handed to: fn(ctx, arg, the provider's
     /// code); none if fn is null. Three words, trivially copied: every post builds one, and
-    /// only a deferred post keeps it.
+    /// only a deferred post keeps it. No default member initializers: `{}` zeroes it, and
+    /// clang refuses a default argument `= {}` of a nested type that has them.
     struct refused_handler {
-        void (*fn)(void* ctx, std::uint64_t arg, long rc) = nullptr;
-        void* ctx = nullptr;
-        std::uint64_t arg = 0;
+        void (*fn)(void* ctx, std::uint64_t arg, long rc);
+        void* ctx;
+        std::uint64_t arg;
         explicit operator bool() const noexcept { return fn != nullptr; }
         void operator()(long rc) const { fn(ctx, arg, rc); }
     };

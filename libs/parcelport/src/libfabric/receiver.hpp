@@ -76,7 +76,8 @@ private:
         try {
             parts_.posts.post_or_defer(
                 std::forward<Post>(post), what,
-                {[](void* op, std::uint64_t, long) { static_cast<Op*>(op)->postable = false; }, r});
+                {[](void* op, std::uint64_t, long) { static_cast<Op*>(op)->postable = false; }, r,
+                 0});
         } catch (...) {
             r->postable = false;
             throw;
