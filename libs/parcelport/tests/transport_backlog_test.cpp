@@ -121,6 +121,53 @@ TEST_P(backlog_refusals, a_split_message_refused_for_good_after_waiting_fails_it
     EXPECT_EQ(e->a->stats().split_sends, splits + 2);
 }
 
+TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handlers) {
+    // A stream with a handler of its own (the runtime's flat calls, whose handler fails the
+    // call's future) hears its batch's failure, alone (send_stream) or held in a batch behind
+    // a message in flight (try_batch_stream); a counted stream in the same batch is counted
+    // failed. One in flight holds the next (coalesce_in_flight 1), on shm without rings too.
+    auto e = open([](pp::transport_options& o) { o.coalesce_in_flight = 1; });
+    if (!e) {
+        GTEST_SKIP() << skipped_;
+    }
+    std::size_t counted = 0, counted_failed = 0;
+    e->a->set_counted_handler([&](std::size_t sends, std::error_code ec) {
+        counted += sends;
+        counted_failed += ec ? sends : 0;
+    });
+    fab::testing::refuse_posts("fi_send", 1000, -FI_EIO);
+    auto const m = cs::save(7, std::vector<int>{1, 2, 3});
+    ASSERT_EQ(m.chunks().size(), 1u) << "a stream of one index chunk";
+    std::span<std::byte const> const stream = m.data();
+    pp::transport::stream_writer const write = [](void const* p, std::byte* at) {
+        auto const& s = *static_cast<std::span<std::byte const> const*>(p);
+        std::memcpy(at, s.data(), s.size());
+    };
+    std::error_code alone_ec, held_ec;
+    bool alone_done = false, held_done = false;
+    pp::transport::sent_handler alone = [&](std::error_code ec) {
+        alone_ec = ec;
+        alone_done = true;
+    };
+    pp::transport::sent_handler held = [&](std::error_code ec) {
+        held_ec = ec;
+        held_done = true;
+    };
+    ASSERT_TRUE(e->a->send_stream(1, stream.size(), write, &stream, &alone));
+    ASSERT_TRUE(e->a->batches_now(1, stream.size())) << "the first is in flight, waiting";
+    ASSERT_TRUE(e->a->try_batch_stream(1, stream.size(), write, &stream, nullptr));
+    ASSERT_TRUE(e->a->try_batch_stream(1, stream.size(), write, &stream, &held));
+    ASSERT_TRUE(
+        e->pump([&] { return alone_done && held_done && counted == 1; }, std::chrono::seconds(30)))
+        << "a stream's handler never heard of its batch's end";
+    EXPECT_TRUE(alone_ec) << "the lone stream's handler heard success";
+    EXPECT_TRUE(held_ec) << "the held stream's handler heard success";
+    EXPECT_EQ(counted_failed, 1u);
+    EXPECT_TRUE(e->got_b.empty());
+    fab::testing::refuse_posts("", 0, 0);
+    later_send_arrives(*e, 64);
+}
+
 TEST_P(backlog_refusals, receives_refused_for_good_after_waiting_are_posted_again) {
     constexpr std::size_t buffers = 4;
     auto e = open([](pp::transport_options& o) { o.posted_receives = buffers; });

@@ -94,8 +94,9 @@ pp::statistics coalesced_burst(pair_of_endpoints& e, int n, int big, int* large_
         EXPECT_EQ(v, payloads[static_cast<std::size_t>(i)]) << i;
     }
     EXPECT_EQ(e.b->stats().messages_received, static_cast<std::uint64_t>(n));
-    EXPECT_EQ(held, e.a->stats().parcels_in_batches) << "send_coalesced says which it held";
-    return e.a->stats();
+    auto const st = e.a->stats();
+    EXPECT_EQ(held, st.parcels_in_batches - st.lone_batches) << "send_coalesced says which it held";
+    return st;
 }
 
 /// Sends 3 small parcels from a to b back to back, no progress between, and pumps until all
@@ -108,8 +109,11 @@ std::uint64_t held_of_three(pair_of_endpoints& e) {
     EXPECT_TRUE(e.pump([&] { return ended == 3 && e.got_b.size() == 3; }));
     EXPECT_EQ(ended, 3);
     auto const st = e.a->stats();
-    EXPECT_EQ(st.batches_sent, st.parcels_in_batches == 0 ? 0u : 1u);
-    return st.parcels_in_batches;
+    // The ones not held left at once, each a batch of its own (a small parcel's cheapest send).
+    std::uint64_t const held = st.parcels_in_batches - st.lone_batches;
+    EXPECT_EQ(st.lone_batches, 3u - held);
+    EXPECT_EQ(st.batches_sent - st.lone_batches, held == 0 ? 0u : 1u);
+    return held;
 }
 
 } // namespace
@@ -121,8 +125,9 @@ TEST_P(transport, parcels_sent_while_others_are_in_flight_are_coalesced_and_arri
     auto st = coalesced_burst(*eps_, 300, 0);
     EXPECT_EQ(st.messages_sent, 300u);
     EXPECT_GE(st.batches_sent, 300u / 30);
-    EXPECT_GE(st.parcels_in_batches, 290u);
-    EXPECT_LE(st.parcels_in_batches, 299u);
+    EXPECT_GE(st.lone_batches, 1u) << "the first, a batch of its own";
+    EXPECT_GE(st.parcels_in_batches - st.lone_batches, 290u);
+    EXPECT_LE(st.parcels_in_batches - st.lone_batches, 299u);
 }
 
 TEST_P(transport, counted_sends_end_through_the_counted_handler_once_per_batch) {
@@ -144,10 +149,10 @@ TEST_P(transport, counted_sends_end_through_the_counted_handler_once_per_batch) 
     EXPECT_EQ(failed, 0u);
     expect_each_once_from_a(*eps_, n, payload);
     auto const st = eps_->a->stats();
-    EXPECT_EQ(held, st.parcels_in_batches);
+    EXPECT_EQ(held, st.parcels_in_batches - st.lone_batches);
     EXPECT_GE(held, n - 10u) << "a burst without progress coalesces";
-    // One call per batch and one per parcel that went alone.
-    EXPECT_EQ(calls, st.batches_sent + (n - held));
+    // One call per batch (those of a lone parcel too) and one per parcel sent as a message.
+    EXPECT_EQ(calls, st.batches_sent + (n - st.parcels_in_batches));
     EXPECT_EQ(eps_->b->stats().messages_received, static_cast<std::uint64_t>(n));
 }
 
@@ -177,12 +182,14 @@ TEST_P(transport, a_batch_leaves_once_it_holds_coalesce_records_parcels_without_
             ++sent;
         });
     }
-    EXPECT_EQ(e->a->stats().batches_sent, 19u) << "posted from within the loop";
-    EXPECT_EQ(e->a->stats().parcels_in_batches, 95u);
+    EXPECT_EQ(e->a->stats().lone_batches, 1u) << "the first, a batch of its own";
+    EXPECT_EQ(e->a->stats().batches_sent, 1u + 19u) << "posted from within the loop";
+    EXPECT_EQ(e->a->stats().parcels_in_batches, 1u + 95u);
     ASSERT_TRUE(e->pump([&] { return sent == 100 && e->got_b.size() == 100; }));
     auto st = e->a->stats();
-    EXPECT_EQ(st.batches_sent, 20u);
-    EXPECT_EQ(st.parcels_in_batches, 99u); // all but the first
+    EXPECT_EQ(st.batches_sent, 1u + 20u);
+    EXPECT_EQ(st.parcels_in_batches, 100u); // all but the first held
+    EXPECT_EQ(st.lone_batches, 1u);
     std::vector<bool> seen(100, false);
     for (auto& [src, m] : e->got_b) {
         int i = -1;
@@ -219,7 +226,10 @@ TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_han
             }
         }
         std::uint64_t const expected = GetParam() != "shm" ? 0u : counted ? 98u / 16 : 98u / 8;
-        EXPECT_EQ(e->a->stats().batches_sent, expected) << (counted ? "counted" : "handlers");
+        auto const st = e->a->stats();
+        EXPECT_EQ(st.lone_batches, 1u) << "the first, a batch of its own";
+        EXPECT_EQ(st.batches_sent - st.lone_batches, expected)
+            << (counted ? "counted" : "handlers");
         ASSERT_TRUE(e->pump([&] { return ended == n && e->got_b.size() == n; }));
     }
 }
@@ -264,20 +274,26 @@ TEST_P(transport, gathered_parcels_go_as_one_message_on_tcp_when_sent_gathered) 
     }
     EXPECT_EQ(e.a->stats().messages_sent, shm ? 1u : 0u) << "held until send_gathered";
     e.a->send_gathered(1);
-    EXPECT_EQ(e.a->stats().batches_sent, shm ? 0u : 1u) << "posted by send_gathered, not a pass";
+    auto held_batches = [&] {
+        auto const st = e.a->stats();
+        return st.batches_sent - st.lone_batches;
+    };
+    EXPECT_EQ(held_batches(), shm ? 0u : 1u) << "posted by send_gathered, not a pass";
     ASSERT_TRUE(e.pump([&] { return ended == 3 && e.got_b.size() == 3; }));
     EXPECT_EQ(ended, 3);
-    EXPECT_EQ(e.a->stats().batches_sent, 1u);
-    EXPECT_EQ(e.a->stats().parcels_in_batches, shm ? 2u : 3u);
+    EXPECT_EQ(held_batches(), 1u);
+    EXPECT_EQ(e.a->stats().lone_batches, shm ? 1u : 0u) << "on shm the first left alone";
+    EXPECT_EQ(e.a->stats().parcels_in_batches, 3u);
     expect_each_once_from_a(e, 3, [](int) { return std::vector<char>{}; });
     // Nothing gathered: send_gathered sends nothing, and a lone parcel still leaves alone.
     e.a->gather(1);
     e.a->send_gathered(1);
-    EXPECT_EQ(e.a->stats().batches_sent, 1u);
+    EXPECT_EQ(e.a->stats().batches_sent, shm ? 2u : 1u);
     bool sent = false;
     e.a->send_coalesced(1, cs::save(3), [&](std::error_code) { sent = true; });
     ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 4; }));
-    EXPECT_EQ(e.a->stats().batches_sent, 1u);
+    EXPECT_EQ(held_batches(), 1u);
+    EXPECT_EQ(e.a->stats().lone_batches, shm ? 2u : 1u);
 }
 
 /// `n` parcels from a to b sent back to back with send_coalesced, parcel i carrying i and a
@@ -397,7 +413,11 @@ TEST_P(transport, a_lone_parcel_is_not_held_back) {
         ASSERT_TRUE(e.pump([&] { return sent && e.got_b.size() == 1; }));
         e.got_b.clear();
     }
-    EXPECT_EQ(e.a->stats().batches_sent, 0u);
+    // Each left at once, a batch of its own (nothing held it: no other parcel joined it).
+    auto const st = e.a->stats();
+    EXPECT_EQ(st.lone_batches, 20u);
+    EXPECT_EQ(st.batches_sent, 20u);
+    EXPECT_EQ(st.parcels_in_batches, 20u);
 }
 
 TEST_P(transport, with_coalescing_off_every_parcel_is_its_own_message) {
@@ -606,7 +626,7 @@ TEST_P(transport, a_stream_sent_alone_leaves_at_once_in_a_batch_of_its_own) {
     };
     EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
     ASSERT_TRUE(e.a->streams_alone(1, stream.size()));
-    ASSERT_TRUE(e.a->send_stream(1, stream.size(), write, &stream));
+    ASSERT_TRUE(e.a->send_stream(1, stream.size(), write, &stream, nullptr));
     EXPECT_EQ(e.a->stats().batches_sent, 1u) << "posted at once, before any progress pass";
     EXPECT_EQ(e.a->stats().parcels_in_batches, 1u);
     ASSERT_TRUE(e.pump([&] { return ended == 1 && e.got_b.size() == 1; }));
@@ -618,7 +638,7 @@ TEST_P(transport, a_stream_sent_alone_leaves_at_once_in_a_batch_of_its_own) {
     std::vector<std::byte> big(std::size_t{1} << 20);
     std::span<std::byte const> const huge(big);
     EXPECT_FALSE(e.a->streams_alone(1, huge.size()));
-    EXPECT_FALSE(e.a->send_stream(1, huge.size(), write, &huge));
+    EXPECT_FALSE(e.a->send_stream(1, huge.size(), write, &huge, nullptr));
     EXPECT_EQ(e.a->stats().batches_sent, 1u);
     EXPECT_EQ(ended, 1u);
 }
@@ -629,8 +649,8 @@ TEST(tcp_coalescing, a_batch_leaves_once_it_holds_16_parcels_and_16_KiB_without_
     // A tcp batch holds up to a receive buffer (~100 KiB): one of 16 parcels and 16 KiB
     // amortizes its send already and leaves from within the sender's loop, so that the receiver
     // works meanwhile (a window of 64 posts of 1 KiB as one batch ran at 0.75x). Parcels of
-    // 1000 bytes: the first two alone, then 6 batches of 16 before any progress(); 16 parcels
-    // of 40 ints are under 16 KiB and stay.
+    // 1000 bytes: the first alone (a batch of its own), then 6 batches of 16 before any
+    // progress(); 16 parcels of 40 ints are under 16 KiB and stay.
     std::unique_ptr<pair_of_endpoints> e;
     try {
         e = std::make_unique<pair_of_endpoints>("tcp", 42, pp::transport_options{}.read_budget,
@@ -649,12 +669,18 @@ TEST(tcp_coalescing, a_batch_leaves_once_it_holds_16_parcels_and_16_KiB_without_
     for (int i = 0; i < 100; ++i) {
         send(i, 1000);
     }
-    EXPECT_EQ(e->a->stats().batches_sent, 6u) << "posted from within the loop";
-    EXPECT_EQ(e->a->stats().parcels_in_batches, 96u);
+    auto held = [&] {
+        auto const st = e->a->stats();
+        return std::pair{st.batches_sent - st.lone_batches,
+                         st.parcels_in_batches - st.lone_batches};
+    };
+    EXPECT_EQ(e->a->stats().lone_batches, 1u);
+    EXPECT_EQ(held(), std::pair(std::uint64_t{6}, std::uint64_t{96}))
+        << "posted from within the loop";
     for (int i = 100; i < 118; ++i) {
         send(i, 160);
     }
-    EXPECT_EQ(e->a->stats().batches_sent, 6u) << "16 small parcels are not enough bytes";
+    EXPECT_EQ(held().first, 6u) << "16 small parcels are not enough bytes";
     ASSERT_TRUE(e->pump([&] { return sent == 118 && e->got_b.size() == 118; }));
     std::vector<bool> seen(118, false);
     for (auto& [src, m] : e->got_b) {

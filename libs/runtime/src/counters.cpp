@@ -73,17 +73,17 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
     }
 }
 
-void flat_post_sent(locality_state& st, std::uint64_t bytes) noexcept {
+void flat_request_sent(locality_state& st, std::uint64_t bytes) noexcept {
     if (traffic_counters* c = own_counters(st)) {
         add_single_writer(c->user_sent, 1);
         add_single_writer(c->parcels_sent, 1);
-        add_single_writer(c->flat_posts, 1);
+        add_single_writer(c->flat_sent, 1);
         add_single_writer(c->bytes_sent, bytes);
         add_single_writer(c->sends_started, 1);
     } else {
         st.traffic.user_sent.fetch_add(1, std::memory_order_acq_rel);
         st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);
-        st.traffic.flat_posts.fetch_add(1, std::memory_order_relaxed);
+        st.traffic.flat_sent.fetch_add(1, std::memory_order_relaxed);
         st.traffic.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
         st.traffic.sends_started.fetch_add(1, std::memory_order_acq_rel);
     }
@@ -189,7 +189,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     std::uint64_t sent = t.parcels_sent.load(std::memory_order_relaxed);
     std::uint64_t bytes_sent = t.bytes_sent.load(std::memory_order_relaxed);
     std::uint64_t zero_copy = t.zero_copy_bytes.load(std::memory_order_relaxed);
-    std::uint64_t flat = t.flat_posts.load(std::memory_order_relaxed);
+    std::uint64_t flat = t.flat_sent.load(std::memory_order_relaxed);
     std::uint64_t flat_run = t.flat_requests_run.load(std::memory_order_relaxed);
     std::uint64_t flat_replies = t.flat_replies.load(std::memory_order_relaxed);
     std::uint64_t received = t.parcels_received.load(std::memory_order_relaxed);
@@ -206,7 +206,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
             sent += wt.parcels_sent.load(std::memory_order_relaxed);
             bytes_sent += wt.bytes_sent.load(std::memory_order_relaxed);
             zero_copy += wt.zero_copy_bytes.load(std::memory_order_relaxed);
-            flat += wt.flat_posts.load(std::memory_order_relaxed);
+            flat += wt.flat_sent.load(std::memory_order_relaxed);
             flat_run += wt.flat_requests_run.load(std::memory_order_relaxed);
             flat_replies += wt.flat_replies.load(std::memory_order_relaxed);
             received += wt.parcels_received.load(std::memory_order_relaxed);
@@ -262,6 +262,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/count/eagain-retries", p.eagain_retries);
     put("/parcelport/count/batches-sent", p.batches_sent);
     put("/parcelport/count/parcels-in-batches", p.parcels_in_batches);
+    put("/parcelport/count/lone-batches", p.lone_batches);
     put("/parcelport/bytes/copied-on-send", p.bytes_copied_on_send);
     put("/parcelport/count/receive-buffers-reused", p.receive_buffers_reused);
     put("/parcelport/count/deferred-rendezvous", p.deferred_rendezvous);

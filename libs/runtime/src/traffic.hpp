@@ -21,7 +21,7 @@ struct alignas(64) traffic_counters {
     std::atomic<std::uint64_t> parcels_sent{0};
     std::atomic<std::uint64_t> bytes_sent{0};
     std::atomic<std::uint64_t> zero_copy_bytes{0}; // sent in pointer and rma chunks
-    std::atomic<std::uint64_t> flat_posts{0};      // of the parcels sent: send_post_flat's
+    std::atomic<std::uint64_t> flat_sent{0};       // of the parcels sent: written flat
     std::atomic<std::uint64_t> parcels_received{0};
     std::atomic<std::uint64_t> bytes_received{0};
     std::atomic<std::uint64_t> flat_requests_run{0}; // of the received: read where they lie
@@ -42,9 +42,10 @@ struct alignas(64) traffic_counters {
 /// now, counted for termination (sends_started; its end by count_send_ended).
 void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message const& m,
                  bool send_started = false) noexcept;
-/// The same for a post written as a flat stream of `bytes` (send_post_flat) whose send starts
-/// now, while tracing is off, and its count_user_sent(st, 1): one look for the counters.
-void flat_post_sent(locality_state& st, std::uint64_t bytes) noexcept;
+/// The same for a request written as a flat stream of `bytes` (send_post_flat,
+/// send_call_flat) whose send starts now, while tracing is off, and its count_user_sent(st, 1):
+/// one look for the counters.
+void flat_request_sent(locality_state& st, std::uint64_t bytes) noexcept;
 /// A parcel from `source` reaches locality `st` (its own parcels are not counted).
 void parcel_received(locality_state& st, std::uint32_t source,
                      serialization::message const& m) noexcept;

@@ -215,13 +215,14 @@ public:
         }
         return true;
     }
-    /// As try_coalesce (counted: no handler), for a parcel that leaves now whatever is in
-    /// flight: in a batch of its own, or in the batch open to `dest`, which then leaves with it.
-    /// A stream no message was built for (sender::send_stream): a lone post pays a batch's
-    /// post, not a message's whole send path.
+    /// As try_coalesce, for a parcel that leaves now whatever is in flight: in a batch of its
+    /// own, or in the batch open to `dest`, which then leaves with it. A stream no message was
+    /// built for (sender::send_stream): a lone request pays a batch's post, not a message's
+    /// whole send path.
     template <class Write>
     void send_now(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
-                  batch_counts const& counts, std::uint32_t record_flags) {
+                  transport::sent_handler* on_sent, batch_counts const& counts,
+                  std::uint32_t record_flags) {
         std::size_t const rec = wire::record_size(eager_bytes);
         // A batch closed full by batch_with_room is posted whatever happens after (the next
         // batch's allocation or `write` may throw): its parcels are others'.
@@ -232,7 +233,8 @@ public:
             peer_out& po = out_[dest];
             std::lock_guard g(po.m);
             b = batch_with_room(po, dest, rec, full);
-            append(b, rec, eager_bytes, write, nullptr, counts, record_flags);
+            append(b, rec, eager_bytes, write, on_sent, counts, record_flags);
+            ++parts_.stats.lone_batches;
             b = close_open(po); // still listed: flush then finds none open, or a later one
         }
         if (full != nullptr) {

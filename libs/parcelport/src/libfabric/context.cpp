@@ -34,6 +34,7 @@ statistics counters::snapshot() const {
     s.pool_receive_buffers = pool_receive_buffers;
     s.batches_sent = batches_sent;
     s.parcels_in_batches = parcels_in_batches;
+    s.lone_batches = lone_batches;
     s.doorbell_rings = doorbell_rings;
     s.split_sends = split_sends;
     s.outbox_chunks_sent = outbox_chunks_sent;

@@ -43,9 +43,10 @@ struct counters {
         registrations{0}, eagain_retries{0}, bytes_copied_on_send{0}, receive_buffers_reused{0},
         deferred_rendezvous{0}, refused_parcels{0}, pool_chunks_sent{0}, registration_cache_hits{0},
         registration_cache_misses{0}, pool_receive_buffers{0}, batches_sent{0},
-        parcels_in_batches{0}, doorbell_rings{0}, split_sends{0}, outbox_chunks_sent{0},
-        outbox_chunks_received{0}, outbox_bytes_received{0}, direct_reads{0}, done_messages{0},
-        pushed_sends{0}, pushed_receives{0}, pushed_bytes_received{0}, completion_queue_reads{0};
+        parcels_in_batches{0}, lone_batches{0}, doorbell_rings{0}, split_sends{0},
+        outbox_chunks_sent{0}, outbox_chunks_received{0}, outbox_bytes_received{0}, direct_reads{0},
+        done_messages{0}, pushed_sends{0}, pushed_receives{0}, pushed_bytes_received{0},
+        completion_queue_reads{0};
     statistics snapshot() const;
 };
 

@@ -102,10 +102,10 @@ public:
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return opts_.coalescing && sender_->batches_now(dest, n);
     }
-    bool try_batch_stream(std::uint32_t dest, std::size_t n, stream_writer write,
-                          void const* ctx) override {
+    bool try_batch_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
+                          sent_handler* on_sent) override {
         require_counted_handler();
-        if (!opts_.coalescing || !sender_->batch_stream(dest, n, write, ctx)) {
+        if (!opts_.coalescing || !sender_->batch_stream(dest, n, write, ctx, on_sent)) {
             return false;
         }
         pacer_.kick();
@@ -114,10 +114,10 @@ public:
     bool streams_alone(std::uint32_t dest, std::size_t n) const override {
         return opts_.coalescing && sender_->streams_alone(dest, n);
     }
-    bool send_stream(std::uint32_t dest, std::size_t n, stream_writer write,
-                     void const* ctx) override {
+    bool send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
+                     sent_handler* on_sent) override {
         require_counted_handler();
-        if (!opts_.coalescing || !sender_->send_stream(dest, n, write, ctx)) {
+        if (!opts_.coalescing || !sender_->send_stream(dest, n, write, ctx, on_sent)) {
             return false;
         }
         pacer_.kick();

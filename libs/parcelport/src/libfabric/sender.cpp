@@ -231,10 +231,29 @@ bool sender::batched(std::uint32_t dest, serialization::message const& m,
            try_coalesce(dest, m, on_sent);
 }
 
+bool sender::alone_in_batch(std::uint32_t dest, serialization::message const& m,
+                            transport::sent_handler* on_sent) {
+    auto const chunks = m.chunks();
+    if (chunks.size() != 1 || chunks[0].type != serialization::chunk_type::index) {
+        return false;
+    }
+    std::span<std::byte const> const data = m.data();
+    if (!batchable(data.size())) {
+        return false;
+    }
+    coalescer_->send_now(
+        dest, data.size(), [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); },
+        on_sent, batch_counts{1, data.size(), data.size()}, wire::record_compact);
+    return true;
+}
+
 bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
                   bool coalesce) {
     if (batched(dest, m, &on_sent, coalesce)) {
         return true;
+    }
+    if (coalesce && alone_in_batch(dest, m, &on_sent)) {
+        return false; // posted now
     }
     return post(dest, std::move(m), std::move(on_sent), coalesce);
 }
@@ -243,6 +262,9 @@ bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
                           transport::counted_handler const& counted, bool coalesce) {
     if (batched(dest, m, nullptr, coalesce)) {
         return true; // its end is counted with its batch's
+    }
+    if (coalesce && alone_in_batch(dest, m, nullptr)) {
+        return false; // posted now; its end is counted with its batch's
     }
     return post(
         dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
@@ -257,23 +279,23 @@ bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
 }
 
 bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                          void const* ctx) {
+                          void const* ctx, transport::sent_handler* on_sent) {
     require_peer(dest);
     // batches_now() less its look at the batch: try_coalesce makes that look itself, before
     // and under the lock (a stream of 8 B posts made it four times per post).
     return batchable(n) &&
            coalesce_stream(
-               *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, nullptr);
+               *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent);
 }
 
 bool sender::send_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                         void const* ctx) {
+                         void const* ctx, transport::sent_handler* on_sent) {
     require_peer(dest);
     if (!batchable(n)) {
         return false;
     }
     coalescer_->send_now(
-        dest, n, [&](std::byte* at) { write(ctx, at); }, batch_counts{1, n, n},
+        dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent, batch_counts{1, n, n},
         wire::record_compact);
     return true;
 }

@@ -113,15 +113,15 @@ public:
     bool send_counted(std::uint32_t dest, serialization::message&& m,
                       transport::counted_handler const& counted, bool coalesce);
     /// transport::try_batch_stream(): the stream's `n` bytes written by `write` into the batch
-    /// to `dest` as a compact record, if the coalescer holds it now; its end is counted with
-    /// the batch's (set_counted_handler).
+    /// to `dest` as a compact record, if the coalescer holds it now; its end runs `on_sent`
+    /// (moved from), or, if null, is counted with the batch's (set_counted_handler).
     bool batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                      void const* ctx);
+                      void const* ctx, transport::sent_handler* on_sent);
     /// transport::send_stream(): as batch_stream, for a stream that leaves now, in a batch of
     /// its own (or with the batch open to `dest`); false only if no batch may take it
     /// (batchable()).
     bool send_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                     void const* ctx);
+                     void const* ctx, transport::sent_handler* on_sent);
     /// transport::streams_alone(): send_stream's first look.
     bool streams_alone(std::uint32_t dest, std::size_t n) const noexcept {
         return dest < parts_.peers.size() && batchable(n);
@@ -193,6 +193,12 @@ private:
     /// on_sent null: a counted send).
     bool batched(std::uint32_t dest, serialization::message const& m,
                  transport::sent_handler* on_sent, bool coalesce);
+    /// A message of one index chunk (its stream alone) that did not go into a batch, posted
+    /// now as a batch of its own (coalescer::send_now): a batch's post costs its sender about
+    /// half of a message's send path (a send slot, the eager copy, its completion). False if
+    /// `m` has other chunks or is too large for a batch: nothing done.
+    bool alone_in_batch(std::uint32_t dest, serialization::message const& m,
+                        transport::sent_handler* on_sent);
     /// send()'s work once the parcel did not go into a batch.
     bool post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
               bool coalesce, bool quiet = false);

@@ -291,6 +291,7 @@ statistics routed_transport::stats() const {
         sum.eagain_retries += s.eagain_retries;
         sum.batches_sent += s.batches_sent;
         sum.parcels_in_batches += s.parcels_in_batches;
+        sum.lone_batches += s.lone_batches;
         sum.bytes_copied_on_send += s.bytes_copied_on_send;
         sum.receive_buffers_reused += s.receive_buffers_reused;
         sum.deferred_rendezvous += s.deferred_rendezvous;

@@ -82,6 +82,9 @@ struct statistics {
     /// and the parcels they carried.
     std::uint64_t batches_sent = 0;
     std::uint64_t parcels_in_batches = 0;
+    /// Of those parcels, the ones that found nothing held for their destination and left at
+    /// once as a batch of their own (a small parcel's cheapest send: a batch's post).
+    std::uint64_t lone_batches = 0;
     /// Index bytes copied into eager messages (pointer-chunk payload never is).
     std::uint64_t bytes_copied_on_send = 0;
     std::uint64_t receive_buffers_reused = 0; ///< RMA destinations taken from the buffer pool
@@ -429,12 +432,15 @@ public:
     virtual bool batches_now(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
     /// As send_counted(), for a parcel whose whole stream is `n` bytes that `write(ctx, at)`
     /// writes (under the batch's lock: it must not block), taken only where the transport
-    /// holds it in a batch now: written there in place, with no message built for it. False:
-    /// not taken, nothing written; the caller sends it as a message. Only the libfabric
-    /// transport (and the routed one, through its rails) takes any; the MPI transport, whose
-    /// batches are built otherwise, and the others take none.
+    /// holds it in a batch now: written there in place, with no message built for it. With
+    /// `on_sent` (not null) as send_coalesced(): the parcel's end runs that handler, which a
+    /// taken stream moves from, instead of being counted. False: not taken, nothing written,
+    /// `on_sent` untouched; the caller sends it as a message. Only the libfabric transport
+    /// (and the routed one, through its rails) takes any; the MPI transport, whose batches
+    /// are built otherwise, and the others take none.
     virtual bool try_batch_stream(std::uint32_t /*dest*/, std::size_t /*n*/,
-                                  stream_writer /*write*/, void const* /*ctx*/) {
+                                  stream_writer /*write*/, void const* /*ctx*/,
+                                  sent_handler* /*on_sent*/) {
         return false;
     }
     /// As try_batch_stream(), for a stream that would not wait in a batch now (batches_now()
@@ -443,7 +449,7 @@ public:
     /// where a message costs its whole send path. False: not taken (too large for a batch, or
     /// a transport without batches), nothing written.
     virtual bool send_stream(std::uint32_t /*dest*/, std::size_t /*n*/, stream_writer /*write*/,
-                             void const* /*ctx*/) {
+                             void const* /*ctx*/, sent_handler* /*on_sent*/) {
         return false;
     }
     /// A first look: would send_stream() take a stream of `n` bytes to `dest` (a known peer)?

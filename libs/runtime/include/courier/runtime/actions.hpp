@@ -235,8 +235,8 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
                   reply_handler complete, std::function<void(std::error_code const&)> on_sent,
                   bool wants_reply, bool ordered = false);
 
-/// A post's arguments written as a flat stream (serialization/flat_stream.hpp), or, when the
-/// transport did not take the stream after all, into an output archive.
+/// A request's arguments written as a flat stream (serialization/flat_stream.hpp), or, when
+/// the transport did not take the stream after all, into an output archive.
 struct flat_arguments {
     void const* args;
     void (*size)(void const* args, serialization::flat_sizer& s);
@@ -244,11 +244,16 @@ struct flat_arguments {
     void (*save)(void const* args, serialization::output_archive& ar);
 };
 /// Sends a post whose arguments are flat straight into the batch its transport holds for
-/// `dest` now, with no message built (send_request's ~half of the instructions). False: not
-/// taken (no batch open or about to open, arguments not flat with `dest`'s zero-copy
-/// threshold, a thread that is not a worker, tracing on, ...): nothing was done, and the
-/// caller sends it with send_request.
+/// `dest` now, or as a batch of its own, with no message built (send_request's ~half of the
+/// instructions). False: not taken (no batch open or about to open, arguments not flat with
+/// `dest`'s zero-copy threshold, a thread that is not a worker, tracing on, ...): nothing was
+/// done, and the caller sends it with send_request.
 bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments const& args);
+/// As send_post_flat, for a call whose reply goes to `complete` (moved from only if the call
+/// is taken): its pending slot is taken and published before the request leaves, and a send
+/// that fails fails it.
+bool send_call_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments const& args,
+                    reply_handler& complete);
 
 /// Fulfils a remote call's future from its reply.
 template <class R>
@@ -536,14 +541,16 @@ void send_action(id_type const& target, std::function<void(std::error_code const
     if constexpr (!requires { Action::targets_component; } &&
                   ((saved_by_value<std::decay_t<Args>>::value &&
                     serialization::flat_savable<std::decay_t<Args>>)&&...)) {
-        if (!wants_reply && !on_sent && !ordered) {
-            // A post of numbers and small buffers: straight into its batch if one is open.
+        if (!on_sent && !ordered) {
+            // A post or call of numbers and small buffers: straight into its batch if one is
+            // open, or as a batch of its own.
             using refs = std::tuple<std::decay_t<Args> const&...>;
             refs const r(args...);
             flat_arguments const flat{&r, &save_each<refs, serialization::flat_sizer>,
                                       &save_each<refs, serialization::flat_writer>,
                                       &save_each<refs, serialization::output_archive>};
-            if (send_post_flat(src, Action::wire_id(), flat)) {
+            if (wants_reply ? send_call_flat(src, Action::wire_id(), flat, complete)
+                            : send_post_flat(src, Action::wire_id(), flat)) {
                 return;
             }
         }
