@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <csignal>
 
 #include <algorithm>
@@ -28,6 +29,12 @@
 #include <unistd.h>
 #include <utility>
 #include <vector>
+
+// The libfabric transport's test seam (libs/parcelport/src/libfabric/context.hpp).
+namespace courier::parcelport::fabric::testing {
+void refuse_posts(char const* what, int n, long then) noexcept;
+void refuse_posts_outright(char const* what, int n, long code) noexcept;
+} // namespace courier::parcelport::fabric::testing
 
 namespace {
 
@@ -738,6 +745,48 @@ void scenario_posts_capture_their_arguments() {
     // Posts written into their batch are few here (most find the window of 4 full and go as
     // messages; on tcp a few dozen in 2,400), so their number is printed, not checked: the
     // flat_posts scenario checks that the path is taken.
+}
+
+// A call of flat arguments goes straight into a batch (send_call_flat) with a sent handler of
+// its own: when the transport refuses its batch, after it waited or outright, the call fails
+// (its future, or the call itself) instead of waiting for ever, and it leaves nothing behind:
+// later calls come back, and shutdown (which waits for every send and request counted) ends.
+// tcp only: through shm's message rings nothing is posted to the provider.
+long doubled(long x) {
+    return 2 * x;
+}
+COURIER_PLAIN_ACTION(doubled, doubled_action);
+
+/// Calls doubled(x) at `to`: true if it failed (its future or the call threw).
+bool doubled_fails(courier::id_type const& to, long x) {
+    try {
+        long const r = courier::async<doubled_action>(to, x).get();
+        CHECK(r == 2 * x);
+        return false;
+    } catch (std::exception const& e) {
+        std::printf("flat_calls_fail_with_their_batch: call %ld failed: %s\n", x, e.what());
+        return true;
+    }
+}
+
+void scenario_flat_calls_fail_with_their_batch() {
+    namespace fab = courier::parcelport::fabric;
+    auto to = courier::find_remote_localities().at(0);
+    CHECK(!doubled_fails(to, 1));
+    auto const flat0 = courier::get_counters(courier::find_here()).at("/parcels/count/sent-flat");
+    // Every fi_send of this process waits, then is refused: the call's batch among them (a
+    // liveness beat may be too, so not one refusal alone, which it could take).
+    fab::testing::refuse_posts("fi_send", 1000, -EIO); // FI_EIO is EIO
+    CHECK(doubled_fails(to, 2));
+    // Refused outright: the call throws to its caller, or its future fails.
+    fab::testing::refuse_posts_outright("fi_send", 1000, -EIO); // FI_EIO is EIO
+    CHECK(doubled_fails(to, 3));
+    fab::testing::refuse_posts("", 0, 0);
+    auto const flat1 = courier::get_counters(courier::find_here()).at("/parcels/count/sent-flat");
+    CHECK(flat1 - flat0 >= 1); // the refused calls went flat (the outright one is taken back)
+    for (long i = 0; i < 50; ++i) {
+        CHECK(!doubled_fails(to, 10 + i));
+    }
 }
 
 // Calls whose actions suspend before they return (run with one worker on the callee): each
@@ -2194,6 +2243,7 @@ int courier_main(int argc, char** argv) {
         {"batches_leave_during_a_loop", scenario_batches_leave_during_a_loop},
         {"senders_share_a_worker", scenario_senders_share_a_worker},
         {"flat_posts", scenario_flat_posts},
+        {"flat_calls_fail_with_their_batch", scenario_flat_calls_fail_with_their_batch},
         {"malformed_calls", scenario_malformed_calls},
         {"posts_capture_their_arguments", scenario_posts_capture_their_arguments},
         {"answers_stay_apart", scenario_answers_stay_apart},

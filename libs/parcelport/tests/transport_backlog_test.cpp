@@ -123,8 +123,8 @@ TEST_P(backlog_refusals, a_split_message_refused_for_good_after_waiting_fails_it
 
 TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handlers) {
     // A stream with a handler of its own (the runtime's flat calls, whose handler fails the
-    // call's future) hears its batch's failure, alone (send_stream) or held in a batch behind
-    // a message in flight (try_batch_stream); a counted stream in the same batch is counted
+    // call's future) hears its batch's failure, alone (posted at once) or held in a batch
+    // behind a message in flight; a counted stream in the same batch is counted
     // failed. One in flight holds the next (coalesce_in_flight 1), on shm without rings too.
     auto e = open([](pp::transport_options& o) { o.coalesce_in_flight = 1; });
     if (!e) {
@@ -153,10 +153,11 @@ TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handl
         held_ec = ec;
         held_done = true;
     };
-    ASSERT_TRUE(e->a->send_stream(1, stream.size(), write, &stream, &alone));
+    using sent_as = pp::transport::stream_sent;
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, &alone), sent_as::posted);
     ASSERT_TRUE(e->a->batches_now(1, stream.size())) << "the first is in flight, waiting";
-    ASSERT_TRUE(e->a->try_batch_stream(1, stream.size(), write, &stream, nullptr));
-    ASSERT_TRUE(e->a->try_batch_stream(1, stream.size(), write, &stream, &held));
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, nullptr), sent_as::held);
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, &held), sent_as::held);
     ASSERT_TRUE(
         e->pump([&] { return alone_done && held_done && counted == 1; }, std::chrono::seconds(30)))
         << "a stream's handler never heard of its batch's end";
@@ -166,6 +167,44 @@ TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handl
     EXPECT_TRUE(e->got_b.empty());
     fab::testing::refuse_posts("", 0, 0);
     later_send_arrives(*e, 64);
+}
+
+TEST_P(backlog_refusals, a_lone_send_refused_outright_throws_to_its_caller_and_leaves_nothing) {
+    // A parcel that finds nothing held for its destination goes as a batch of its own; one the
+    // provider refuses outright throws to its caller, as a message's send does (the runtime
+    // then undoes its counts, keeps a credit for later, skips an ordered call's number), its
+    // handler neither run nor taken, nothing of it counted, in flight or in the statistics.
+    auto e = open([](pp::transport_options& o) { o.coalesce_in_flight = 1; });
+    if (!e) {
+        GTEST_SKIP() << skipped_;
+    }
+    std::size_t counted = 0;
+    e->a->set_counted_handler([&](std::size_t sends, std::error_code) { counted += sends; });
+    bool ran = false;
+    pp::transport::sent_handler h = [&](std::error_code) { ran = true; };
+    fab::testing::refuse_posts_outright("fi_send", 1, -FI_EIO);
+    EXPECT_THROW(e->a->send_coalesced(1, cs::save(1), [&](std::error_code) { ran = true; }),
+                 std::exception);
+    fab::testing::refuse_posts_outright("fi_send", 1, -FI_EIO);
+    EXPECT_THROW(e->a->send_counted(1, cs::save(2)), std::exception);
+    auto const m = cs::save(3, std::vector<int>{1, 2, 3});
+    std::span<std::byte const> const stream = m.data();
+    pp::transport::stream_writer const write = [](void const* p, std::byte* at) {
+        auto const& s = *static_cast<std::span<std::byte const> const*>(p);
+        std::memcpy(at, s.data(), s.size());
+    };
+    fab::testing::refuse_posts_outright("fi_send", 1, -FI_EIO);
+    EXPECT_THROW(e->a->send_stream(1, stream.size(), write, &stream, &h), std::exception);
+    EXPECT_TRUE(static_cast<bool>(h)) << "a refused stream's handler was taken";
+    fab::testing::refuse_posts("", 0, 0);
+    EXPECT_FALSE(ran) << "a handler ran for a send that threw";
+    EXPECT_FALSE(e->a->batches_now(1, 64)) << "a refused send still counts as in flight";
+    auto const st = e->a->stats();
+    EXPECT_EQ(st.batches_sent, 0u);
+    EXPECT_EQ(st.lone_batches, 0u);
+    EXPECT_EQ(st.parcels_in_batches, 0u);
+    later_send_arrives(*e, 64);
+    EXPECT_EQ(counted, 0u) << "a refused counted send was counted";
 }
 
 TEST_P(backlog_refusals, receives_refused_for_good_after_waiting_are_posted_again) {

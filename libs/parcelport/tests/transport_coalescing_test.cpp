@@ -227,7 +227,9 @@ TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_han
         }
         std::uint64_t const expected = GetParam() != "shm" ? 0u : counted ? 98u / 16 : 98u / 8;
         auto const st = e->a->stats();
-        EXPECT_EQ(st.lone_batches, 1u) << "the first, a batch of its own";
+        // The first alone, a batch of its own (two on shm if its message rings did not open).
+        EXPECT_GE(st.lone_batches, 1u);
+        EXPECT_LE(st.lone_batches, 2u);
         EXPECT_EQ(st.batches_sent - st.lone_batches, expected)
             << (counted ? "counted" : "handlers");
         ASSERT_TRUE(e->pump([&] { return ended == n && e->got_b.size() == n; }));
@@ -608,11 +610,12 @@ TEST_P(transport, parcels_over_a_third_of_the_inject_size_coalesce_in_batches_of
     EXPECT_EQ(e.b->stats().messages_received, std::uint64_t{n});
 }
 
-TEST_P(transport, a_stream_sent_alone_leaves_at_once_in_a_batch_of_its_own) {
-    // transport::send_stream: a post's stream to a destination nothing is held for (the
-    // runtime's flat posts) is written into a batch that is posted at once, before any
-    // progress pass; its end is counted with the batch. One too large for a batch is not
-    // taken and nothing is sent.
+TEST_P(transport, a_stream_leaves_at_once_in_a_batch_of_its_own_or_joins_the_batch_held) {
+    // transport::send_stream (the runtime's flat posts and calls): a stream to a destination
+    // nothing is held for is written into a batch that is posted at once, before any progress
+    // pass; the next, behind it in flight, joins a batch that the next pass sends. Their ends
+    // are counted with their batches. One too large for a batch is not taken and nothing is
+    // sent.
     auto& e = *eps_;
     std::size_t ended = 0;
     e.a->set_counted_handler(
@@ -624,23 +627,32 @@ TEST_P(transport, a_stream_sent_alone_leaves_at_once_in_a_batch_of_its_own) {
         auto const& s = *static_cast<std::span<std::byte const> const*>(p);
         std::memcpy(at, s.data(), s.size());
     };
+    using sent_as = pp::transport::stream_sent;
     EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
-    ASSERT_TRUE(e.a->streams_alone(1, stream.size()));
-    ASSERT_TRUE(e.a->send_stream(1, stream.size(), write, &stream, nullptr));
+    ASSERT_TRUE(e.a->takes_streams(1, stream.size()));
+    ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr), sent_as::posted);
     EXPECT_EQ(e.a->stats().batches_sent, 1u) << "posted at once, before any progress pass";
     EXPECT_EQ(e.a->stats().parcels_in_batches, 1u);
-    ASSERT_TRUE(e.pump([&] { return ended == 1 && e.got_b.size() == 1; }));
-    int i = 0;
-    std::vector<int> v;
-    cs::load(e.got_b[0].second, i, v);
-    EXPECT_EQ(i, 7);
-    EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(e.a->stats().lone_batches, 1u);
+    ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr), sent_as::held)
+        << "the first is in flight (no pass has seen it complete)";
+    EXPECT_EQ(e.a->stats().batches_sent, 1u) << "held until a pass";
+    ASSERT_TRUE(e.pump([&] { return ended == 2 && e.got_b.size() == 2; }));
+    EXPECT_EQ(e.a->stats().batches_sent, 2u);
+    EXPECT_EQ(e.a->stats().lone_batches, 1u);
+    for (auto const& [src, got] : e.got_b) {
+        int i = 0;
+        std::vector<int> v;
+        cs::load(got, i, v);
+        EXPECT_EQ(i, 7);
+        EXPECT_EQ(v, (std::vector<int>{1, 2, 3}));
+    }
     std::vector<std::byte> big(std::size_t{1} << 20);
     std::span<std::byte const> const huge(big);
-    EXPECT_FALSE(e.a->streams_alone(1, huge.size()));
-    EXPECT_FALSE(e.a->send_stream(1, huge.size(), write, &huge, nullptr));
-    EXPECT_EQ(e.a->stats().batches_sent, 1u);
-    EXPECT_EQ(ended, 1u);
+    EXPECT_FALSE(e.a->takes_streams(1, huge.size()));
+    EXPECT_EQ(e.a->send_stream(1, huge.size(), write, &huge, nullptr), sent_as::refused);
+    EXPECT_EQ(e.a->stats().batches_sent, 2u);
+    EXPECT_EQ(ended, 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(providers, transport, transport_providers, provider_label);

@@ -148,6 +148,9 @@ struct locality_state {
         completion done;
         std::atomic<bool> control{false};
         std::atomic<std::uint32_t> dest{0};
+        // The request's share of dest's flow-control window (0: none taken), given back if its
+        // send fails (sent()); written before publish, read by the claimer.
+        std::int64_t flow_bytes = 0;
     };
     using pending_table = parcelport::detail::slot_table<pending_request>;
     pending_table pending;

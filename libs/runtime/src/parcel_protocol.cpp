@@ -123,7 +123,25 @@ private:
 void sent(std::uint64_t rid, std::error_code const& ec) {
     locality_state& st = here();
     if (ec && rid != 0) {
-        if (completion done = take_pending(rid)) {
+        completion done;
+        if (auto* slot = st.pending.claim(rid); slot != nullptr) {
+            // Still pending (no reply came): the request never reached its destination. Not
+            // counted as sent (shutdown would wait for its arrival for ever), and its share of
+            // the destination's window back (the destination returns credit only for what
+            // it received).
+            done = std::move(slot->value.done);
+            bool const control = slot->value.control.load(std::memory_order_relaxed);
+            std::uint32_t const dest = slot->value.dest.load(std::memory_order_relaxed);
+            std::int64_t const flow = std::exchange(slot->value.flow_bytes, 0);
+            st.pending.release(slot);
+            if (!control) {
+                count_user_sent(st, -1);
+            }
+            if (flow != 0) {
+                flow_release(st, dest, flow);
+            }
+        }
+        if (done) {
             // The exception is made in a statement of its own: a temporary living on until
             // after done() would share its message (a reference-counted string in libstdc++)
             // with the waiter, and free it on this thread after the waiter read it.
@@ -567,6 +585,7 @@ void send_request_in(serialization::message& m, std::uint32_t dest, std::uint64_
         slot->value.done = std::move(complete);
         slot->value.control.store(control, std::memory_order_relaxed);
         slot->value.dest.store(dest, std::memory_order_relaxed);
+        slot->value.flow_bytes = counted ? bytes : 0;
         st.pending.publish(slot);
         if (dead()) {
             // The peer failed after the first check and peer_failed() may have scanned the
@@ -646,9 +665,9 @@ template <bool Call>
     // What send_request would do with the same request, less the message: the checks it makes
     // (any it would fail, it fails itself), flow control, a call's pending slot, the counts,
     // then the stream goes into the batch the transport holds for `dest`, or, to a destination
-    // it holds nothing for, leaves at once as a batch of its own (transport::send_stream: a
-    // batch's post, not a message's whole send path). One too large for a batch pays only a
-    // few looks more.
+    // it holds nothing for, leaves at once as a batch of its own (transport::send_stream, which
+    // decides under the batch's lock: a batch's post, not a message's whole send path). One
+    // too large for a batch pays only a few looks more.
     if (dest >= st.size || dest == st.rank || !runtime_running() || st.tp == nullptr ||
         current_scheduler() == nullptr || current_worker() == nullptr ||
         trace::active() != nullptr || is_control(action_id) || has_failed(st, dest)) {
@@ -669,8 +688,7 @@ template <bool Call>
     if (!sizer.flat()) {
         return false;
     }
-    bool const held = st.tp->batches_now(dest, n);
-    if (!held && !st.tp->streams_alone(dest, n)) {
+    if (!st.tp->takes_streams(dest, n)) {
         return false;
     }
     // The window's room now, without waiting: the arguments are read again below, under the
@@ -695,6 +713,7 @@ template <bool Call>
         slot->value.done = std::move(*complete);
         slot->value.control.store(false, std::memory_order_relaxed);
         slot->value.dest.store(dest, std::memory_order_relaxed);
+        slot->value.flow_bytes = bytes;
         st.pending.publish(slot);
         if (has_failed(st, dest)) {
             // The peer failed after the first check and peer_failed() may have scanned the
@@ -740,14 +759,19 @@ template <bool Call>
     }
     try {
         transport_watch::call in_transport;
-        if (held ? st.tp->try_batch_stream(dest, n, write, &parcel, handler)
-                 : st.tp->send_stream(dest, n, write, &parcel, handler)) {
+        using sent_as = parcelport::transport::stream_sent;
+        switch (st.tp->send_stream(dest, n, write, &parcel, handler)) {
+        case sent_as::held:
             current_scheduler()->notify_one(); // as send_parcel does for a parcel it holds
             return true;
+        case sent_as::posted:
+            return true;
+        case sent_as::refused:
+            break;
         }
-        // The batch left between the first look and the lock (or the transport took it
-        // alone no more): a message after all, as send_request builds it and send_parcel sends
-        // it (counted already; nothing suspended since the arguments were sized, so they write
+        // Refused after takes_streams() said it would take it (a transport whose answer
+        // changed): a message after all, as send_request builds it and send_parcel sends it
+        // (counted already; nothing suspended since the arguments were sized, so they write
         // the same bytes).
         spare_lease(request_spare).with([&](serialization::message& m) {
             {

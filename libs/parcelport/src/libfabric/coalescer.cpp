@@ -163,7 +163,7 @@ bool coalescer::flush() {
     return true;
 }
 
-void coalescer::post_batch(batch_op* b) {
+void coalescer::post_batch(batch_op* b, bool rethrow) {
     if (b->records == 0 && b->controls == 0) {
         // Opened by open_for and nothing joined it, or for a record that could not be added
         // (out of memory): nothing to send.
@@ -201,9 +201,42 @@ void coalescer::post_batch(batch_op* b) {
             },
             "fi_send", refused_later(b));
     } catch (std::exception const& e) {
+        if (rethrow) {
+            throw;
+        }
         // Refused outright: its senders have returned, so they learn it from their handlers.
-        logging::error("a coalesced message to locality {} failed: {}", dest, e.what());
+        static logging::rate_limit limit;
+        logging::error_limited(limit, "a coalesced message to locality {} failed: {}", dest,
+                               e.what());
         refused(b);
+    }
+}
+
+void coalescer::post_lone(batch_op* b, transport::sent_handler* on_sent) {
+    try {
+        post_batch(b, true);
+    } catch (...) {
+        // As if never posted: post_batch's counts taken back, the record's handler returned
+        // to the caller (its only one), the batch no longer in flight.
+        --parts_.stats.batches_sent;
+        --parts_.stats.lone_batches;
+        parts_.stats.parcels_in_batches -= b->records;
+        if (b->counts.messages != 0) {
+            parts_.stats.messages_sent -= b->counts.messages;
+            parts_.stats.eager_bytes_sent -= b->counts.eager_bytes;
+            parts_.stats.bytes_copied_on_send -= b->counts.copied_bytes;
+        }
+        if (on_sent != nullptr && !b->handlers.empty()) {
+            *on_sent = std::move(b->handlers.back());
+        }
+        b->handlers.clear();
+        parcels_in_flight_.fetch_sub(b->records, std::memory_order_acq_rel);
+        completed(b->dest);
+        {
+            std::lock_guard g(batch_mutex_);
+            free_.push_back(b);
+        }
+        throw;
     }
 }
 

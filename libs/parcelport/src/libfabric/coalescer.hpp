@@ -229,19 +229,27 @@ public:
         batch_op* full = nullptr;
         post_when_done post_full{this, full};
         batch_op* b = nullptr;
+        bool lone = false; // a batch of this record alone, not one open to `dest` before
         {
             peer_out& po = out_[dest];
             std::lock_guard g(po.m);
             b = batch_with_room(po, dest, rec, full);
             append(b, rec, eager_bytes, write, on_sent, counts, record_flags);
-            ++parts_.stats.lone_batches;
+            lone = b->records == 1 && b->controls == 0;
+            if (lone) {
+                ++parts_.stats.lone_batches;
+            }
             b = close_open(po); // still listed: flush then finds none open, or a later one
         }
         if (full != nullptr) {
             post_batch(std::exchange(full, nullptr)); // before this one: in the order written
         }
         if (b != nullptr) {
-            post_batch(b);
+            if (lone) {
+                post_lone(b, on_sent);
+            } else {
+                post_batch(b);
+            }
         }
     }
     /// Parcels in closed batches not completed yet, plus one for each open batch (whose
@@ -306,7 +314,15 @@ private:
         return b;
     }
     batch_op* take_batch(std::uint32_t dest);
-    void post_batch(batch_op* b);
+    /// Posts `b`. Refused outright, its senders hear it from their handlers (they have
+    /// returned), or with `rethrow` the exception goes to the caller (post_lone).
+    void post_batch(batch_op* b, bool rethrow = false);
+    /// post_batch for a batch that holds the caller's record alone (send_now): refused
+    /// outright, it throws to the caller, as a message's send does, with nothing of the record
+    /// left (its handler back in `*on_sent`, not counted, not in flight, the batch free): the
+    /// runtime undoes what it counted for it, keeps a credit for later, skips an ordered
+    /// call's number.
+    void post_lone(batch_op* b, transport::sent_handler* on_sent);
     /// A batch the provider refused for good: its senders hear it from their handlers.
     void refused(batch_op* b);
     /// refused(b), for a post of `b` that waits in the backlog.

@@ -172,10 +172,18 @@ wire::header peer_table::header_of(wire::kind kind) const noexcept {
 }
 
 namespace {
-// testing::refuse_posts: which posts, how many more, and what their retries get.
+// testing::refuse_posts: which posts, how many more, and what their retries get (or, refused
+// outright, the posts themselves).
 std::atomic<long> g_refused_with{0};
 std::atomic<char const*> g_refused_what{nullptr};
+std::atomic<bool> g_refused_outright{false};
 } // namespace
+
+long backlog::first_refusal() noexcept {
+    return g_refused_outright.load(std::memory_order_relaxed)
+               ? g_refused_with.load(std::memory_order_relaxed)
+               : -FI_EAGAIN;
+}
 
 bool backlog::take_refusal(char const* what) noexcept {
     char const* named = g_refused_what.load(std::memory_order_acquire);
@@ -191,8 +199,16 @@ bool backlog::take_refusal(char const* what) noexcept {
 
 namespace testing {
 void refuse_posts(char const* what, int n, long then) noexcept {
+    g_refused_outright.store(false, std::memory_order_relaxed);
     g_refused_what.store(what, std::memory_order_release);
     g_refused_with.store(then, std::memory_order_relaxed);
+    backlog::refusals_left.store(n, std::memory_order_relaxed);
+}
+
+void refuse_posts_outright(char const* what, int n, long code) noexcept {
+    g_refused_outright.store(true, std::memory_order_relaxed);
+    g_refused_what.store(what, std::memory_order_release);
+    g_refused_with.store(code, std::memory_order_relaxed);
     backlog::refusals_left.store(n, std::memory_order_relaxed);
 }
 } // namespace testing

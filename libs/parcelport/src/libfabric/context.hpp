@@ -247,7 +247,7 @@ public:
             posted_.store(true, std::memory_order_relaxed);
         }
         bool const injected = refusals_pending() && take_refusal(what);
-        long rc = injected ? -FI_EAGAIN : post();
+        long rc = injected ? first_refusal() : post();
         if (rc != 0) {
             defer(rc, std::function<long()>(std::forward<Post>(post)), what, refused, injected);
         }
@@ -279,6 +279,9 @@ private:
         return refusals_left.load(std::memory_order_relaxed) > 0;
     }
     static bool take_refusal(char const* what) noexcept;
+    /// What an injected refusal's post gets: -FI_EAGAIN, or with testing::refuse_posts_outright
+    /// its code.
+    static long first_refusal() noexcept;
 
     counters& counters_;
     std::mutex mutex_;
@@ -293,6 +296,9 @@ namespace testing {
 /// retried, refused with `then` (a negative libfabric code; -FI_EAGAIN keeps it queued). For
 /// the tests of what a post refused for good leaves behind.
 void refuse_posts(char const* what, int n, long then) noexcept;
+/// As refuse_posts, for posts refused outright with `code` (a negative libfabric code, not
+/// -FI_EAGAIN): each throws to its poster at once, as the provider's own refusal does.
+void refuse_posts_outright(char const* what, int n, long code) noexcept;
 } // namespace testing
 
 /// What the poller's current pass handled (under the poll lock): messages and completions

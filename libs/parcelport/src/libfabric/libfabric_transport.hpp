@@ -102,26 +102,20 @@ public:
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return opts_.coalescing && sender_->batches_now(dest, n);
     }
-    bool try_batch_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
-                          sent_handler* on_sent) override {
-        require_counted_handler();
-        if (!opts_.coalescing || !sender_->batch_stream(dest, n, write, ctx, on_sent)) {
-            return false;
-        }
-        pacer_.kick();
-        return true;
+    bool takes_streams(std::uint32_t dest, std::size_t n) const override {
+        return opts_.coalescing && sender_->takes_streams(dest, n);
     }
-    bool streams_alone(std::uint32_t dest, std::size_t n) const override {
-        return opts_.coalescing && sender_->streams_alone(dest, n);
-    }
-    bool send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
-                     sent_handler* on_sent) override {
+    stream_sent send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
+                            sent_handler* on_sent) override {
         require_counted_handler();
-        if (!opts_.coalescing || !sender_->send_stream(dest, n, write, ctx, on_sent)) {
-            return false;
+        if (!opts_.coalescing) {
+            return stream_sent::refused;
         }
-        pacer_.kick();
-        return true;
+        stream_sent const r = sender_->send_stream(dest, n, write, ctx, on_sent);
+        if (r != stream_sent::refused) {
+            pacer_.kick();
+        }
+        return r;
     }
     /// Quiet (sender::send_quiet): it rings no doorbell and does not kick the pacer, and a pass
     /// that finds only such messages arriving or ending returns false, calls no net_bell

@@ -178,7 +178,7 @@ bool const streaming_stores = amd_processor();
 namespace {
 /// A parcel's whole stream (`n` bytes, small_enough) into `dest`'s batch as a compact record
 /// (`write` writes it in place), if the coalescer holds it: a message of one index chunk
-/// (sender::try_coalesce) or a stream no message was built for (sender::batch_stream).
+/// (sender::try_coalesce) or a stream no message was built for (sender::send_stream).
 template <class Write>
 bool coalesce_stream(coalescer& c, std::uint32_t dest, std::size_t n, Write&& write,
                      transport::sent_handler* on_sent) {
@@ -238,7 +238,8 @@ bool sender::alone_in_batch(std::uint32_t dest, serialization::message const& m,
         return false;
     }
     std::span<std::byte const> const data = m.data();
-    if (!batchable(data.size())) {
+    // Not one whose index goes from where it lies (index_apart_, tcp): a batch would copy it.
+    if (!batchable(data.size()) || (index_apart_ && data.size() >= index_apart_min)) {
         return false;
     }
     coalescer_->send_now(
@@ -278,26 +279,28 @@ bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
     return dest < parts_.peers.size() && batchable(n) && coalescer_->would_hold(dest);
 }
 
-bool sender::batch_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                          void const* ctx, transport::sent_handler* on_sent) {
-    require_peer(dest);
-    // batches_now() less its look at the batch: try_coalesce makes that look itself, before
-    // and under the lock (a stream of 8 B posts made it four times per post).
-    return batchable(n) &&
-           coalesce_stream(
-               *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent);
-}
-
-bool sender::send_stream(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                         void const* ctx, transport::sent_handler* on_sent) {
+transport::stream_sent sender::send_stream(std::uint32_t dest, std::size_t n,
+                                           transport::stream_writer write, void const* ctx,
+                                           transport::sent_handler* on_sent) {
     require_peer(dest);
     if (!batchable(n)) {
-        return false;
+        return transport::stream_sent::refused;
     }
+    // Held if the coalescer holds a batch for `dest` (its first look, then under the lock),
+    // else posted now in a batch of its own (with whatever opened meanwhile).
+    if (coalesce_stream(
+            *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent)) {
+        return transport::stream_sent::held;
+    }
+    send_stream_alone(dest, n, write, ctx, on_sent);
+    return transport::stream_sent::posted;
+}
+
+void sender::send_stream_alone(std::uint32_t dest, std::size_t n, transport::stream_writer write,
+                               void const* ctx, transport::sent_handler* on_sent) {
     coalescer_->send_now(
         dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent, batch_counts{1, n, n},
         wire::record_compact);
-    return true;
 }
 
 void sender::send_quiet(std::uint32_t dest, serialization::message&& m,

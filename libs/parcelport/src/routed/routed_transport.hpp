@@ -59,15 +59,11 @@ public:
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return rail_of(dest).batches_now(dest, n);
     }
-    bool try_batch_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
-                          sent_handler* on_sent) override {
-        return rail_of(dest).try_batch_stream(dest, n, write, ctx, on_sent);
+    bool takes_streams(std::uint32_t dest, std::size_t n) const override {
+        return rail_of(dest).takes_streams(dest, n);
     }
-    bool streams_alone(std::uint32_t dest, std::size_t n) const override {
-        return rail_of(dest).streams_alone(dest, n);
-    }
-    bool send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
-                     sent_handler* on_sent) override {
+    stream_sent send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
+                            sent_handler* on_sent) override {
         return rail_of(dest).send_stream(dest, n, write, ctx, on_sent);
     }
     void send_control(std::uint32_t dest, serialization::message&& m,

@@ -427,33 +427,35 @@ public:
     virtual void gather(std::uint32_t /*dest*/) noexcept {}
     /// Posts what gather(dest) collected, now (nothing if none).
     virtual void send_gathered(std::uint32_t /*dest*/) noexcept {}
-    /// A first look, for a caller that would do work before try_batch_stream(): would a stream
-    /// of `n` bytes to `dest` (a known peer) wait in a batch now? try_batch_stream() decides.
+    /// A look, without locks: would a parcel of `n` bytes to `dest` (a known peer) wait in a
+    /// batch now (a message to it in flight, or a batch open)? send_stream() decides under
+    /// its lock.
     virtual bool batches_now(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
-    /// As send_counted(), for a parcel whose whole stream is `n` bytes that `write(ctx, at)`
-    /// writes (under the batch's lock: it must not block), taken only where the transport
-    /// holds it in a batch now: written there in place, with no message built for it. With
-    /// `on_sent` (not null) as send_coalesced(): the parcel's end runs that handler, which a
-    /// taken stream moves from, instead of being counted. False: not taken, nothing written,
-    /// `on_sent` untouched; the caller sends it as a message. Only the libfabric transport
-    /// (and the routed one, through its rails) takes any; the MPI transport, whose batches
-    /// are built otherwise, and the others take none.
-    virtual bool try_batch_stream(std::uint32_t /*dest*/, std::size_t /*n*/,
-                                  stream_writer /*write*/, void const* /*ctx*/,
-                                  sent_handler* /*on_sent*/) {
-        return false;
+    /// A first look, for a caller that would do work before send_stream(): would it take a
+    /// stream of `n` bytes to `dest` (a known peer: a transport with batches, a stream small
+    /// enough for one)? False: it would not; the caller sends a message.
+    virtual bool takes_streams(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
+    /// What send_stream() did with a stream.
+    enum class stream_sent : std::uint8_t {
+        refused, ///< not taken: nothing written, `on_sent` untouched; send a message instead
+        held,    ///< written into the batch held for `dest`, which leaves later (as a parcel
+                 ///< send_coalesced() holds: someone must call progress() soon)
+        posted,  ///< written into a batch of its own (with whatever a batch open to `dest`
+                 ///< held), posted at once
+    };
+    /// As send_coalesced(), for a parcel whose whole stream is `n` bytes that `write(ctx, at)`
+    /// writes (under the batch's lock: it must not block), with no message built for it:
+    /// written in place into the batch the transport holds for `dest` if it holds one now, or
+    /// else into a batch of its own that leaves at once, which costs the sender a batch's post
+    /// where a message costs its whole send path. Its end runs `on_sent` (not null; moved from
+    /// once taken) or, with `on_sent` null, is counted (set_counted_handler). Only the
+    /// libfabric transport (and the routed one, through its rails) takes any; the MPI
+    /// transport, whose batches are built otherwise, and the others take none.
+    virtual stream_sent send_stream(std::uint32_t /*dest*/, std::size_t /*n*/,
+                                    stream_writer /*write*/, void const* /*ctx*/,
+                                    sent_handler* /*on_sent*/) {
+        return stream_sent::refused;
     }
-    /// As try_batch_stream(), for a stream that would not wait in a batch now (batches_now()
-    /// false: nothing held for `dest`): it leaves at once as a coalesced message of its own
-    /// (with whatever a batch open to `dest` holds), which costs the sender a batch's post
-    /// where a message costs its whole send path. False: not taken (too large for a batch, or
-    /// a transport without batches), nothing written.
-    virtual bool send_stream(std::uint32_t /*dest*/, std::size_t /*n*/, stream_writer /*write*/,
-                             void const* /*ctx*/, sent_handler* /*on_sent*/) {
-        return false;
-    }
-    /// A first look: would send_stream() take a stream of `n` bytes to `dest` (a known peer)?
-    virtual bool streams_alone(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
     /// behind progress(): a transport whose progress() can hold its lock through one long
     /// call (MPI copies a whole matched message inside one) queues it for the next pass
