@@ -14,8 +14,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -187,6 +189,13 @@ inline void send_one_checked(pp::transport& a, pp::transport& b, std::vector<cs:
 
 /// The providers the `transport` fixture runs on, and their names in the tests' names: net is
 /// what "tcp" opens where libfabric offers it (tcp_provider()), rxm ("tcp") the fallback.
+/// A transport::stream_writer whose context is the std::span<std::byte const> it copies: a
+/// parcel's whole stream (a message of one index chunk's data()) for send_stream().
+inline void copy_stream(void const* ctx, std::byte* at) {
+    auto const& s = *static_cast<std::span<std::byte const> const*>(ctx);
+    std::memcpy(at, s.data(), s.size());
+}
+
 inline auto const transport_providers = ::testing::Values("tcp;ofi_rxm", "shm", "net");
 inline std::string provider_label(::testing::TestParamInfo<std::string> const& info) {
     return info.param == "tcp;ofi_rxm" ? std::string("tcp") : info.param;

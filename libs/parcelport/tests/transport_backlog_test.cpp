@@ -139,10 +139,7 @@ TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handl
     auto const m = cs::save(7, std::vector<int>{1, 2, 3});
     ASSERT_EQ(m.chunks().size(), 1u) << "a stream of one index chunk";
     std::span<std::byte const> const stream = m.data();
-    pp::transport::stream_writer const write = [](void const* p, std::byte* at) {
-        auto const& s = *static_cast<std::span<std::byte const> const*>(p);
-        std::memcpy(at, s.data(), s.size());
-    };
+    pp::transport::stream_writer const write = copy_stream;
     std::error_code alone_ec, held_ec;
     bool alone_done = false, held_done = false;
     pp::transport::sent_handler alone = [&](std::error_code ec) {
@@ -189,10 +186,7 @@ TEST_P(backlog_refusals, a_lone_send_refused_outright_throws_to_its_caller_and_l
     EXPECT_THROW(e->a->send_counted(1, cs::save(2)), std::exception);
     auto const m = cs::save(3, std::vector<int>{1, 2, 3});
     std::span<std::byte const> const stream = m.data();
-    pp::transport::stream_writer const write = [](void const* p, std::byte* at) {
-        auto const& s = *static_cast<std::span<std::byte const> const*>(p);
-        std::memcpy(at, s.data(), s.size());
-    };
+    pp::transport::stream_writer const write = copy_stream;
     fab::testing::refuse_posts_outright("fi_send", 1, -FI_EIO);
     EXPECT_THROW(e->a->send_stream(1, stream.size(), write, &stream, &h), std::exception);
     EXPECT_TRUE(static_cast<bool>(h)) << "a refused stream's handler was taken";

@@ -623,10 +623,7 @@ TEST_P(transport, a_stream_leaves_at_once_in_a_batch_of_its_own_or_joins_the_bat
     auto const m = cs::save(7, std::vector<int>{1, 2, 3});
     ASSERT_EQ(m.chunks().size(), 1u) << "a stream of one index chunk";
     std::span<std::byte const> const stream = m.data();
-    pp::transport::stream_writer const write = [](void const* p, std::byte* at) {
-        auto const& s = *static_cast<std::span<std::byte const> const*>(p);
-        std::memcpy(at, s.data(), s.size());
-    };
+    pp::transport::stream_writer const write = copy_stream;
     using sent_as = pp::transport::stream_sent;
     EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
     ASSERT_TRUE(e.a->takes_streams(1, stream.size()));
