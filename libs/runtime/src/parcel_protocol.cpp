@@ -5,6 +5,7 @@
 #include "distributed.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
+#include "parcel_send.hpp"
 #include "scheduler.hpp"
 #include "trace.hpp"
 #include "traffic.hpp"
@@ -34,14 +35,6 @@ std::atomic<std::size_t> g_parcel_threshold{4096};
 std::atomic<bool> g_parcel_zero_copy{true};
 std::atomic<std::size_t> g_parcel_deep_array_threshold{0};
 
-/// The options a parcel for `dest` is written with: its rail's (locality_state::
-/// local_send_options for a locality of this host in a job across hosts), else the
-/// runtime's (parcel_options()). The archive copies them.
-serialization::options send_options(locality_state const& st, std::uint32_t dest) noexcept {
-    return dest < st.same_host_dest.size() && st.same_host_dest[dest] != 0 ? st.local_send_options
-                                                                           : parcel_options();
-}
-
 /// The messages a thread builds its parcels in, kept from one parcel to the next: a parcel
 /// that leaves in a batch or as an eager copy (the small ones) leaves the message with its
 /// caller, who would otherwise give its buffer back to the pool and destroy it, and the next
@@ -58,6 +51,7 @@ struct spare_message final : courier::detail::pooled {
     serialization::message m;
 };
 using spare_slot = std::unique_ptr<spare_message>;
+
 thread_local spare_slot tl_request_spare;
 thread_local spare_slot tl_reply_spare;
 
@@ -119,7 +113,16 @@ private:
     std::unique_ptr<spare_message> held_;
 };
 
-/// A parcel has left (or failed to): a failed request fails its caller's future at once.
+} // namespace
+
+void fail_for_failed_peer(completion& done, std::uint32_t dest) {
+    if (done) {
+        auto error = std::make_exception_ptr(
+            network_error("courier: locality " + std::to_string(dest) + " has failed"));
+        done(nullptr, std::move(error)); // made first: see sent()
+    }
+}
+
 void sent(std::uint64_t rid, std::error_code const& ec) {
     locality_state& st = here();
     if (ec && rid != 0) {
@@ -152,6 +155,8 @@ void sent(std::uint64_t rid, std::error_code const& ec) {
     }
     count_send_ended(st);
 }
+
+namespace {
 
 void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
                  std::function<void(std::error_code const&)> on_sent) {
@@ -535,11 +540,7 @@ void send_request_in(serialization::message& m, std::uint32_t dest, std::uint64_
     bool control = is_control(action_id);
     auto dead = [&] { return has_failed(st, dest); };
     auto fail_dead = [&](completion& done) {
-        if (done) {
-            auto error = std::make_exception_ptr(
-                network_error("courier: locality " + std::to_string(dest) + " has failed"));
-            done(nullptr, std::move(error)); // made first: see sent()
-        }
+        fail_for_failed_peer(done, dest);
         if (on_sent) {
             on_sent(std::make_error_code(std::errc::host_unreachable));
         }
@@ -652,158 +653,6 @@ void send_request(std::uint32_t dest, std::uint64_t action_id,
     spare_lease(request_spare).with([&](serialization::message& m) {
         send_request_in(m, dest, action_id, write_args, complete, on_sent, wants_reply, ordered);
     });
-}
-
-namespace {
-/// send_post_flat (Call false: `complete` null) and send_call_flat: two instantiations, so that
-/// a post pays nothing for a call's slot and sent handler (~45 instructions per 8 B post).
-template <bool Call>
-[[gnu::always_inline]] inline bool send_flat_as(std::uint32_t dest, std::uint64_t action_id,
-                                                flat_arguments const& args,
-                                                reply_handler* complete) {
-    locality_state& st = here();
-    // What send_request would do with the same request, less the message: the checks it makes
-    // (any it would fail, it fails itself), flow control, a call's pending slot, the counts,
-    // then the stream goes into the batch the transport holds for `dest`, or, to a destination
-    // it holds nothing for, leaves at once as a batch of its own (transport::send_stream, which
-    // decides under the batch's lock: a batch's post, not a message's whole send path). One
-    // too large for a batch pays only a few looks more.
-    if (dest >= st.size || dest == st.rank || !runtime_running() || st.tp == nullptr ||
-        current_scheduler() == nullptr || current_worker() == nullptr ||
-        trace::active() != nullptr || is_control(action_id) || has_failed(st, dest)) {
-        return false;
-    }
-    serialization::stream_threshold const t =
-        serialization::stream_threshold_of(send_options(st, dest));
-    std::uint64_t rid = 0; // a post's; a call's is its pending slot's id, taken below
-    auto const head = [action_id, &rid](auto& ar) {
-        ar.save(static_cast<std::uint8_t>(request));
-        ar.save(action_id);
-        ar.save(rid);
-    };
-    serialization::flat_sizer sizer(t.threshold);
-    head(sizer);
-    args.size(args.args, sizer);
-    std::size_t const n = serialization::message_header_size + sizer.size();
-    if (!sizer.flat()) {
-        return false;
-    }
-    if (!st.tp->takes_streams(dest, n)) {
-        return false;
-    }
-    // The window's room now, without waiting: the arguments are read again below, under the
-    // batch's lock, so nothing may suspend this thread between the two reads (another of its
-    // tasks could change what the caller passed, as a global or through a reference). A
-    // request that would wait goes as a message, written before it waits (send_request).
-    auto const bytes = static_cast<std::int64_t>(n);
-    if (!flow_try_acquire(st, dest, bytes)) {
-        return false;
-    }
-    // A call's slot, published before its request can leave (its reply may come at once).
-    // From here on the request is taken: a failure ends it as send_request's would.
-    if constexpr (Call) {
-        locality_state::pending_table::slot* slot = nullptr;
-        try {
-            slot = st.pending.acquire();
-        } catch (...) {
-            flow_release(st, dest, bytes);
-            throw;
-        }
-        rid = slot->id();
-        slot->value.done = std::move(*complete);
-        slot->value.control.store(false, std::memory_order_relaxed);
-        slot->value.dest.store(dest, std::memory_order_relaxed);
-        slot->value.flow_bytes = bytes;
-        st.pending.publish(slot);
-        if (has_failed(st, dest)) {
-            // The peer failed after the first check and peer_failed() may have scanned the
-            // table before this request was in it: fail it here (unless that scan took it).
-            flow_release(st, dest, bytes);
-            if (completion done = take_pending(rid)) {
-                auto error = std::make_exception_ptr(
-                    network_error("courier: locality " + std::to_string(dest) + " has failed"));
-                done(nullptr, std::move(error));
-            }
-            return true;
-        }
-    }
-    flat_request_sent(st, n); // and its send started: a post's end is counted with its batch's
-    // A send the transport refuses leaves nothing counted and no call pending (see
-    // send_request_in).
-    auto const undo = [&] {
-        count_send_ended(st);
-        count_user_sent(st, -1);
-        flow_release(st, dest, bytes);
-        if constexpr (Call) {
-            take_pending(rid);
-        }
-    };
-    struct stream {
-        decltype(head) const& write_head;
-        flat_arguments const& args;
-        serialization::stream_threshold t;
-    } const parcel{head, args, t};
-    parcelport::transport::stream_writer const write = [](void const* p, std::byte* at) {
-        auto const& s = *static_cast<stream const*>(p);
-        serialization::write_stream_header(at, s.t.recorded);
-        serialization::flat_writer w(at + serialization::message_header_size, s.t.threshold);
-        s.write_head(w);
-        s.args.write(s.args.args, w);
-    };
-    // A call's send ends in sent(): a failed one fails its future (a post's is only counted).
-    [[maybe_unused]] std::conditional_t<Call, parcelport::transport::sent_handler, char> on_sent{};
-    parcelport::transport::sent_handler* handler = nullptr;
-    if constexpr (Call) {
-        on_sent = [rid](std::error_code ec) { sent(rid, ec); };
-        handler = &on_sent;
-    }
-    try {
-        transport_watch::call in_transport;
-        using sent_as = parcelport::transport::stream_sent;
-        switch (st.tp->send_stream(dest, n, write, &parcel, handler)) {
-        case sent_as::held:
-            current_scheduler()->notify_one(); // as send_parcel does for a parcel it holds
-            return true;
-        case sent_as::posted:
-            return true;
-        case sent_as::refused:
-            break;
-        }
-        // Refused after takes_streams() said it would take it (a transport whose answer
-        // changed): a message after all, as send_request builds it and send_parcel sends it
-        // (counted already; nothing suspended since the arguments were sized, so they write
-        // the same bytes).
-        spare_lease(request_spare).with([&](serialization::message& m) {
-            {
-                serialization::output_archive ar(m, send_options(st, dest));
-                head(ar);
-                args.save(args.args, ar);
-            }
-            bool waits = false;
-            if constexpr (Call) {
-                waits = st.tp->send_coalesced(dest, std::move(m), std::move(on_sent));
-            } else {
-                waits = st.tp->send_counted(dest, std::move(m));
-            }
-            if (waits) {
-                current_scheduler()->notify_one();
-            }
-        });
-    } catch (...) {
-        undo();
-        throw;
-    }
-    return true;
-}
-} // namespace
-
-bool send_post_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments const& args) {
-    return send_flat_as<false>(dest, action_id, args, nullptr);
-}
-
-bool send_call_flat(std::uint32_t dest, std::uint64_t action_id, flat_arguments const& args,
-                    reply_handler& complete) {
-    return send_flat_as<true>(dest, action_id, args, &complete);
 }
 
 ordered_state& ordered_streams(locality_state& st) {

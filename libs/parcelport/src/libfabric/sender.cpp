@@ -185,6 +185,21 @@ bool coalesce_stream(coalescer& c, std::uint32_t dest, std::size_t n, Write&& wr
     return c.try_coalesce(dest, n, std::forward<Write>(write), on_sent, batch_counts{1, n, n},
                           wire::record_compact);
 }
+
+/// The whole stream of a parcel of one index chunk (a compact record carries it as it is);
+/// empty for a parcel with other chunks.
+std::span<std::byte const> whole_stream(serialization::message const& m) noexcept {
+    auto const chunks = m.chunks();
+    return chunks.size() == 1 && chunks[0].type == serialization::chunk_type::index
+               ? m.data()
+               : std::span<std::byte const>{};
+}
+
+/// A transport::stream_writer of the span `ctx` points to.
+void copy_span(void const* ctx, std::byte* at) {
+    auto const& s = *static_cast<std::span<std::byte const> const*>(ctx);
+    std::memcpy(at, s.data(), s.size());
+}
 } // namespace
 
 std::pair<std::uint64_t, std::uint64_t> sender::expose(send_state* s, void const* p, std::size_t n,
@@ -233,18 +248,13 @@ bool sender::batched(std::uint32_t dest, serialization::message const& m,
 
 bool sender::alone_in_batch(std::uint32_t dest, serialization::message const& m,
                             transport::sent_handler* on_sent) {
-    auto const chunks = m.chunks();
-    if (chunks.size() != 1 || chunks[0].type != serialization::chunk_type::index) {
-        return false;
-    }
-    std::span<std::byte const> const data = m.data();
+    std::span<std::byte const> const stream = whole_stream(m);
     // Not one whose index goes from where it lies (index_apart_, tcp): a batch would copy it.
-    if (!batchable(data.size()) || (index_apart_ && data.size() >= index_apart_min)) {
+    if (stream.empty() || !batchable(stream.size()) ||
+        (index_apart_ && stream.size() >= index_apart_min)) {
         return false;
     }
-    coalescer_->send_now(
-        dest, data.size(), [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); },
-        on_sent, batch_counts{1, data.size(), data.size()}, wire::record_compact);
+    send_stream_alone(dest, stream.size(), copy_span, &stream, on_sent);
     return true;
 }
 
@@ -473,11 +483,9 @@ bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
                           transport::sent_handler* on_sent) {
     // Eager-only and a third of a batch at most: its bytes are all the receiver needs, so it
     // takes no slot; its eager message is written straight into the batch.
-    auto const chunks = m.chunks();
-    if (chunks.size() == 1 && chunks[0].type == serialization::chunk_type::index) {
+    if (std::span<std::byte const> const data = whole_stream(m); !data.empty()) {
         // A parcel of one index chunk goes as its stream alone (wire::record_compact): the
         // batch's header says where it comes from, and there is nothing to describe.
-        std::span<std::byte const> const data = m.data();
         return coalescer_->small_enough(data.size()) &&
                coalesce_stream(
                    *coalescer_, dest, data.size(),
