@@ -155,6 +155,13 @@ run_one() {
         exit 1
     fi
 }
+# TCP's congestion control shapes tcp bandwidth within a host: with BBR, which paces to the
+# delivery rate it measures, single messages just over 192 KiB ran at half the rate of ones
+# just under, where cubic (Linux's default) ran both at full rate (benchmarks/RESULTS.md,
+# Known limits). Said with every tcp run, so that its figures say what they were measured under.
+if [ "$provider" = tcp ] && [ -r /proc/sys/net/ipv4/tcp_congestion_control ]; then
+    echo "compare.sh: tcp congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control)"
+fi
 # Round r starts at configuration (r - 1) / 2 (mod their number) and every other round runs
 # them in reverse: whichever runs second in a round was measured faster (a warmer machine),
 # and with three or more configurations reversing alone would keep the middle ones in the

@@ -24,6 +24,9 @@ struct placement;
 /// The provider whose defaults "auto" thresholds take: the one named, or for "auto" shm on one
 /// host and the network provider across hosts.
 std::string threshold_provider(config const& cfg, placement const* where);
+/// The zero-copy threshold of the parcels: --courier:zero_copy_threshold, whose "auto" is
+/// parcelport::default_zero_copy_threshold() of threshold_provider() and --courier:push_max.
+std::size_t zero_copy_threshold_from(config const& cfg, placement const* where);
 /// The transport's options; throws config_error for values that cannot work (no interface
 /// reaching other hosts).
 parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,

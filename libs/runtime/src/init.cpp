@@ -266,10 +266,9 @@ int init(std::function<int(int, char**)> courier_main, int argc, char** argv) {
         if (cfg.get_int("malloc_retain", 0, 1) == 1) {
             retain_freed_memory();
         }
-        auto zc =
-            cfg.get_threshold("zero_copy_threshold", 0, 1ll << 40, threshold_provider(cfg, where));
+        std::size_t const zc = zero_copy_threshold_from(cfg, where);
         auto deep = cfg.get_bytes("deep_array_threshold", 0, 1ll << 40);
-        set_parcel_options({zc == 0 ? std::size_t{4096} : static_cast<std::size_t>(zc), zc != 0,
+        set_parcel_options({zc == 0 ? std::size_t{4096} : zc, zc != 0,
                             serialization::pointer_tracking::pointer_map,
                             static_cast<std::size_t>(deep)});
         rma::pool_options po;

@@ -67,6 +67,17 @@ std::string threshold_provider(config const& cfg, placement const* where) {
     return where != nullptr && where->host_count > 1 ? parcelport::network_provider() : "shm";
 }
 
+std::size_t zero_copy_threshold_from(config const& cfg, placement const* where) {
+    if (cfg.get("zero_copy_threshold") != "auto") {
+        return static_cast<std::size_t>(cfg.get_bytes("zero_copy_threshold", 0, 1ll << 40));
+    }
+    std::size_t const push_max =
+        cfg.get("push_max") == "auto"
+            ? parcelport::transport_options::push_max_auto
+            : static_cast<std::size_t>(cfg.get_bytes("push_max", 0, 1LL << 22));
+    return parcelport::default_zero_copy_threshold(threshold_provider(cfg, where), push_max);
+}
+
 parcelport::transport_options transport_options_from(config const& cfg, std::size_t workers,
                                                      placement const* where) {
     parcelport::transport_options o;

@@ -33,7 +33,9 @@ std::vector<option_spec> const& option_table() {
         {"log", "warn", "log level: error, warn, info or debug"},
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
-         "auto = 98304 on tcp (an RMA read costs a round trip there), 8192 on shm, else 4096; "
+         "auto = 65536 on tcp over libfabric's net (the smallest block pushed whole into the "
+         "receiver's posted buffer; with --courier:push_max under 65536, 98304), 98304 over "
+         "tcp;ofi_rxm (an RMA read costs a round trip there), 8192 on shm, else 4096; "
          "across hosts (provider auto) each rail's: shm's for this host's localities"},
         {"deep_array_threshold", "0",
          "bytes at which a deep-copy array() travels as its own chunk (an RMA read) rather "

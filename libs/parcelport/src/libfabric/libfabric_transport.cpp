@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSL-1.0
 // Opening, addressing and closing the libfabric transport; the per-provider defaults.
 #include "libfabric_transport.hpp"
+#include "pushed.hpp"
 
 #include <courier/common/log.hpp>
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <random>
@@ -45,6 +47,19 @@ std::size_t default_read_piece(std::string_view provider) noexcept {
 }
 std::size_t default_push_max(std::string_view core_provider) noexcept {
     return core_provider == "net" ? std::size_t{256} << 10 : 0;
+}
+std::size_t default_zero_copy_threshold(std::string_view provider, std::size_t push_max) {
+    std::size_t const eager = default_eager_threshold(provider);
+    // "tcp" is opened as tcp_provider() says (make_transport): net where libfabric offers it.
+    std::string const opened = provider == "tcp" ? tcp_provider() : std::string(provider);
+    std::string_view const core = fabric::core_provider(opened);
+    if (push_max == transport_options::push_max_auto) {
+        push_max = default_push_max(core);
+    }
+    if (core != "net" || push_max < fabric::push_classes::min_chunk_bytes) {
+        return eager;
+    }
+    return std::min(eager, fabric::push_classes::min_chunk_bytes);
 }
 std::size_t default_shm_outbox_chunk() noexcept {
     return fabric::amd_processor() ? std::size_t{1} << 20 : std::size_t{32} << 10;

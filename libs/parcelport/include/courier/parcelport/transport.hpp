@@ -163,7 +163,8 @@ std::size_t default_shm_outbox_chunk() noexcept;
 /// others 1 MiB (pieces pipeline across a NIC's queues).
 std::size_t default_read_piece(std::string_view provider) noexcept;
 
-/// The eager threshold (and the runtime's zero-copy threshold) a provider gets by default
+/// The eager threshold (and, but where parcels are pushed, the runtime's zero-copy threshold:
+/// default_zero_copy_threshold) a provider gets by default
 /// (the MPI parcelport is provider "mpi": 8 KiB, see make_mpi_transport): tcp 96 KiB (a rendezvous
 /// costs a read request's round trip, more than copying up to 96 KiB: posts of 64 KiB ran
 /// 1.43-1.47x as fast eager; and a third of a receive buffer, the most a coalesced message takes
@@ -171,6 +172,17 @@ std::size_t default_read_piece(std::string_view provider) noexcept;
 /// and of 128 KiB. The transport raises rxm's eager limit to match), shm 8 KiB (eager messages of
 /// up to 8 KiB go as two parts within its 4 KiB inject size, see split_messages), others 4 KiB.
 std::size_t default_eager_threshold(std::string_view provider) noexcept;
+
+/// The runtime's zero-copy threshold a provider gets by default (its "auto"): the provider's
+/// eager threshold, except where parcels are pushed (net, which "tcp" opens where libfabric
+/// offers it, with `push_max`, transport_options::push_max, at least 64 KiB: the smallest
+/// chunk a parcel is pushed with): 64 KiB. A block of 64-96 KiB then goes from where it lies
+/// into the receiver's posted buffer, with no copy on either side, instead of being copied
+/// into the eager message and out of the receive buffer (osu_bw 1.06-1.15x, latency
+/// 0.78-0.90x, posts 1.08-1.12x at 64-88 KiB, under both cubic and BBR: benchmarks/RESULTS.md,
+/// "Pushed parcels on net"). Over rxm, where such a chunk would be read (a round trip), it
+/// stays the eager threshold.
+std::size_t default_zero_copy_threshold(std::string_view provider, std::size_t push_max);
 
 /// The largest pushed parcel (transport_options::push_max) a core provider gets by default:
 /// net 256 KiB (from 96 KiB, tcp's eager threshold, to 256 KiB pushes cut the latency to
