@@ -789,6 +789,72 @@ void scenario_flat_calls_fail_with_their_batch() {
     }
 }
 
+// A post (no handler of its own: its end is only counted) whose batch or message the transport
+// refuses for good, after it waited or outright, is lost, and leaves nothing counted: its
+// termination count and its share of the destination's window come back, so that later posts
+// and calls go through and shutdown (which waits until every parcel the program sent has
+// arrived) ends. Flat posts and posts as messages. tcp only, as above. Before the failed sends
+// gave back what they counted, the window stayed taken and shutdown waited for ever.
+std::atomic<long> g_refusable_posts{0};
+void refusable_post(long) {
+    g_refusable_posts.fetch_add(1);
+}
+COURIER_PLAIN_ACTION(refusable_post, refusable_post_action);
+void refusable_vector_post(std::vector<long> const&) {
+    g_refusable_posts.fetch_add(1);
+}
+COURIER_PLAIN_ACTION(refusable_vector_post, refusable_vector_post_action);
+long refusable_posts_seen() {
+    return g_refusable_posts.load();
+}
+COURIER_PLAIN_ACTION(refusable_posts_seen, refusable_posts_seen_action);
+
+void scenario_posts_fail_with_their_batch() {
+    namespace fab = courier::parcelport::fabric;
+    auto to = courier::find_remote_localities().at(0);
+    auto const counter = [](char const* name) {
+        return courier::get_counters(courier::find_here()).at(name);
+    };
+    auto const flat0 = counter("/parcels/count/sent-flat");
+    // Every fi_send of this process waits, then is refused (a liveness beat's may be too).
+    fab::testing::refuse_posts("fi_send", 1000, -EIO); // FI_EIO is EIO
+    for (long i = 0; i < 20; ++i) {
+        courier::post<refusable_post_action>(to, i);
+        courier::post<refusable_vector_post_action>(to, std::vector<long>(64, i));
+    }
+    // Their window shares come back as their sends fail (none arrives to return a credit).
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (counter("/flow/in-flight/parcels") != 0 && std::chrono::steady_clock::now() < deadline) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::printf("posts_fail_with_their_batch: %.0f posts in flight, %.0f went flat\n",
+                counter("/flow/in-flight/parcels"), counter("/parcels/count/sent-flat") - flat0);
+    CHECK(counter("/flow/in-flight/parcels") == 0);
+    CHECK(counter("/flow/in-flight/bytes") == 0);
+    // Refused outright: the post throws to its caller, who gets the error.
+    fab::testing::refuse_posts_outright("fi_send", 1000, -EIO);
+    bool threw = false;
+    try {
+        courier::post<refusable_vector_post_action>(to, std::vector<long>(64, 99));
+    } catch (std::exception const&) {
+        threw = true;
+    }
+    fab::testing::refuse_posts("", 0, 0);
+    CHECK(threw);
+    CHECK(counter("/flow/in-flight/parcels") == 0);
+    // Later posts arrive; of the refused ones none did.
+    for (long i = 0; i < 50; ++i) {
+        courier::post<refusable_post_action>(to, 100 + i);
+    }
+    long seen = 0;
+    while ((seen = courier::async<refusable_posts_seen_action>(to).get()) < 50 &&
+           std::chrono::steady_clock::now() < deadline + std::chrono::seconds(30)) {
+        courier::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::printf("posts_fail_with_their_batch: %ld posts arrived\n", seen);
+    CHECK(seen == 50);
+}
+
 // Calls whose actions suspend before they return (run with one worker on the callee): each
 // answer is built while the others' actions are suspended in the middle of theirs, and each
 // caller gets its own (handle_request's per-thread spare message for replies is held by one
@@ -2244,6 +2310,7 @@ int courier_main(int argc, char** argv) {
         {"senders_share_a_worker", scenario_senders_share_a_worker},
         {"flat_posts", scenario_flat_posts},
         {"flat_calls_fail_with_their_batch", scenario_flat_calls_fail_with_their_batch},
+        {"posts_fail_with_their_batch", scenario_posts_fail_with_their_batch},
         {"malformed_calls", scenario_malformed_calls},
         {"posts_capture_their_arguments", scenario_posts_capture_their_arguments},
         {"answers_stay_apart", scenario_answers_stay_apart},

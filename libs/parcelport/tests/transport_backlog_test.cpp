@@ -8,6 +8,8 @@
 
 #include <rdma/fi_errno.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace fab = courier::parcelport::fabric;
@@ -151,10 +153,10 @@ TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handl
         held_done = true;
     };
     using sent_as = pp::transport::stream_sent;
-    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, &alone), sent_as::posted);
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, &alone, 0), sent_as::posted);
     ASSERT_TRUE(e->a->batches_now(1, stream.size())) << "the first is in flight, waiting";
-    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, nullptr), sent_as::held);
-    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, &held), sent_as::held);
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, nullptr, 0), sent_as::held);
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, &held, 0), sent_as::held);
     ASSERT_TRUE(
         e->pump([&] { return alone_done && held_done && counted == 1; }, std::chrono::seconds(30)))
         << "a stream's handler never heard of its batch's end";
@@ -164,6 +166,52 @@ TEST_P(backlog_refusals, streams_with_handlers_refused_for_good_fail_their_handl
     EXPECT_TRUE(e->got_b.empty());
     fab::testing::refuse_posts("", 0, 0);
     later_send_arrives(*e, 64);
+}
+
+TEST_P(backlog_refusals, counted_sends_refused_for_good_hand_over_their_tags) {
+    // A counted send (the runtime's posts and replies: no handler of its own) whose batch is
+    // refused for good after waiting hands its tag to the counted failure handler before its
+    // end is counted, so that its sender can give back what it counted for it (termination
+    // counts, a window share): a stream alone or held, a message held. A send that arrives
+    // hands over nothing.
+    auto e = open([](pp::transport_options& o) { o.coalesce_in_flight = 1; });
+    if (!e) {
+        GTEST_SKIP() << skipped_;
+    }
+    std::size_t counted = 0, counted_failed = 0, tags_seen = 0;
+    std::vector<std::uint64_t> tags;
+    e->a->set_counted_handler([&](std::size_t sends, std::error_code ec) {
+        // The failed sends' tags came first.
+        EXPECT_EQ(tags_seen, counted_failed + (ec ? sends : 0));
+        counted += sends;
+        counted_failed += ec ? sends : 0;
+    });
+    e->a->set_counted_failure_handler([&](std::uint64_t tag) {
+        tags.push_back(tag);
+        ++tags_seen;
+    });
+    fab::testing::refuse_posts("fi_send", 1000, -FI_EIO);
+    auto const m = cs::save(7, std::vector<int>{1, 2, 3});
+    std::span<std::byte const> const stream = m.data();
+    pp::transport::stream_writer const write = copy_stream;
+    using sent_as = pp::transport::stream_sent;
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, nullptr, 11), sent_as::posted);
+    ASSERT_TRUE(e->a->batches_now(1, stream.size())) << "the first is in flight, waiting";
+    ASSERT_EQ(e->a->send_stream(1, stream.size(), write, &stream, nullptr, 12), sent_as::held);
+    ASSERT_TRUE(e->a->send_counted(1, cs::save(13), 13)) << "a small message behind it waits";
+    ASSERT_TRUE(e->pump([&] { return counted == 3; }, std::chrono::seconds(30)))
+        << "counted sends refused for good never ended";
+    EXPECT_EQ(counted_failed, 3u);
+    std::sort(tags.begin(), tags.end());
+    EXPECT_EQ(tags, (std::vector<std::uint64_t>{11, 12, 13}));
+    EXPECT_TRUE(e->got_b.empty());
+    fab::testing::refuse_posts("", 0, 0);
+    later_send_arrives(*e, 64);
+    tags.clear();
+    e->a->send_counted(1, cs::save(14), 14);
+    ASSERT_TRUE(e->pump([&] { return counted == 4; }, std::chrono::seconds(30)));
+    EXPECT_EQ(counted_failed, 3u);
+    EXPECT_TRUE(tags.empty()) << "a send that arrived handed over its tag";
 }
 
 TEST_P(backlog_refusals, a_lone_send_refused_outright_throws_to_its_caller_and_leaves_nothing) {
@@ -183,12 +231,12 @@ TEST_P(backlog_refusals, a_lone_send_refused_outright_throws_to_its_caller_and_l
     EXPECT_THROW(e->a->send_coalesced(1, cs::save(1), [&](std::error_code) { ran = true; }),
                  std::exception);
     fab::testing::refuse_posts_outright("fi_send", 1, -FI_EIO);
-    EXPECT_THROW(e->a->send_counted(1, cs::save(2)), std::exception);
+    EXPECT_THROW(e->a->send_counted(1, cs::save(2), 0), std::exception);
     auto const m = cs::save(3, std::vector<int>{1, 2, 3});
     std::span<std::byte const> const stream = m.data();
     pp::transport::stream_writer const write = copy_stream;
     fab::testing::refuse_posts_outright("fi_send", 1, -FI_EIO);
-    EXPECT_THROW(e->a->send_stream(1, stream.size(), write, &stream, &h), std::exception);
+    EXPECT_THROW(e->a->send_stream(1, stream.size(), write, &stream, &h, 0), std::exception);
     EXPECT_TRUE(static_cast<bool>(h)) << "a refused stream's handler was taken";
     fab::testing::refuse_posts("", 0, 0);
     EXPECT_FALSE(ran) << "a handler ran for a send that threw";

@@ -143,7 +143,7 @@ TEST_P(transport, counted_sends_end_through_the_counted_handler_once_per_batch) 
     constexpr int n = 300;
     std::size_t held = 0;
     for (int i = 0; i < n; ++i) {
-        held += eps_->a->send_counted(1, cs::save(i, payload(i)));
+        held += eps_->a->send_counted(1, cs::save(i, payload(i)), 0);
     }
     ASSERT_TRUE(eps_->pump([&] { return ended == n && eps_->got_b.size() == n; }));
     EXPECT_EQ(failed, 0u);
@@ -158,7 +158,7 @@ TEST_P(transport, counted_sends_end_through_the_counted_handler_once_per_batch) 
 
 TEST_P(transport, a_counted_send_without_a_counted_handler_is_refused) {
     // Its end could reach no one: refused outright (the caller learns it), never lost.
-    EXPECT_THROW(eps_->a->send_counted(1, cs::save(1)), std::logic_error);
+    EXPECT_THROW(eps_->a->send_counted(1, cs::save(1), 0), std::logic_error);
     EXPECT_EQ(eps_->a->stats().messages_sent, 0u);
 }
 
@@ -220,7 +220,7 @@ TEST_P(transport, by_default_counted_posts_leave_by_16_on_shm_and_sends_with_han
         constexpr int n = 100;
         for (int i = 0; i < n; ++i) {
             if (counted) {
-                e->a->send_counted(1, cs::save(i));
+                e->a->send_counted(1, cs::save(i), 0);
             } else {
                 e->a->send_coalesced(1, cs::save(i), [&](std::error_code) { ++ended; });
             }
@@ -627,11 +627,11 @@ TEST_P(transport, a_stream_leaves_at_once_in_a_batch_of_its_own_or_joins_the_bat
     using sent_as = pp::transport::stream_sent;
     EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
     ASSERT_TRUE(e.a->takes_streams(1, stream.size()));
-    ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr), sent_as::posted);
+    ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr, 0), sent_as::posted);
     EXPECT_EQ(e.a->stats().batches_sent, 1u) << "posted at once, before any progress pass";
     EXPECT_EQ(e.a->stats().parcels_in_batches, 1u);
     EXPECT_EQ(e.a->stats().lone_batches, 1u);
-    ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr), sent_as::held)
+    ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr, 0), sent_as::held)
         << "the first is in flight (no pass has seen it complete)";
     EXPECT_EQ(e.a->stats().batches_sent, 1u) << "held until a pass";
     ASSERT_TRUE(e.pump([&] { return ended == 2 && e.got_b.size() == 2; }));
@@ -647,7 +647,7 @@ TEST_P(transport, a_stream_leaves_at_once_in_a_batch_of_its_own_or_joins_the_bat
     std::vector<std::byte> big(std::size_t{1} << 20);
     std::span<std::byte const> const huge(big);
     EXPECT_FALSE(e.a->takes_streams(1, huge.size()));
-    EXPECT_EQ(e.a->send_stream(1, huge.size(), write, &huge, nullptr), sent_as::refused);
+    EXPECT_EQ(e.a->send_stream(1, huge.size(), write, &huge, nullptr, 0), sent_as::refused);
     EXPECT_EQ(e.a->stats().batches_sent, 2u);
     EXPECT_EQ(ended, 2u);
 }

@@ -63,6 +63,12 @@ template <bool Call>
     // tasks could change what the caller passed, as a global or through a reference). A
     // request that would wait goes as a message, written before it waits (send_request).
     auto const bytes = static_cast<std::int64_t>(n);
+    // A post's counted end gives back, if its send fails, its termination count and its
+    // window share (a call's, its sent handler: sent()).
+    send_undo const undo{true, dest, static_cast<std::uint64_t>(n)};
+    if (!undo.fits()) {
+        return false;
+    }
     if (!flow_try_acquire(st, dest, bytes)) {
         return false;
     }
@@ -126,7 +132,7 @@ template <bool Call>
     parcelport::transport::stream_sent taken{};
     try {
         transport_watch::call in_transport;
-        taken = st.tp->send_stream(dest, n, write, &parcel, handler);
+        taken = st.tp->send_stream(dest, n, write, &parcel, handler, undo.tag());
     } catch (...) {
         untake();
         throw;

@@ -4,6 +4,7 @@
 
 #include "distributed.hpp"
 #include "log.hpp"
+#include "parcel_send.hpp"
 
 #include <courier/runtime/detail/task.hpp>
 
@@ -33,6 +34,8 @@ in_process_job::in_process_job(in_process_options const& o)
         // A send with no handler of its own (send_parcel) only ends: counted, per batch.
         l->state.tp->set_counted_handler(
             [](std::size_t sends, std::error_code) { count_send_ended(here(), sends); });
+        l->state.tp->set_counted_failure_handler(
+            [](std::uint64_t tag) { counted_send_failed(send_undo::of(tag)); });
         if (o.observer) {
             l->state.tp->set_receive_handler(
                 [r, seen = o.observer](std::uint32_t src, serialization::message&& m) {

@@ -5,6 +5,7 @@
 #include "gid.hpp"
 #include "locality_state.hpp"
 #include "log.hpp"
+#include "parcel_send.hpp"
 #include "scheduler.hpp"
 #include "trace.hpp"
 #include "transport_watch.hpp"
@@ -272,6 +273,8 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     // A send with no handler of its own (send_parcel) only ends: counted, per batch.
     st.tp->set_counted_handler(
         [](std::size_t sends, std::error_code) { count_send_ended(here(), sends); });
+    st.tp->set_counted_failure_handler(
+        [](std::uint64_t tag) { counted_send_failed(send_undo::of(tag)); });
     // Traced, every parcel is a task of its own (the trace shows each).
     if (cfg.get_int("batch_tasks", 0, 1) != 0 && trace::active() == nullptr) {
         st.tp->set_batch_handler(

@@ -156,10 +156,31 @@ void sent(std::uint64_t rid, std::error_code const& ec) {
     count_send_ended(st);
 }
 
+void counted_send_failed(send_undo const& undo) noexcept {
+    locality_state& st = here();
+    if (undo.user) {
+        count_user_sent(st, -1);
+    }
+    if (undo.flow != 0) {
+        flow_release(st, undo.dest, static_cast<std::int64_t>(undo.flow));
+    }
+    static logging::rate_limit limit;
+    logging::error_limited(limit,
+                           "a {} to locality {} could not be sent (the transport refused it for "
+                           "good or lost its connection); it is lost",
+                           undo.flow != 0 ? "post"
+                           : undo.user    ? "reply"
+                                          : "control parcel",
+                           undo.dest);
+}
+
 namespace {
 
+/// Sends `m` to `dest`: a request `rid` (0: a post, or a reply or control parcel), ending in
+/// `on_sent` if given, then in sent(); a send of none of these is only counted, and if it fails
+/// gives back what `undo` says (counted_send_failed).
 void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
-                 std::function<void(std::error_code const&)> on_sent) {
+                 std::function<void(std::error_code const&)> on_sent, send_undo const& undo) {
     locality_state& st = here();
     if (dest == st.rank) {
         // Local target: the same parcel path without the network (no copy: the message still
@@ -177,15 +198,33 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     // it coalesces. Other parcels get a handler, built here: without a caller's callback it
     // captures only the request id, which std::function stores inline; only a caller's own
     // callback costs an allocation.
-    bool const counted = rid == 0 && !on_sent && worker;
+    bool const counted = rid == 0 && !on_sent && worker && undo.fits();
     parcelport::transport::sent_handler handler;
     if (on_sent) {
         handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
             cb(ec);
             sent(rid, ec);
         };
-    } else if (!counted) {
+    } else if (rid != 0) {
         handler = [rid](std::error_code ec) { sent(rid, ec); };
+    } else if (!counted) {
+        // Not from a worker (or too large for a tag): a handler of its own gives back what a
+        // counted send's tag would (two words where it fits a tag: no allocation).
+        if (undo.fits()) {
+            handler = [tag = undo.tag()](std::error_code ec) {
+                if (ec) {
+                    counted_send_failed(send_undo::of(tag));
+                }
+                sent(0, ec);
+            };
+        } else {
+            handler = [undo](std::error_code ec) {
+                if (ec) {
+                    counted_send_failed(undo);
+                }
+                sent(0, ec);
+            };
+        }
     }
     // A worker polls the network regularly (when idle and every few tasks), so parcels it
     // sends may be coalesced; another thread's go out at once. A parcel held in a batch must
@@ -196,7 +235,7 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         transport_watch::call in_transport;
         if (worker) {
             bool const held = counted
-                                  ? st.tp->send_counted(dest, std::move(m))
+                                  ? st.tp->send_counted(dest, std::move(m), undo.tag())
                                   : st.tp->send_coalesced(dest, std::move(m), std::move(handler));
             if (held) {
                 current_scheduler()->notify_one();
@@ -226,7 +265,7 @@ void send_reply(request_context const& r, serialization::message&& m) {
     if (!r.control) {
         count_user_sent(here(), 1);
     }
-    send_parcel(r.source, std::move(m), 0, nullptr);
+    send_parcel(r.source, std::move(m), 0, nullptr, send_undo{!r.control, r.source, 0});
 }
 
 /// Answers `r` with an error (a posted action's failure is logged here instead).
@@ -520,7 +559,7 @@ void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
         ar.save(parcels);
         ar.save(bytes);
     }
-    send_parcel(dest, std::move(m), 0, nullptr);
+    send_parcel(dest, std::move(m), 0, nullptr, send_undo{false, dest, 0});
 }
 
 namespace {
@@ -621,7 +660,8 @@ void send_request_in(serialization::message& m, std::uint32_t dest, std::uint64_
         std::memcpy(m.index_buffer() + serialization::message_header_size + 1, &seq, sizeof seq);
     }
     try {
-        send_parcel(dest, std::move(m), rid, std::move(on_sent));
+        send_parcel(dest, std::move(m), rid, std::move(on_sent),
+                    send_undo{!control, dest, counted ? static_cast<std::uint64_t>(bytes) : 0});
     } catch (...) {
         undo();
         if (ordered) {
@@ -632,7 +672,7 @@ void send_request_in(serialization::message& m, std::uint32_t dest, std::uint64_
                 ar.save(seq);
             }
             try {
-                send_parcel(dest, std::move(skip), 0, nullptr);
+                send_parcel(dest, std::move(skip), 0, nullptr, send_undo{false, dest, 0});
             } catch (std::exception const& e) {
                 log(log_level::error,
                     "ordered calls to locality {} are stuck: sequence number {} was refused "

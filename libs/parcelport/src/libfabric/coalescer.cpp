@@ -79,6 +79,7 @@ batch_op* coalescer::take_batch(std::uint32_t dest) {
     b->dest = dest;
     b->buf.reset(batch_limit_, sizeof(wire::header));
     b->handlers.clear();
+    b->counted_tags.clear();
     b->records = 0;
     b->controls = 0;
     b->announcements = 0;
@@ -306,6 +307,11 @@ void coalescer::finish(batch_op* b, std::error_code ec) {
     // The records without a handler: counted sends (transport::send_counted refuses them
     // while no counted handler is set).
     if (std::size_t const counted = b->records - b->handlers.size(); counted != 0) {
+        if (ec && counted_failed_ != nullptr && *counted_failed_) {
+            for (std::uint64_t tag : b->counted_tags) {
+                (*counted_failed_)(tag);
+            }
+        }
         (*counted_)(counted, ec);
     }
     parcels_in_flight_.fetch_sub(b->records, std::memory_order_acq_rel);

@@ -85,7 +85,8 @@ struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
     std::vector<transport::sent_handler> handlers; // of the records that have one
-    std::size_t records = 0;       // parcels in it; those beyond handlers' are counted sends
+    std::size_t records = 0; // parcels in it; those beyond handlers' are counted sends
+    std::vector<std::uint64_t> counted_tags; // the counted sends' tags (send_counted), in order
     std::size_t controls = 0;      // records that are no parcel: DONE messages (add_control)
     std::size_t announcements = 0; // records that announce a rendezvous parcel
     batch_counts counts;           // of its records (under its peer's lock)
@@ -140,8 +141,13 @@ public:
     ~coalescer();
     void set_peers(std::size_t n);
     /// Where the ends of a batch's records without a handler go (transport::send_counted):
-    /// one call per batch. Set-up call.
-    void set_counted_handler(transport::counted_handler const* h) noexcept { counted_ = h; }
+    /// one call per batch, and if the batch failed, each record's tag to `failed` first (null:
+    /// none). Set-up call.
+    void set_counted_handler(transport::counted_handler const* h,
+                             transport::counted_failure_handler const* failed) noexcept {
+        counted_ = h;
+        counted_failed_ = failed;
+    }
     /// A message to `dest` was posted / completed (in flight counts decide whether to hold).
     void posted(std::uint32_t dest) noexcept {
         out_[dest].in_flight.fetch_add(1, std::memory_order_acq_rel);
@@ -175,8 +181,8 @@ public:
     /// a message to that destination is in flight or a batch is open: `write(std::byte* at)`
     /// writes its record's bytes in place (its eager message, or with record_compact its
     /// stream), and `on_sent` is kept to run when the batch's send
-    /// completes (null: the send is counted, set_counted_handler). False: the caller posts it
-    /// itself (`on_sent` is then untouched). A rendezvous
+    /// completes (null: the send is counted, set_counted_handler, with `tag` for its failure).
+    /// False: the caller posts it itself (`on_sent` is then untouched). A rendezvous
     /// parcel's announcement comes here too where it may (takes_announcements; sender::send): in a
     /// stream it waits for a few more parcels; the last of a burst waits, as a small parcel
     /// does, for the end of the pass (with one worker per locality: until the sending task
@@ -187,8 +193,9 @@ public:
     /// rendezvous parcel (leave_rule::announced).
     template <class Write>
     bool try_coalesce(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
-                      transport::sent_handler* on_sent, batch_counts const& counts = {},
-                      std::uint32_t record_flags = 0, bool announcement = false) {
+                      transport::sent_handler* on_sent, std::uint64_t tag,
+                      batch_counts const& counts = {}, std::uint32_t record_flags = 0,
+                      bool announcement = false) {
         if (!would_hold(dest)) {
             return false; // it leaves at once (the request/reply case: no lock taken)
         }
@@ -201,7 +208,7 @@ public:
             return false;
         }
         batch_op* b = batch_with_room(po, dest, rec, full);
-        append(b, rec, eager_bytes, write, on_sent, counts, record_flags);
+        append(b, rec, eager_bytes, write, on_sent, tag, counts, record_flags);
         b->announcements += announcement ? 1 : 0;
         if (((b->records >= leave_.records && b->buf.size() >= leave_.bytes) ||
              (leave_.handled != 0 && b->handlers.size() >= leave_.handled) ||
@@ -221,7 +228,7 @@ public:
     /// whole send path.
     template <class Write>
     void send_now(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
-                  transport::sent_handler* on_sent, batch_counts const& counts,
+                  transport::sent_handler* on_sent, std::uint64_t tag, batch_counts const& counts,
                   std::uint32_t record_flags) {
         std::size_t const rec = wire::record_size(eager_bytes);
         // A batch closed full by batch_with_room is posted whatever happens after (the next
@@ -234,7 +241,7 @@ public:
             peer_out& po = out_[dest];
             std::lock_guard g(po.m);
             b = batch_with_room(po, dest, rec, full);
-            append(b, rec, eager_bytes, write, on_sent, counts, record_flags);
+            append(b, rec, eager_bytes, write, on_sent, tag, counts, record_flags);
             lone = b->records == 1 && b->controls == 0;
             if (lone) {
                 ++parts_.stats.lone_batches;
@@ -340,15 +347,17 @@ private:
         }
     };
     /// Writes a record of `eager_bytes` (`rec` with its prefix and padding) at the end of `b`
-    /// (under its destination's lock), with its handler if `on_sent`; on a throw from `write`,
-    /// `b` and `*on_sent` are as they were.
+    /// (under its destination's lock), with its handler if `on_sent`, else its `tag`; on a
+    /// throw (from `write`, or no memory for the tag), `b` and `*on_sent` are as they were.
     template <class Write>
     static void append(batch_op* b, std::size_t rec, std::size_t eager_bytes, Write& write,
-                       transport::sent_handler* on_sent, batch_counts const& counts,
-                       std::uint32_t record_flags) {
+                       transport::sent_handler* on_sent, std::uint64_t tag,
+                       batch_counts const& counts, std::uint32_t record_flags) {
         std::size_t const at = b->buf.size();
         if (on_sent != nullptr) {
             b->handlers.push_back(std::move(*on_sent)); // a noexcept move: on failure, untouched
+        } else {
+            b->counted_tags.push_back(tag); // the capacity stays with the batch
         }
         try {
             std::byte* r = b->buf.extend(rec);
@@ -363,6 +372,8 @@ private:
             if (on_sent != nullptr) {
                 *on_sent = std::move(b->handlers.back());
                 b->handlers.pop_back();
+            } else {
+                b->counted_tags.pop_back();
             }
             throw;
         }
@@ -382,6 +393,7 @@ private:
     std::atomic<std::uint32_t> split_batches_{0}; // numbers the split batches' ids
     std::unique_ptr<peer_out[]> out_;
     transport::counted_handler const* counted_ = nullptr;
+    transport::counted_failure_handler const* counted_failed_ = nullptr;
     std::atomic<std::uint32_t> open_batches_{0};
     std::atomic<std::size_t> parcels_in_flight_{0};
     courier::detail::spinlock batch_mutex_; // open_list_, all_, free_ (a few instructions)

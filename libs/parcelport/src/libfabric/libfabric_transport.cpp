@@ -239,7 +239,8 @@ libfabric_transport::libfabric_transport(transport_options const& o) : opts_(o) 
                                    : socket_core_ || rings_      ? 1
                                                                  : coalesce_in_flight;
         coalescer_ = std::make_unique<coalescer>(parts, batch_limit, leave, split_part, hold);
-        coalescer_->set_counted_handler(&counted_);
+        coalescer_->set_counted_handler(&counted_, &counted_failed_);
+        sender_->set_counted_handlers(&counted_, &counted_failed_);
         // Over sockets a DONE rides in the batch open to its destination, if one is (a
         // message costs both sides system calls: with every call answered, the replies wait in
         // a batch when the DONEs go; osu_bw at 128-512 KiB 1.07x, 7 paired rounds). Not on

@@ -91,10 +91,10 @@ public:
         pacer_.kick();
         return sender_->send(dest, std::move(m), std::move(on_sent), opts_.coalescing);
     }
-    bool send_counted(std::uint32_t dest, serialization::message&& m) override {
+    bool send_counted(std::uint32_t dest, serialization::message&& m, std::uint64_t tag) override {
         require_counted_handler();
         pacer_.kick();
-        return sender_->send_counted(dest, std::move(m), counted_, opts_.coalescing);
+        return sender_->send_counted(dest, std::move(m), tag, opts_.coalescing);
     }
     /// On tcp (socket_core_): the coalescer opens a batch to `dest` (coalescer::open_for).
     void gather(std::uint32_t dest) noexcept override;
@@ -106,12 +106,12 @@ public:
         return opts_.coalescing && sender_->takes_streams(dest, n);
     }
     stream_sent send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
-                            sent_handler* on_sent) override {
+                            sent_handler* on_sent, std::uint64_t tag) override {
         require_counted_handler();
         if (!opts_.coalescing) {
             return stream_sent::refused;
         }
-        stream_sent const r = sender_->send_stream(dest, n, write, ctx, on_sent);
+        stream_sent const r = sender_->send_stream(dest, n, write, ctx, on_sent, tag);
         if (r != stream_sent::refused) {
             pacer_.kick();
         }

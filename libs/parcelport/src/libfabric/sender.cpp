@@ -181,8 +181,8 @@ namespace {
 /// (sender::try_coalesce) or a stream no message was built for (sender::send_stream).
 template <class Write>
 bool coalesce_stream(coalescer& c, std::uint32_t dest, std::size_t n, Write&& write,
-                     transport::sent_handler* on_sent) {
-    return c.try_coalesce(dest, n, std::forward<Write>(write), on_sent, batch_counts{1, n, n},
+                     transport::sent_handler* on_sent, std::uint64_t tag) {
+    return c.try_coalesce(dest, n, std::forward<Write>(write), on_sent, tag, batch_counts{1, n, n},
                           wire::record_compact);
 }
 
@@ -240,45 +240,53 @@ void sender::require_peer(std::uint32_t dest) const {
 }
 
 bool sender::batched(std::uint32_t dest, serialization::message const& m,
-                     transport::sent_handler* on_sent, bool coalesce) {
+                     transport::sent_handler* on_sent, bool coalesce, std::uint64_t tag) {
     require_peer(dest);
     return coalesce && !parts_.ep.mr_local() && coalescer_->would_hold(dest) &&
-           try_coalesce(dest, m, on_sent);
+           try_coalesce(dest, m, on_sent, tag);
 }
 
 bool sender::alone_in_batch(std::uint32_t dest, serialization::message const& m,
-                            transport::sent_handler* on_sent) {
+                            transport::sent_handler* on_sent, std::uint64_t tag) {
     std::span<std::byte const> const stream = whole_stream(m);
     // Not one whose index goes from where it lies (index_apart_, tcp): a batch would copy it.
     if (stream.empty() || !batchable(stream.size()) ||
         (index_apart_ && stream.size() >= index_apart_min)) {
         return false;
     }
-    send_stream_alone(dest, stream.size(), copy_span, &stream, on_sent);
+    send_stream_alone(dest, stream.size(), copy_span, &stream, on_sent, tag);
     return true;
 }
 
 bool sender::send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
                   bool coalesce) {
-    if (batched(dest, m, &on_sent, coalesce)) {
+    if (batched(dest, m, &on_sent, coalesce, 0)) {
         return true;
     }
-    if (coalesce && alone_in_batch(dest, m, &on_sent)) {
+    if (coalesce && alone_in_batch(dest, m, &on_sent, 0)) {
         return false; // posted now
     }
     return post(dest, std::move(m), std::move(on_sent), coalesce);
 }
 
-bool sender::send_counted(std::uint32_t dest, serialization::message&& m,
-                          transport::counted_handler const& counted, bool coalesce) {
-    if (batched(dest, m, nullptr, coalesce)) {
+bool sender::send_counted(std::uint32_t dest, serialization::message&& m, std::uint64_t tag,
+                          bool coalesce) {
+    if (batched(dest, m, nullptr, coalesce, tag)) {
         return true; // its end is counted with its batch's
     }
-    if (coalesce && alone_in_batch(dest, m, nullptr)) {
+    if (coalesce && alone_in_batch(dest, m, nullptr, tag)) {
         return false; // posted now; its end is counted with its batch's
     }
+    // Two words: std::function keeps them inline (no allocation per send).
     return post(
-        dest, std::move(m), [&counted](std::error_code ec) { counted(1, ec); }, coalesce);
+        dest, std::move(m),
+        [this, tag](std::error_code ec) {
+            if (ec && counted_failed_ != nullptr && *counted_failed_) {
+                (*counted_failed_)(tag);
+            }
+            (*counted_)(1, ec);
+        },
+        coalesce);
 }
 
 bool sender::batchable(std::size_t n) const noexcept {
@@ -291,7 +299,7 @@ bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
 
 transport::stream_sent sender::send_stream(std::uint32_t dest, std::size_t n,
                                            transport::stream_writer write, void const* ctx,
-                                           transport::sent_handler* on_sent) {
+                                           transport::sent_handler* on_sent, std::uint64_t tag) {
     require_peer(dest);
     if (!batchable(n)) {
         return transport::stream_sent::refused;
@@ -299,17 +307,18 @@ transport::stream_sent sender::send_stream(std::uint32_t dest, std::size_t n,
     // Held if the coalescer holds a batch for `dest` (its first look, then under the lock),
     // else posted now in a batch of its own (with whatever opened meanwhile).
     if (coalesce_stream(
-            *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent)) {
+            *coalescer_, dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent, tag)) {
         return transport::stream_sent::held;
     }
-    send_stream_alone(dest, n, write, ctx, on_sent);
+    send_stream_alone(dest, n, write, ctx, on_sent, tag);
     return transport::stream_sent::posted;
 }
 
 void sender::send_stream_alone(std::uint32_t dest, std::size_t n, transport::stream_writer write,
-                               void const* ctx, transport::sent_handler* on_sent) {
+                               void const* ctx, transport::sent_handler* on_sent,
+                               std::uint64_t tag) {
     coalescer_->send_now(
-        dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent, batch_counts{1, n, n},
+        dest, n, [&](std::byte* at) { write(ctx, at); }, on_sent, tag, batch_counts{1, n, n},
         wire::record_compact);
 }
 
@@ -394,8 +403,8 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
         };
         try {
             if (coalescer_->try_coalesce(
-                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, &announced, {}, 0,
-                    true)) {
+                    dest, n, [&](std::byte* at) { std::memcpy(at, bytes, n); }, &announced, 0, {},
+                    0, true)) {
                 return true;
             }
         } catch (...) {
@@ -480,7 +489,7 @@ bool sender::post(std::uint32_t dest, serialization::message&& m, transport::sen
 }
 
 bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
-                          transport::sent_handler* on_sent) {
+                          transport::sent_handler* on_sent, std::uint64_t tag) {
     // Eager-only and a third of a batch at most: its bytes are all the receiver needs, so it
     // takes no slot; its eager message is written straight into the batch.
     if (std::span<std::byte const> const data = whole_stream(m); !data.empty()) {
@@ -489,7 +498,7 @@ bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
         return coalescer_->small_enough(data.size()) &&
                coalesce_stream(
                    *coalescer_, dest, data.size(),
-                   [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); }, on_sent);
+                   [&](std::byte* at) { std::memcpy(at, data.data(), data.size()); }, on_sent, tag);
     }
     eager_layout const l = layout_eager(m, recv_size_);
     if (!l.eager_only || !coalescer_->small_enough(l.eager_size)) {
@@ -506,7 +515,7 @@ bool sender::try_coalesce(std::uint32_t dest, serialization::message const& m,
             at, nullptr);
     };
     // Counted when the batch is posted, with the batch's other parcels.
-    return coalescer_->try_coalesce(dest, l.eager_size, write, on_sent,
+    return coalescer_->try_coalesce(dest, l.eager_size, write, on_sent, tag,
                                     batch_counts{1, l.eager_size, m.data().size()});
 }
 

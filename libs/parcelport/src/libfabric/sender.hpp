@@ -108,17 +108,26 @@ public:
     /// Sends `m` to `dest`; true if it waits in a batch (coalesce: the coalescer may hold it).
     bool send(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
               bool coalesce);
-    /// As send(), for transport::send_counted(): its end goes to `counted` (which must outlive
-    /// the send), with its batch's others when it waits in one.
-    bool send_counted(std::uint32_t dest, serialization::message&& m,
-                      transport::counted_handler const& counted, bool coalesce);
+    /// Where counted sends end (transport::set_counted_handler): `ended` for every end,
+    /// `failed` (may be empty) for a failed send's tag first. Both must outlive the sender.
+    /// Set-up call.
+    void set_counted_handlers(transport::counted_handler const* ended,
+                              transport::counted_failure_handler const* failed) noexcept {
+        counted_ = ended;
+        counted_failed_ = failed;
+    }
+    /// As send(), for transport::send_counted(): its end is counted (set_counted_handlers),
+    /// with its batch's others when it waits in one; if it fails, `tag` goes to the failure
+    /// handler.
+    bool send_counted(std::uint32_t dest, serialization::message&& m, std::uint64_t tag,
+                      bool coalesce);
     /// transport::send_stream(): the stream's `n` bytes written by `write` as a compact
     /// record into the batch the coalescer holds for `dest` now, or into a batch of its own
     /// posted at once; its end runs `on_sent` (moved from), or, if null, is counted with the
     /// batch's (set_counted_handler). Refused only if no batch may take it (takes_streams()).
     transport::stream_sent send_stream(std::uint32_t dest, std::size_t n,
                                        transport::stream_writer write, void const* ctx,
-                                       transport::sent_handler* on_sent);
+                                       transport::sent_handler* on_sent, std::uint64_t tag);
     /// transport::takes_streams(): send_stream's first look.
     bool takes_streams(std::uint32_t dest, std::size_t n) const noexcept {
         return dest < parts_.peers.size() && batchable(n);
@@ -189,19 +198,19 @@ private:
     /// require_peer(dest); then true if `m` went into a batch (coalesce, see try_coalesce;
     /// on_sent null: a counted send).
     bool batched(std::uint32_t dest, serialization::message const& m,
-                 transport::sent_handler* on_sent, bool coalesce);
+                 transport::sent_handler* on_sent, bool coalesce, std::uint64_t tag);
     /// send_stream()'s stream that no batch held, posted now in a batch of its own. A function
     /// of its own, not inlined: with both paths in one, a held post's path, the hot one of a
     /// stream of posts, lost its inlining (~45 instructions per 8 B post).
     [[gnu::noinline]] void send_stream_alone(std::uint32_t dest, std::size_t n,
                                              transport::stream_writer write, void const* ctx,
-                                             transport::sent_handler* on_sent);
+                                             transport::sent_handler* on_sent, std::uint64_t tag);
     /// A message of one index chunk (its stream alone) that did not go into a batch, posted
     /// now as a batch of its own (coalescer::send_now): a batch's post costs its sender about
     /// half of a message's send path (a send slot, the eager copy, its completion). False if
     /// `m` has other chunks or is too large for a batch: nothing done.
     bool alone_in_batch(std::uint32_t dest, serialization::message const& m,
-                        transport::sent_handler* on_sent);
+                        transport::sent_handler* on_sent, std::uint64_t tag);
     /// send()'s work once the parcel did not go into a batch.
     bool post(std::uint32_t dest, serialization::message&& m, transport::sent_handler on_sent,
               bool coalesce, bool quiet = false);
@@ -209,7 +218,7 @@ private:
     /// coalescer): true if it went there; false leaves `on_sent` to the caller (null: a
     /// counted send, coalescer::try_coalesce).
     bool try_coalesce(std::uint32_t dest, serialization::message const& m,
-                      transport::sent_handler* on_sent);
+                      transport::sent_handler* on_sent, std::uint64_t tag);
     /// A completion came: true if it was `s`'s last part (only a split message has two).
     static bool last_part(send_state* s) noexcept { return s->split.last_part(); }
     /// Whether a message laid out as `whole` for a receive buffer, with an index of
@@ -239,6 +248,8 @@ private:
     transport_parts parts_;
     memory& memory_;
     coalescer* coalescer_ = nullptr;
+    transport::counted_handler const* counted_ = nullptr;                // set_counted_handlers
+    transport::counted_failure_handler const* counted_failed_ = nullptr; // set_counted_handlers
     bool dones_ride_ = false;
     outbox* outbox_ = nullptr;
     bool stage_idle_ = true;

@@ -200,6 +200,12 @@ void routed_transport::set_counted_handler(counted_handler h) {
     }
 }
 
+void routed_transport::set_counted_failure_handler(counted_failure_handler h) {
+    for (auto& r : rails_) {
+        r->set_counted_failure_handler(h);
+    }
+}
+
 void routed_transport::set_activity_handler(activity_handler h) {
     for (auto& r : rails_) {
         r->set_activity_handler(h);

@@ -40,11 +40,12 @@ public:
     void set_activity_handler(activity_handler h) override;
     void set_read_handler(read_handler h) override;
     void set_counted_handler(counted_handler h) override;
+    void set_counted_failure_handler(counted_failure_handler h) override;
     void send(std::uint32_t dest, serialization::message&& m, sent_handler on_sent) override;
     bool send_coalesced(std::uint32_t dest, serialization::message&& m,
                         sent_handler on_sent) override;
-    bool send_counted(std::uint32_t dest, serialization::message&& m) override {
-        return rail_of(dest).send_counted(dest, std::move(m));
+    bool send_counted(std::uint32_t dest, serialization::message&& m, std::uint64_t tag) override {
+        return rail_of(dest).send_counted(dest, std::move(m), tag);
     }
     void gather(std::uint32_t dest) noexcept override {
         if (dest < route_.size()) {
@@ -63,8 +64,8 @@ public:
         return rail_of(dest).takes_streams(dest, n);
     }
     stream_sent send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
-                            sent_handler* on_sent) override {
-        return rail_of(dest).send_stream(dest, n, write, ctx, on_sent);
+                            sent_handler* on_sent, std::uint64_t tag) override {
+        return rail_of(dest).send_stream(dest, n, write, ctx, on_sent, tag);
     }
     void send_control(std::uint32_t dest, serialization::message&& m,
                       sent_handler on_sent) override {

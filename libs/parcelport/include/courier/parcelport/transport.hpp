@@ -23,7 +23,9 @@
 // on_sent: its end goes to the counted handler (set_counted_handler, a set-up call), with
 // `sends` = 1, or with the number of such sends a batch carried when the batch completes; it
 // runs where on_sent would (from progress(), or within a send whose full batch's post was
-// refused), and never for a send that threw.
+// refused), and never for a send that threw. A counted send that fails (its batch or message
+// refused for good, a connection lost) first reaches the counted failure handler, with the tag
+// its caller gave it (set_counted_failure_handler): a count alone does not say what to give back.
 //
 // Threads. send() and send_coalesced() may be called concurrently from any threads.
 // progress() may be called from any thread, concurrently: one caller at a time does the work,
@@ -373,6 +375,10 @@ public:
     /// `sends` sends of send_counted() ended (failed, if `ec`): their callers need no handler
     /// each, only the count.
     using counted_handler = std::function<void(std::size_t sends, std::error_code)>;
+    /// A send of send_counted() (or a counted send_stream()) failed: `tag` is the one its
+    /// caller gave it (the transport does not read it). Runs once per failed send, before the
+    /// counted handler hears of its end.
+    using counted_failure_handler = std::function<void(std::uint64_t tag)>;
     using activity_handler = std::function<void(std::uint32_t source)>;
     /// A rendezvous's RMA reads from `source` completed: `bytes` read, the first posted at
     /// `started`.
@@ -419,13 +425,22 @@ public:
     /// Where the sends of send_counted() report their ends. Set-up call, before the first
     /// send_counted(); a transport over others passes it on.
     virtual void set_counted_handler(counted_handler h) { counted_ = std::move(h); }
+    /// Where a failed counted send's tag goes. Set-up call, optional (without it a failure is
+    /// only counted); a transport over others passes it on.
+    virtual void set_counted_failure_handler(counted_failure_handler h) {
+        counted_failed_ = std::move(h);
+    }
     /// As send_coalesced(), for a send whose end is only counted: it reaches the counted
     /// handler, which a transport that coalesces calls once for all such parcels of a batch
-    /// (no handler is built, stored and run per parcel).
-    /// Throws std::logic_error if no counted handler was set.
-    virtual bool send_counted(std::uint32_t dest, serialization::message&& m) {
+    /// (no handler is built, stored and run per parcel); if it fails, `tag` reaches the counted
+    /// failure handler first. Throws std::logic_error if no counted handler was set.
+    virtual bool send_counted(std::uint32_t dest, serialization::message&& m, std::uint64_t tag) {
         require_counted_handler();
-        return send_coalesced(dest, std::move(m), [this](std::error_code ec) { counted_(1, ec); });
+        // Two words: std::function keeps them inline (no allocation per send).
+        return send_coalesced(dest, std::move(m), [this, tag](std::error_code ec) {
+            counted_failed(tag, ec);
+            counted_(1, ec);
+        });
     }
     /// Writes a parcel's whole stream (a single index chunk: serialization/flat_stream.hpp) at
     /// `at`, the `n` bytes the caller announced.
@@ -460,12 +475,13 @@ public:
     /// written in place into the batch the transport holds for `dest` if it holds one now, or
     /// else into a batch of its own that leaves at once, which costs the sender a batch's post
     /// where a message costs its whole send path. Its end runs `on_sent` (not null; moved from
-    /// once taken) or, with `on_sent` null, is counted (set_counted_handler). Only the
+    /// once taken) or, with `on_sent` null, is counted (set_counted_handler) with `tag` for
+    /// the counted failure handler, as send_counted()'s. Only the
     /// libfabric transport (and the routed one, through its rails) takes any; the MPI
     /// transport, whose batches are built otherwise, and the others take none.
     virtual stream_sent send_stream(std::uint32_t /*dest*/, std::size_t /*n*/,
                                     stream_writer /*write*/, void const* /*ctx*/,
-                                    sent_handler* /*on_sent*/) {
+                                    sent_handler* /*on_sent*/, std::uint64_t /*tag*/) {
         return stream_sent::refused;
     }
     /// As send(), for a small control message (a heartbeat) from a thread that must not wait
@@ -526,7 +542,14 @@ public:
     }
 
 protected:
-    counted_handler counted_; // set_counted_handler()
+    counted_handler counted_;                // set_counted_handler()
+    counted_failure_handler counted_failed_; // set_counted_failure_handler()
+    /// A counted send with `tag` ended with `ec`: its tag to the failure handler if it failed.
+    void counted_failed(std::uint64_t tag, std::error_code ec) const {
+        if (ec && counted_failed_) {
+            counted_failed_(tag);
+        }
+    }
     /// Refuses a send_counted() whose end could reach no one (a set-up mistake): before the
     /// send, so that it is refused outright, not lost.
     void require_counted_handler() const {
