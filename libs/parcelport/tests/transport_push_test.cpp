@@ -8,6 +8,8 @@
 #include "malformed_support.hpp"
 
 #include <numeric>
+#include <string>
+#include <vector>
 
 namespace fab = courier::parcelport::fabric;
 using malformed_support::desc;
@@ -99,8 +101,13 @@ TEST(pushed, classes_cover_the_push_limit_from_half_the_first_class) {
     auto const c = fab::push_classes::covering(524288);
     EXPECT_EQ(c.class_of(64, 65535), c.count) << "under half the first class: read";
     EXPECT_EQ(c.class_of(64, 65536), 0u);
-    EXPECT_EQ(c.class_of(4096, 131072), 0u);
-    EXPECT_EQ(c.class_of(4160, 131072), c.count) << "an eager part over eager_room: read";
+    EXPECT_EQ(c.class_of(fab::push_classes::eager_room, 131072), 0u);
+    EXPECT_EQ(c.class_of(fab::push_classes::eager_room + 64, 131072), c.count)
+        << "an eager part over eager_room: read";
+    // An eager message's worth of index (96 KiB on tcp) fits, and the largest class's buffer
+    // stays within its landing-pool block.
+    EXPECT_GE(fab::push_classes::eager_room, std::size_t{96} << 10);
+    EXPECT_LE(fab::push_classes::capacity(0), 2 * fab::push_classes::chunk_capacity(0));
     EXPECT_EQ(c.class_of(64, 131073), 1u);
     EXPECT_EQ(c.class_of(64, 524288), 2u);
     EXPECT_EQ(c.class_of(64, 524289), c.count);
@@ -144,6 +151,34 @@ TEST(pushed, parcels_of_64_to_256_kib_arrive_whole_without_reads_or_dones) {
     EXPECT_EQ(sa.rendezvous_sends, 0u);
     EXPECT_EQ(sb.rma_reads, 0u);
     EXPECT_EQ(sb.done_messages, 0u);
+}
+
+TEST(pushed, a_block_beside_an_index_that_goes_eager_is_pushed_with_it) {
+    // The runtime's zero-copy threshold on net is 64 KiB: a 64-96 KiB block is a chunk of its
+    // own, which went in the eager message before; beside an index that goes eager (up to
+    // tcp's 96 KiB) it is pushed, not read (a round trip and a DONE).
+    std::string why;
+    auto const eager_default = [](pp::transport_options& o) { o.eager_threshold = 0; };
+    auto p = net_pair::open(why, eager_default, eager_default);
+    if (!p) {
+        GTEST_SKIP() << "no net endpoint here: " << why;
+    }
+    for (std::size_t words_n : {2000, 9000}) { // an index of ~16 and ~72 KB
+        std::vector<std::string> const words(words_n, std::string("seven!!"));
+        auto const block = patterned(70000, 7);
+        auto m = cs::save(words, block);
+        ASSERT_GT(m.index_size(), std::size_t{8} << 10) << "an index over the old 4 KiB room";
+        ASSERT_EQ(m.chunks().size(), 2u);
+        ASSERT_TRUE(p->deliver(std::move(m)));
+        std::vector<std::string> bw;
+        cs::serialize_buffer<char> bb;
+        cs::load(p->got.back(), bw, bb);
+        EXPECT_EQ(bw, words);
+        EXPECT_EQ(bb, block);
+    }
+    EXPECT_EQ(p->a->stats().pushed_sends, 2u);
+    EXPECT_EQ(p->a->stats().rendezvous_sends, 0u);
+    EXPECT_EQ(p->b->stats().rma_reads, 0u);
 }
 
 TEST(pushed, parcels_outside_the_classes_are_read_as_before) {
@@ -345,7 +380,8 @@ TEST(pushed, forged_pushed_messages_are_dropped_and_the_class_keeps_its_receives
     p->pump([&] { return courier::logging::lines_written() - lines_before >= 2 * fs.size(); });
     // Larger than the class's buffers: net fails the receive (truncated) and drops the forger's
     // connection; the buffer goes back.
-    auto const oversize = pushed_message({desc(index, 16), desc(pointer, 200000, at)}, 16, 200000);
+    constexpr std::size_t over = fab::push_classes::capacity(0) + 4096;
+    auto const oversize = pushed_message({desc(index, 16), desc(pointer, over, at)}, 16, over);
     p->raw_tagged(oversize.bytes, fab::push_classes::tag(0));
     p->pump([&] { return courier::logging::lines_written() - lines_before > 2 * fs.size(); });
     std::string const err = testing::internal::GetCapturedStderr();

@@ -65,7 +65,7 @@ template <bool Call>
     auto const bytes = static_cast<std::int64_t>(n);
     // A post's counted end gives back, if its send fails, its termination count and its
     // window share (a call's, its sent handler: sent()).
-    send_undo const undo{true, dest, static_cast<std::uint64_t>(n)};
+    send_undo const undo{send_undo::kind::post, dest, static_cast<std::uint64_t>(n)};
     if (!undo.fits()) {
         return false;
     }

@@ -214,19 +214,27 @@ bool send_or_keep_credit(locality_state& st, std::uint32_t source, std::int64_t 
         send_credit(source, parcels, bytes);
         return true;
     } catch (...) {
-        add(st.flow.in[source], parcels, bytes);
-        // The source first: a pass that takes the flag then finds it marked.
-        st.flow.kept_from[source].store(true, std::memory_order_release);
-        st.flow.credits_kept.store(true, std::memory_order_release);
-        static logging::rate_limit limit;
-        logging::error_limited(limit,
-                               "could not send a flow-control credit to locality {} (kept for "
-                               "the next progress pass)",
-                               source);
+        flow_keep_credit(st, source, parcels, bytes);
         return false;
     }
 }
 } // namespace
+
+void flow_keep_credit(locality_state& st, std::uint32_t source, std::int64_t parcels,
+                      std::int64_t bytes) noexcept {
+    if (source >= st.flow.in.size()) {
+        return;
+    }
+    add(st.flow.in[source], parcels, bytes);
+    // The source first: a pass that takes the flag then finds it marked.
+    st.flow.kept_from[source].store(true, std::memory_order_release);
+    st.flow.credits_kept.store(true, std::memory_order_release);
+    static logging::rate_limit limit;
+    logging::error_limited(limit,
+                           "could not send a flow-control credit to locality {} (kept for the "
+                           "next progress pass)",
+                           source);
+}
 
 void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
                   std::int64_t parcels) noexcept {

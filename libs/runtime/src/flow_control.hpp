@@ -131,6 +131,10 @@ void flow_started(locality_state& st, std::uint32_t source, std::int64_t bytes,
 /// stays kept and is tried again 1 ms later; credits to a peer that failed or said goodbye
 /// are dropped.
 void flow_send_kept_credits(locality_state& st) noexcept;
+/// A credit of `parcels` and `bytes` to `source` was not sent, or was lost after it was (a
+/// failed counted send): kept, to go again as flow_started's kept credits do.
+void flow_keep_credit(locality_state& st, std::uint32_t source, std::int64_t parcels,
+                      std::int64_t bytes) noexcept;
 /// A credit parcel from `dest` gave back `parcels` and `bytes`.
 void flow_credit(locality_state& st, std::uint32_t dest, std::int64_t parcels, std::int64_t bytes);
 /// `rank` failed: its window is void; senders waiting on it wake up.

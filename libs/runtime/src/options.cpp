@@ -34,7 +34,7 @@ std::vector<option_spec> const& option_table() {
         {"zero_copy_threshold", "auto",
          "bytes at which a bitwise block is sent zero copy (pointer chunk); 0 = zero copy off; "
          "auto = 65536 on tcp over libfabric's net (the smallest block pushed whole into the "
-         "receiver's posted buffer; with --courier:push_max under 65536, 98304), 98304 over "
+         "receiver's posted buffer; with --courier:push_max under 98304, 98304), 98304 over "
          "tcp;ofi_rxm (an RMA read costs a round trip there), 8192 on shm, else 4096; "
          "across hosts (provider auto) each rail's: shm's for this host's localities"},
         {"deep_array_threshold", "0",

@@ -158,29 +158,68 @@ void sent(std::uint64_t rid, std::error_code const& ec) {
 
 void counted_send_failed(send_undo const& undo) noexcept {
     locality_state& st = here();
-    if (undo.user) {
+    using kind = send_undo::kind;
+    char const* what = "control parcel";
+    switch (undo.what) {
+    case kind::post:
+        what = "post";
         count_user_sent(st, -1);
-    }
-    if (undo.flow != 0) {
-        flow_release(st, undo.dest, static_cast<std::int64_t>(undo.flow));
+        if (undo.bytes != 0) {
+            flow_release(st, undo.dest, static_cast<std::int64_t>(undo.bytes));
+        }
+        break;
+    case kind::reply:
+        what = "reply";
+        count_user_sent(st, -1);
+        break;
+    case kind::credit:
+        // Kept: it goes again at the next pass (a credit lost for good would shrink the
+        // peer's window to this locality for good).
+        flow_keep_credit(st, undo.dest, static_cast<std::int64_t>(undo.parcels),
+                         static_cast<std::int64_t>(undo.bytes));
+        return;
+    case kind::control:
+        break;
     }
     static logging::rate_limit limit;
     logging::error_limited(limit,
                            "a {} to locality {} could not be sent (the transport refused it for "
                            "good or lost its connection); it is lost",
-                           undo.flow != 0 ? "post"
-                           : undo.user    ? "reply"
-                                          : "control parcel",
-                           undo.dest);
+                           what, undo.dest);
 }
 
 namespace {
 
+void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
+                 std::function<void(std::error_code const&)> on_sent, send_undo const& undo,
+                 std::optional<std::uint64_t> ordered_seq = std::nullopt);
+
+/// Sends the skip of ordered request `seq` to `dest` (one that will never arrive), so that
+/// the requests after it run.
+void send_ordered_skip(std::uint32_t dest, std::uint64_t seq) noexcept {
+    try {
+        serialization::message skip;
+        {
+            serialization::output_archive ar(skip);
+            ar.save(static_cast<std::uint8_t>(ordered_skip));
+            ar.save(seq);
+        }
+        send_parcel(dest, std::move(skip), 0, nullptr, send_undo{send_undo::kind::control, dest});
+    } catch (std::exception const& e) {
+        log(log_level::error,
+            "ordered calls to locality {} are stuck: sequence number {} was refused and so was "
+            "its skip: {}",
+            dest, seq, e.what());
+    }
+}
+
 /// Sends `m` to `dest`: a request `rid` (0: a post, or a reply or control parcel), ending in
 /// `on_sent` if given, then in sent(); a send of none of these is only counted, and if it fails
-/// gives back what `undo` says (counted_send_failed).
+/// gives back what `undo` says (counted_send_failed). An ordered request (`ordered_seq`, its
+/// number) whose send fails once taken sends the skip of its number in its place.
 void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
-                 std::function<void(std::error_code const&)> on_sent, send_undo const& undo) {
+                 std::function<void(std::error_code const&)> on_sent, send_undo const& undo,
+                 std::optional<std::uint64_t> ordered_seq) {
     locality_state& st = here();
     if (dest == st.rank) {
         // Local target: the same parcel path without the network (no copy: the message still
@@ -195,12 +234,35 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     bool const worker = current_scheduler() != nullptr && detail::current_worker() != nullptr;
     // A post, a reply or a control parcel from a worker: its end is only counted (sent() has
     // nothing else to do for rid 0), by the transport's counted handler, once per batch where
-    // it coalesces. Other parcels get a handler, built here: without a caller's callback it
-    // captures only the request id, which std::function stores inline; only a caller's own
-    // callback costs an allocation.
-    bool const counted = rid == 0 && !on_sent && worker && undo.fits();
+    // it coalesces; if it fails, its tag says what to give back. Other parcels get a handler,
+    // built here: without a caller's callback or an ordered number it captures at most two
+    // words, which std::function stores inline; only those cost an allocation.
+    bool const counted = rid == 0 && !on_sent && !ordered_seq && worker && undo.fits();
     parcelport::transport::sent_handler handler;
-    if (on_sent) {
+    if (ordered_seq && rid == 0 && !on_sent && undo.fits()) {
+        // An ordered post: two words, inline.
+        handler = [tag = undo.tag(), seq = *ordered_seq](std::error_code ec) {
+            if (ec) {
+                send_undo const u = send_undo::of(tag);
+                counted_send_failed(u);
+                send_ordered_skip(u.dest, seq);
+            }
+            sent(0, ec);
+        };
+    } else if (ordered_seq) {
+        handler = [rid, undo, seq = *ordered_seq, cb = std::move(on_sent)](std::error_code ec) {
+            if (cb) {
+                cb(ec);
+            }
+            if (ec) {
+                if (rid == 0) {
+                    counted_send_failed(undo);
+                }
+                send_ordered_skip(undo.dest, seq);
+            }
+            sent(rid, ec);
+        };
+    } else if (on_sent) {
         handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
             cb(ec);
             sent(rid, ec);
@@ -209,7 +271,7 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
         handler = [rid](std::error_code ec) { sent(rid, ec); };
     } else if (!counted) {
         // Not from a worker (or too large for a tag): a handler of its own gives back what a
-        // counted send's tag would (two words where it fits a tag: no allocation).
+        // counted send's tag would.
         if (undo.fits()) {
             handler = [tag = undo.tag()](std::error_code ec) {
                 if (ec) {
@@ -260,12 +322,22 @@ void write_reply_head(serialization::output_archive& ar, request_context const& 
     ar.save(static_cast<std::uint8_t>(ok ? status_ok : status_failed));
 }
 
-/// Sends a written reply; termination counts it unless it answers a control request.
+/// Sends a written reply; termination counts it unless it answers a control request (and
+/// takes it off again if the send is refused).
 void send_reply(request_context const& r, serialization::message&& m) {
+    using kind = send_undo::kind;
     if (!r.control) {
         count_user_sent(here(), 1);
     }
-    send_parcel(r.source, std::move(m), 0, nullptr, send_undo{!r.control, r.source, 0});
+    try {
+        send_parcel(r.source, std::move(m), 0, nullptr,
+                    send_undo{r.control ? kind::control : kind::reply, r.source});
+    } catch (...) {
+        if (!r.control) {
+            count_user_sent(here(), -1);
+        }
+        throw;
+    }
 }
 
 /// Answers `r` with an error (a posted action's failure is logged here instead).
@@ -559,7 +631,11 @@ void send_credit(std::uint32_t dest, std::int64_t parcels, std::int64_t bytes) {
         ar.save(parcels);
         ar.save(bytes);
     }
-    send_parcel(dest, std::move(m), 0, nullptr, send_undo{false, dest, 0});
+    // Its parcels and bytes were taken from what `dest` is owed: lost after it left, they are
+    // kept for the next pass (counted_send_failed), as a credit refused outright is.
+    send_parcel(dest, std::move(m), 0, nullptr,
+                send_undo{send_undo::kind::credit, dest, static_cast<std::uint64_t>(bytes),
+                          static_cast<std::uint64_t>(parcels)});
 }
 
 namespace {
@@ -661,24 +737,14 @@ void send_request_in(serialization::message& m, std::uint32_t dest, std::uint64_
     }
     try {
         send_parcel(dest, std::move(m), rid, std::move(on_sent),
-                    send_undo{!control, dest, counted ? static_cast<std::uint64_t>(bytes) : 0});
+                    control ? send_undo{send_undo::kind::control, dest}
+                            : send_undo{send_undo::kind::post, dest,
+                                        counted ? static_cast<std::uint64_t>(bytes) : 0},
+                    ordered ? std::optional<std::uint64_t>(seq) : std::nullopt);
     } catch (...) {
         undo();
         if (ordered) {
-            serialization::message skip;
-            {
-                serialization::output_archive ar(skip);
-                ar.save(static_cast<std::uint8_t>(ordered_skip));
-                ar.save(seq);
-            }
-            try {
-                send_parcel(dest, std::move(skip), 0, nullptr, send_undo{false, dest, 0});
-            } catch (std::exception const& e) {
-                log(log_level::error,
-                    "ordered calls to locality {} are stuck: sequence number {} was refused "
-                    "and so was its skip: {}",
-                    dest, seq, e.what());
-            }
+            send_ordered_skip(dest, seq);
         }
         throw;
     }

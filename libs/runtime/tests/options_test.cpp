@@ -149,7 +149,7 @@ TEST(options, a_bad_choice_names_the_values_it_accepts) {
 
 TEST(options, the_zero_copy_threshold_defaults_by_provider) {
     // "auto": 64 KiB on tcp over net (the smallest block pushed whole), 96 KiB over rxm or
-    // with pushes under 64 KiB (a rendezvous costs a read request's round trip there), 8 KiB
+    // with push_max under 96 KiB (a rendezvous costs a read request's round trip there), 8 KiB
     // on shm (eager messages up to 8 KiB go as two parts within its inject size), 4 KiB
     // elsewhere; an explicit value wins, and a bad one is an error. They are the parcels':
     // save() without options keeps the documented 4 KiB (API.md), so a program's own 4 KiB
@@ -162,8 +162,9 @@ TEST(options, the_zero_copy_threshold_defaults_by_provider) {
     bool const tcp_pushes = courier::parcelport::tcp_provider() == "net";
     for (auto const& r : std::vector<row>{
              {{"--courier:provider=tcp"}, tcp_pushes ? 65536u : 98304u},
-             {{"--courier:provider=tcp", "--courier:push_max=64K"}, tcp_pushes ? 65536u : 98304u},
-             {{"--courier:provider=tcp", "--courier:push_max=60K"}, 98304},
+             {{"--courier:provider=tcp", "--courier:push_max=96K"}, tcp_pushes ? 65536u : 98304u},
+             // Blocks of 64-96 KiB over push_max would be read, not pushed: eager as before.
+             {{"--courier:provider=tcp", "--courier:push_max=64K"}, 98304},
              {{"--courier:provider=tcp", "--courier:push_max=0"}, 98304},
              {{"--courier:provider=tcp;ofi_rxm"}, 98304},
              {{"--courier:provider=shm"}, 8192},

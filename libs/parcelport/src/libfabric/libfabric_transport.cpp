@@ -56,7 +56,9 @@ std::size_t default_zero_copy_threshold(std::string_view provider, std::size_t p
     if (push_max == transport_options::push_max_auto) {
         push_max = default_push_max(core);
     }
-    if (core != "net" || push_max < fabric::push_classes::min_chunk_bytes) {
+    // Only where every block from 64 KiB up to the eager threshold may be pushed: a block over
+    // push_max would be read (a round trip) where it went in the eager message before.
+    if (core != "net" || push_max < eager) {
         return eager;
     }
     return std::min(eager, fabric::push_classes::min_chunk_bytes);

@@ -38,7 +38,13 @@ namespace courier::parcelport::fabric {
 /// Size classes of pushed parcels: class i takes a message of at most capacity(i) bytes: 2^(17+i)
 /// bytes of chunks, and the eager part of at most eager_room bytes before them.
 struct push_classes {
-    static constexpr std::size_t eager_room = 4096;
+    /// Room for the eager part (header, descriptors, inline index) before the chunks: an
+    /// eager message's on tcp (96 KiB of index, its default eager threshold, and 4 KiB), so
+    /// that a parcel whose index would go eager pushes its blocks too (the runtime's zero-copy
+    /// threshold is 64 KiB where parcels are pushed: a 64-96 KiB block beside an index of more
+    /// than a few KiB must not be read instead). A class's buffer stays within its landing-pool
+    /// block (twice its chunk capacity).
+    static constexpr std::size_t eager_room = (96 + 4) << 10;
     static constexpr unsigned first_shift = 17; // 128 KiB of chunks in the first class
     /// A parcel is pushed only with at least this many bytes of chunks (half the first class:
     /// a posted buffer is at most twice what lands in it); smaller ones are read as before.

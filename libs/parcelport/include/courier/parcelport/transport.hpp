@@ -177,13 +177,13 @@ std::size_t default_eager_threshold(std::string_view provider) noexcept;
 
 /// The runtime's zero-copy threshold a provider gets by default (its "auto"): the provider's
 /// eager threshold, except where parcels are pushed (net, which "tcp" opens where libfabric
-/// offers it, with `push_max`, transport_options::push_max, at least 64 KiB: the smallest
-/// chunk a parcel is pushed with): 64 KiB. A block of 64-96 KiB then goes from where it lies
-/// into the receiver's posted buffer, with no copy on either side, instead of being copied
-/// into the eager message and out of the receive buffer (osu_bw 1.06-1.15x, latency
-/// 0.78-0.90x, posts 1.08-1.12x at 64-88 KiB, under both cubic and BBR: benchmarks/RESULTS.md,
-/// "Pushed parcels on net"). Over rxm, where such a chunk would be read (a round trip), it
-/// stays the eager threshold.
+/// offers it, with `push_max`, transport_options::push_max, at least the eager threshold, so
+/// that every block between them may be pushed): 64 KiB, the smallest chunk pushed. A block of
+/// 64-96 KiB then goes from where it lies into the receiver's posted buffer, with no copy on either
+/// side, instead of being copied into the eager message and out of the receive buffer
+/// (osu_bw 1.06-1.15x, latency 0.78-0.90x, posts 1.08-1.12x at 64-88 KiB, under both cubic and BBR:
+/// benchmarks/RESULTS.md, "Pushed parcels on net"). Over rxm, where such a chunk would be read (a
+/// round trip), it stays the eager threshold.
 std::size_t default_zero_copy_threshold(std::string_view provider, std::size_t push_max);
 
 /// The largest pushed parcel (transport_options::push_max) a core provider gets by default:
