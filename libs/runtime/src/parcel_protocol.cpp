@@ -249,6 +249,15 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
             }
             sent(0, ec);
         };
+    } else if (ordered_seq && rid != 0 && !on_sent && *ordered_seq >> 40 == 0 && dest >> 24 == 0) {
+        // An ordered call: its number and destination packed, two words, inline (sent()
+        // fails the call).
+        handler = [rid, packed = *ordered_seq << 24 | dest](std::error_code ec) {
+            if (ec) {
+                send_ordered_skip(static_cast<std::uint32_t>(packed & 0xffffff), packed >> 24);
+            }
+            sent(rid, ec);
+        };
     } else if (ordered_seq) {
         handler = [rid, undo, seq = *ordered_seq, cb = std::move(on_sent)](std::error_code ec) {
             if (cb) {
