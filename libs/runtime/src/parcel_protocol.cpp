@@ -239,27 +239,33 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
     // words, which std::function stores inline; only those cost an allocation.
     bool const counted = rid == 0 && !on_sent && !ordered_seq && worker && undo.fits();
     parcelport::transport::sent_handler handler;
-    if (ordered_seq && rid == 0 && !on_sent && undo.fits()) {
-        // An ordered post: two words, inline.
-        handler = [tag = undo.tag(), seq = *ordered_seq](std::error_code ec) {
+    if (rid == 0 && !on_sent && !counted && undo.fits()) {
+        // A post, reply or control parcel not from a worker, or an ordered post: what a
+        // counted send's tag would say, and the ordered number + 1 (0: none). Two words.
+        handler = [tag = undo.tag(),
+                   next = ordered_seq ? *ordered_seq + 1 : 0](std::error_code ec) {
             if (ec) {
                 send_undo const u = send_undo::of(tag);
                 counted_send_failed(u);
-                send_ordered_skip(u.dest, seq);
+                if (next != 0) {
+                    send_ordered_skip(u.dest, next - 1);
+                }
             }
             sent(0, ec);
         };
-    } else if (ordered_seq && rid != 0 && !on_sent && *ordered_seq >> 40 == 0 && dest >> 24 == 0) {
-        // An ordered call: its number and destination packed, two words, inline (sent()
-        // fails the call).
+    } else if (rid != 0 && !on_sent && !ordered_seq) {
+        handler = [rid](std::error_code ec) { sent(rid, ec); };
+    } else if (rid != 0 && !on_sent && *ordered_seq >> 40 == 0 && dest >> 24 == 0) {
+        // An ordered call: its number and destination packed, two words (sent() fails it).
         handler = [rid, packed = *ordered_seq << 24 | dest](std::error_code ec) {
             if (ec) {
                 send_ordered_skip(static_cast<std::uint32_t>(packed & 0xffffff), packed >> 24);
             }
             sent(rid, ec);
         };
-    } else if (ordered_seq) {
-        handler = [rid, undo, seq = *ordered_seq, cb = std::move(on_sent)](std::error_code ec) {
+    } else if (!counted) {
+        // The rest (a caller's callback, numbers too large to pack): one allocation.
+        handler = [rid, undo, ordered_seq, cb = std::move(on_sent)](std::error_code ec) {
             if (cb) {
                 cb(ec);
             }
@@ -267,35 +273,12 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
                 if (rid == 0) {
                     counted_send_failed(undo);
                 }
-                send_ordered_skip(undo.dest, seq);
+                if (ordered_seq) {
+                    send_ordered_skip(undo.dest, *ordered_seq);
+                }
             }
             sent(rid, ec);
         };
-    } else if (on_sent) {
-        handler = [rid, cb = std::move(on_sent)](std::error_code ec) {
-            cb(ec);
-            sent(rid, ec);
-        };
-    } else if (rid != 0) {
-        handler = [rid](std::error_code ec) { sent(rid, ec); };
-    } else if (!counted) {
-        // Not from a worker (or too large for a tag): a handler of its own gives back what a
-        // counted send's tag would.
-        if (undo.fits()) {
-            handler = [tag = undo.tag()](std::error_code ec) {
-                if (ec) {
-                    counted_send_failed(send_undo::of(tag));
-                }
-                sent(0, ec);
-            };
-        } else {
-            handler = [undo](std::error_code ec) {
-                if (ec) {
-                    counted_send_failed(undo);
-                }
-                sent(0, ec);
-            };
-        }
     }
     // A worker polls the network regularly (when idle and every few tasks), so parcels it
     // sends may be coalesced; another thread's go out at once. A parcel held in a batch must
