@@ -972,6 +972,59 @@ void scenario_lost_credits_come_again() {
     CHECK(seen == n);
 }
 
+// A reply lost after it left (the callee's batch refused for good after waiting; the callee
+// alive) fails its call with network_error: the callee tells the caller that the reply is
+// lost (a reply_lost parcel), and sends that notice again if it is lost too (up to three
+// times). Later calls and shutdown go through. tcp only, as above. Before, the call waited
+// for ever (its caller's locality heard the callee's heartbeats: no failure to end it).
+long refuse_then_double(long x, int n) {
+    // This locality's next n fi_sends wait, then are refused: the reply's batch first (unless
+    // a heartbeat takes the refusal: then the call succeeds, and the caller tries again).
+    courier::parcelport::fabric::testing::refuse_posts("fi_send", n, -EIO); // FI_EIO is EIO
+    return 2 * x;
+}
+COURIER_PLAIN_ACTION(refuse_then_double, refuse_then_double_action);
+int stop_refusing() {
+    courier::parcelport::fabric::testing::refuse_posts("", 0, 0);
+    return 1;
+}
+COURIER_PLAIN_ACTION(stop_refusing, stop_refusing_action);
+
+void scenario_lost_replies_fail_their_calls() {
+    auto to = courier::find_remote_localities().at(0);
+    // n = 1: the reply is lost; n = 2: the reply and the first notice of its loss.
+    for (int n : {1, 2}) {
+        int lost = 0, answered = 0;
+        for (long attempt = 0; attempt < 10 && lost == 0; ++attempt) {
+            try {
+                long const r = courier::async<refuse_then_double_action>(to, attempt, n).get();
+                CHECK(r == 2 * attempt);
+                ++answered;
+            } catch (courier::network_error const& e) {
+                std::printf("lost_replies_fail_their_calls: n=%d: a call failed: %s\n", n,
+                            e.what());
+                CHECK(std::string(e.what()).find("was lost") != std::string::npos);
+                ++lost;
+            }
+        }
+        std::printf("lost_replies_fail_their_calls: n=%d: %d lost, %d answered\n", n, lost,
+                    answered);
+        CHECK(lost == 1);
+        // Whatever refusal is left goes (a call whose own reply may take it: tried again).
+        bool stopped = false;
+        for (int i = 0; i < 5 && !stopped; ++i) {
+            try {
+                stopped = courier::async<stop_refusing_action>(to).get() == 1;
+            } catch (courier::network_error const&) {
+            }
+        }
+        CHECK(stopped);
+    }
+    for (long i = 0; i < 20; ++i) {
+        CHECK(courier::async<doubled_action>(to, i).get() == 2 * i);
+    }
+}
+
 // Calls whose actions suspend before they return (run with one worker on the callee): each
 // answer is built while the others' actions are suspended in the middle of theirs, and each
 // caller gets its own (handle_request's per-thread spare message for replies is held by one
@@ -2430,6 +2483,7 @@ int courier_main(int argc, char** argv) {
         {"posts_fail_with_their_batch", scenario_posts_fail_with_their_batch},
         {"ordered_posts_fail_with_their_batch", scenario_ordered_posts_fail_with_their_batch},
         {"lost_credits_come_again", scenario_lost_credits_come_again},
+        {"lost_replies_fail_their_calls", scenario_lost_replies_fail_their_calls},
         {"malformed_calls", scenario_malformed_calls},
         {"posts_capture_their_arguments", scenario_posts_capture_their_arguments},
         {"answers_stay_apart", scenario_answers_stay_apart},

@@ -38,6 +38,8 @@ namespace courier::detail {
 /// ordered_request {u8 kind, u64 sequence number, then a request's fields}: runs after the
 /// sender's ordered requests with smaller numbers have run (async_ordered, post_ordered);
 /// ordered_skip {u8 kind, u64 sequence number}: a number whose request was never sent.
+/// reply_lost {u8 kind, u64 short request id}: the reply to that request (send_undo::
+/// short_request_id) was sent and lost (its send failed for good, its action ran).
 enum parcel_kind : std::uint8_t {
     request = 1,
     reply = 2,
@@ -46,6 +48,7 @@ enum parcel_kind : std::uint8_t {
     credit = 5,
     ordered_request = 6,
     ordered_skip = 7,
+    reply_lost = 8,
 };
 enum reply_status : std::uint8_t { status_ok = 0, status_failed = 1 };
 

@@ -169,8 +169,14 @@ void counted_send_failed(send_undo const& undo) noexcept {
         }
         break;
     case kind::reply:
-        what = "reply";
-        count_user_sent(st, -1);
+        if (undo.notices == 0) {
+            what = "reply";
+            if (!undo.control_request) {
+                count_user_sent(st, -1);
+            }
+        } else {
+            what = "notice of a lost reply";
+        }
         break;
     case kind::credit:
         // Kept: it goes again at the next pass (a credit lost for good would shrink the
@@ -181,11 +187,18 @@ void counted_send_failed(send_undo const& undo) noexcept {
     case kind::control:
         break;
     }
+    char const* then = "it is lost";
+    if (undo.what == kind::reply) {
+        then = undo.notices < send_undo::max_notices ? "its caller is told" : "it is lost";
+    }
     static logging::rate_limit limit;
     logging::error_limited(limit,
                            "a {} to locality {} could not be sent (the transport refused it for "
-                           "good or lost its connection); it is lost",
-                           what, undo.dest);
+                           "good or lost its connection); {}",
+                           what, undo.dest, then);
+    if (undo.what == kind::reply) {
+        send_reply_lost(undo); // its caller waits for it
+    }
 }
 
 namespace {
@@ -193,6 +206,39 @@ namespace {
 void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
                  std::function<void(std::error_code const&)> on_sent, send_undo const& undo,
                  std::optional<std::uint64_t> ordered_seq = std::nullopt);
+} // namespace
+
+void send_reply_lost(send_undo const& undo) noexcept {
+    locality_state& st = here();
+    if (has_failed(st, undo.dest)) {
+        return; // the caller's calls to this locality failed with it
+    }
+    if (undo.notices >= send_undo::max_notices) {
+        log(log_level::error,
+            "the reply to a call from locality {} was lost, and so were {} notices of its loss: "
+            "that call waits until this locality or the link to it is found failed",
+            undo.dest, undo.notices);
+        return;
+    }
+    try {
+        serialization::message m;
+        {
+            serialization::output_archive ar(m);
+            ar.save(static_cast<std::uint8_t>(reply_lost));
+            ar.save(undo.request);
+        }
+        send_undo notice = undo;
+        ++notice.notices; // lost too, it is sent again (up to max_notices)
+        send_parcel(undo.dest, std::move(m), 0, nullptr, notice);
+    } catch (std::exception const& e) { // the runtime is stopping, or out of memory
+        log(log_level::warn,
+            "the reply to a call from locality {} was lost, and the notice of its loss could "
+            "not be sent: {}",
+            undo.dest, e.what());
+    }
+}
+
+namespace {
 
 /// Sends the skip of ordered request `seq` to `dest` (one that will never arrive), so that
 /// the requests after it run.
@@ -315,19 +361,21 @@ void write_reply_head(serialization::output_archive& ar, request_context const& 
 }
 
 /// Sends a written reply; termination counts it unless it answers a control request (and
-/// takes it off again if the send is refused).
+/// takes it off again if the send is refused, outright here or later: counted_send_failed).
+/// A reply refused tells its caller that it is lost (send_reply_lost): a call must not wait
+/// for ever for a reply that will never come from a locality that is alive.
 void send_reply(request_context const& r, serialization::message&& m) {
-    using kind = send_undo::kind;
     if (!r.control) {
         count_user_sent(here(), 1);
     }
+    send_undo const undo = send_undo::reply_to(r.source, r.rid, r.control);
     try {
-        send_parcel(r.source, std::move(m), 0, nullptr,
-                    send_undo{r.control ? kind::control : kind::reply, r.source});
+        send_parcel(r.source, std::move(m), 0, nullptr, undo);
     } catch (...) {
         if (!r.control) {
             count_user_sent(here(), -1);
         }
+        send_reply_lost(undo); // refused outright: its caller would wait for it for ever
         throw;
     }
 }

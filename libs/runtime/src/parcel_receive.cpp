@@ -6,6 +6,7 @@
 // locality_state.hpp.
 #include "locality_state.hpp"
 #include "log.hpp"
+#include "parcel_send.hpp"
 #include "scheduler.hpp"
 #include "trace.hpp"
 
@@ -54,6 +55,38 @@ void handle_reply(std::uint32_t source, serialization::input_archive& in) {
     // Made before done() runs, so that no temporary sharing the message outlives the wake-up
     // (see sent()).
     auto error = std::make_exception_ptr(remote_exception(type, what, source));
+    done(nullptr, std::move(error));
+}
+
+/// A notice from `source` that its reply to the request of short id `request` was lost (its
+/// send failed for good there, after the action ran): that call fails with network_error, as
+/// it would if `source` had failed, instead of waiting for ever. The request keeps its slot
+/// while it waits, so the slot at the short id's index holds it; the generation bits and the
+/// destination tell it from a later request in that slot (a notice for a reply that arrived
+/// after all finds nothing, short of 2^15 reuses of the slot meanwhile).
+void handle_reply_lost(std::uint32_t source, std::uint64_t request) {
+    locality_state& st = here();
+    constexpr unsigned index_bits = send_undo::index_bits;
+    auto const index = static_cast<std::uint32_t>(request & send_undo::mask(index_bits));
+    std::uint64_t const id = st.pending.live_id_at(index);
+    auto* slot =
+        id != 0 && send_undo::short_request_id(id) == request ? st.pending.find(id) : nullptr;
+    completion done;
+    if (slot != nullptr && slot->value.dest.load(std::memory_order_relaxed) == source) {
+        done = take_pending(id);
+    }
+    if (!done) {
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "notice of a lost reply from locality {} for no request "
+                               "waiting (short id {})",
+                               source, request);
+        return;
+    }
+    // Made before done() runs (see handle_reply).
+    auto error = std::make_exception_ptr(
+        network_error("courier: the reply of locality " + std::to_string(source) +
+                      " to this call was lost (its send failed there for good; the action ran)"));
     done(nullptr, std::move(error));
 }
 
@@ -140,6 +173,8 @@ void handle_parcel(std::uint32_t source, serialization::message& msg,
             handle_ordered(source, in.load_value<std::uint64_t>(), msg);
         } else if (kind == reply) {
             handle_reply(source, in);
+        } else if (kind == reply_lost) {
+            handle_reply_lost(source, in.load_value<std::uint64_t>());
         } else {
             static logging::rate_limit limit;
             logging::error_limited(limit, "dropped a parcel of unknown kind {} from locality {}",
@@ -390,7 +425,7 @@ void deliver(std::uint32_t source, serialization::message&& m) {
     if (d.size() > serialization::message_header_size && d.size() <= inline_reply_bytes &&
         m.external_chunk_count() == 0) {
         auto kind = std::to_integer<std::uint8_t>(d[serialization::message_header_size]);
-        if (kind == reply) {
+        if (kind == reply || kind == reply_lost) {
             handle_parcel(source, m);
             return;
         }

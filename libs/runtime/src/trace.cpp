@@ -262,6 +262,8 @@ char const* parcel_kind_name(std::uint8_t k) {
         return "ordered_request";
     case ordered_skip:
         return "ordered_skip";
+    case reply_lost:
+        return "reply_lost";
     default:
         return "unknown";
     }

@@ -33,6 +33,9 @@ namespace courier::parcelport::detail {
 template <class T, std::size_t SlotsPerSegment = 256, std::size_t Segments = 4096>
 class slot_table {
 public:
+    /// Slots at most (ids' indexes stay below it).
+    static constexpr std::size_t capacity = SlotsPerSegment * Segments;
+
     struct slot {
         T value{};
 
@@ -68,10 +71,9 @@ public:
             }
         }
         std::uint32_t index = next_fresh_.fetch_add(1, std::memory_order_relaxed);
-        if (index >= SlotsPerSegment * Segments) {
+        if (index >= capacity) {
             next_fresh_.fetch_sub(1, std::memory_order_relaxed);
-            throw std::length_error("courier: more than " +
-                                    std::to_string(SlotsPerSegment * Segments) +
+            throw std::length_error("courier: more than " + std::to_string(capacity) +
                                     " operations in flight");
         }
         return renew(fresh(index));
@@ -92,6 +94,17 @@ public:
         }
         slot* s = &seg[index % SlotsPerSegment];
         return s->live_id_.load(std::memory_order_acquire) == id ? s : nullptr;
+    }
+
+    /// The id published in slot `index` now (0: none, or no such slot).
+    std::uint64_t live_id_at(std::uint32_t index) const noexcept {
+        if (index >= next_fresh_.load(std::memory_order_acquire)) {
+            return 0;
+        }
+        slot* seg = segments_[index / SlotsPerSegment].load(std::memory_order_acquire);
+        return seg == nullptr
+                   ? 0
+                   : seg[index % SlotsPerSegment].live_id_.load(std::memory_order_acquire);
     }
 
     /// Takes the published slot `id` out of the table; true for exactly one caller per id.
