@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSL-1.0
 #include "received_parts.hpp"
 
+#include <courier/common/big_alloc.hpp>
 #include <courier/common/log.hpp>
 #include <courier/common/small_alloc.hpp>
 #include <courier/rma/pool.hpp>
@@ -10,10 +11,31 @@
 
 namespace courier::parcelport {
 
+namespace {
+/// A class buffer of 2^shift bytes and a line of slack: a big one (big_alloc.hpp: freed in
+/// steps, page-aligned) from 64 MiB up, else operator new's, line-aligned.
+std::byte* new_class_buffer(unsigned shift) {
+    std::size_t const n = (std::size_t{1} << shift) + receive_buffer_pool::line;
+    if (n >= courier::detail::big_alloc_min) {
+        return courier::detail::big_alloc(n);
+    }
+    return static_cast<std::byte*>(
+        ::operator new[](n, std::align_val_t{receive_buffer_pool::line}));
+}
+void delete_class_buffer(std::byte* p, unsigned shift) noexcept {
+    std::size_t const n = (std::size_t{1} << shift) + receive_buffer_pool::line;
+    if (n >= courier::detail::big_alloc_min) {
+        courier::detail::big_free(p, n);
+    } else {
+        ::operator delete[](p, std::align_val_t{receive_buffer_pool::line});
+    }
+}
+} // namespace
+
 receive_buffer_pool::~receive_buffer_pool() {
-    for (auto& list : free_) {
-        for (std::byte* p : list) {
-            ::operator delete[](p, std::align_val_t{line});
+    for (unsigned shift = min_shift; shift <= max_shift; ++shift) {
+        for (std::byte* p : free_[shift - min_shift]) {
+            delete_class_buffer(p, shift);
         }
     }
 }
@@ -25,8 +47,12 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
     while (shift <= max_shift && (std::size_t{1} << shift) < n) {
         ++shift;
     }
-    if (n < (std::size_t{1} << min_shift) || shift > max_shift) {
+    if (n < (std::size_t{1} << min_shift)) {
         return std::shared_ptr<std::byte[]>(new std::byte[n == 0 ? 1 : n]);
+    }
+    if (shift > max_shift) { // over 1 GiB: mapped for it alone, unmapped in steps
+        return std::shared_ptr<std::byte[]>(courier::detail::big_alloc(n),
+                                            [n](std::byte* q) { courier::detail::big_free(q, n); });
     }
     std::byte* p = nullptr;
     {
@@ -40,8 +66,7 @@ std::shared_ptr<std::byte[]> receive_buffer_pool::get(std::size_t n, bool& reuse
         }
     }
     if (p == nullptr) {
-        p = static_cast<std::byte*>(
-            ::operator new[]((std::size_t{1} << shift) + line, std::align_val_t{line}));
+        p = new_class_buffer(shift);
     }
     // At the sender's offset within its line, rounded down to operator new's alignment: a
     // chunk keeps the alignment a loader may expect whatever offset a descriptor names.
@@ -63,7 +88,7 @@ void receive_buffer_pool::put(std::byte* p, unsigned shift) noexcept {
             return;
         }
     }
-    ::operator delete[](p, std::align_val_t{line});
+    delete_class_buffer(p, shift);
 }
 
 std::uint64_t check_descriptors(wire::header const& h, std::span<wire::descriptor const> ds,
