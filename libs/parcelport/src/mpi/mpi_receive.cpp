@@ -52,6 +52,13 @@ void mpi_transport::completed(req_owner o, int err, MPI_Status const& st) {
         }
         --out->pending;
         out->posted_bytes -= static_cast<std::size_t>(o.expected);
+        if (err == MPI_SUCCESS && o.expected >= heard_send_min) {
+            // A message this large goes by rendezvous in every MPI (eager limits are at most
+            // tens of KiB): its send completed once the receiver matched and took it, which
+            // says that peer is alive as well as a heartbeat does. A receiver busy copying a
+            // 2 GiB parcel's pieces may have its heartbeats wait behind that work.
+            heard_.push_back(out->dest);
+        }
         if (out->error == MPI_SUCCESS && closed_ && !out->unposted().empty()) {
             out->error = MPI_ERR_OTHER; // closing: the rest is not posted
         }

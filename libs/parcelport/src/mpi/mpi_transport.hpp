@@ -215,6 +215,9 @@ struct header_buffer : courier::detail::pooled {
 };
 
 enum class req_kind : std::uint8_t { send, header, data };
+/// A completed data message of at least this many bytes counts as hearing from its receiver
+/// (completed()).
+inline constexpr int heard_send_min = 1 << 20;
 struct req_owner {
     req_kind kind;
     int expected; // data: the bytes the message must carry (a shorter one completes too);
