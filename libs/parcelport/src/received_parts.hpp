@@ -49,8 +49,9 @@ public:
     /// A buffer of at least `n` bytes; `reused` says whether it came from the pool. One of a
     /// size class (4 KiB <= n <= 1 GiB) starts at an address congruent modulo `line` to
     /// `align_like` (the sender's address of the chunk; 0: cache-line aligned) rounded down to
-    /// a multiple of alignof(std::max_align_t); a smaller or larger one where operator new
-    /// puts it.
+    /// a multiple of alignof(std::max_align_t); a smaller one where operator new puts it, a
+    /// larger one page-aligned (big_alloc: mapped for it alone, unmapped in steps). Class
+    /// buffers of 64 MiB and more are big_alloc's too.
     std::shared_ptr<std::byte[]> get(std::size_t n, bool& reused, std::uint64_t align_like = 0);
 
 private:

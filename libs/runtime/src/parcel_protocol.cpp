@@ -113,6 +113,15 @@ private:
     std::unique_ptr<spare_message> held_;
 };
 
+/// Whether the caller of a reply lost to `undo.dest` is to be told (send_reply_lost).
+bool tells_reply_lost(locality_state& st, send_undo const& undo) noexcept {
+    // A failed caller's calls to this locality failed with it; one that has left waits for
+    // nothing.
+    return !has_failed(st, undo.dest) &&
+           !(undo.dest < st.live.departed.size() && st.live.departed[undo.dest].load()) &&
+           undo.notices < send_undo::max_notices;
+}
+
 } // namespace
 
 void fail_for_failed_peer(completion& done, std::uint32_t dest) {
@@ -188,8 +197,8 @@ void counted_send_failed(send_undo const& undo) noexcept {
         break;
     }
     char const* then = "it is lost";
-    if (undo.what == kind::reply) {
-        then = undo.notices < send_undo::max_notices ? "its caller is told" : "it is lost";
+    if (undo.what == kind::reply && tells_reply_lost(st, undo)) {
+        then = "its caller is told";
     }
     static logging::rate_limit limit;
     logging::error_limited(limit,
@@ -210,14 +219,15 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
 
 void send_reply_lost(send_undo const& undo) noexcept {
     locality_state& st = here();
-    if (has_failed(st, undo.dest)) {
-        return; // the caller's calls to this locality failed with it
-    }
-    if (undo.notices >= send_undo::max_notices) {
-        log(log_level::error,
-            "the reply to a call from locality {} was lost, and so were {} notices of its loss: "
-            "that call waits until this locality or the link to it is found failed",
-            undo.dest, undo.notices);
+    if (!tells_reply_lost(st, undo)) {
+        if (undo.notices >= send_undo::max_notices && !has_failed(st, undo.dest)) {
+            static logging::rate_limit limit;
+            logging::error_limited(limit,
+                                   "the reply to a call from locality {} was lost, and so were "
+                                   "{} notices of its loss: that call waits until this locality "
+                                   "or the link to it is found failed",
+                                   undo.dest, undo.notices);
+        }
         return;
     }
     try {
@@ -231,10 +241,11 @@ void send_reply_lost(send_undo const& undo) noexcept {
         ++notice.notices; // lost too, it is sent again (up to max_notices)
         send_parcel(undo.dest, std::move(m), 0, nullptr, notice);
     } catch (std::exception const& e) { // the runtime is stopping, or out of memory
-        log(log_level::warn,
-            "the reply to a call from locality {} was lost, and the notice of its loss could "
-            "not be sent: {}",
-            undo.dest, e.what());
+        static logging::rate_limit limit;
+        logging::error_limited(limit,
+                               "the reply to a call from locality {} was lost, and the notice of "
+                               "its loss could not be sent: {}",
+                               undo.dest, e.what());
     }
 }
 
@@ -275,6 +286,11 @@ void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t r
             on_sent({});
         }
         return;
+    }
+    if (!st.tp) {
+        // Closing: the transport is gone (a handler its destructor ran, on a send it ended,
+        // wanted to send a skip or a notice in its place).
+        throw network_error("courier: the transport is closed");
     }
     parcel_sent(st, dest, m, true); // and the send started
     bool const worker = current_scheduler() != nullptr && detail::current_worker() != nullptr;

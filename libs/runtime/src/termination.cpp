@@ -45,6 +45,27 @@ void exit_locality() {
     st.exit_cv.notify_all();
 }
 
+namespace {
+/// Calls control action `Action` at locality `k` again when its call fails while `k` has not
+/// failed (its request or reply lost with the link: both actions may run twice), up to a few
+/// times; a failed locality's error goes to the caller.
+template <class Action>
+auto call_control(locality_state& st, std::uint32_t k) {
+    constexpr int attempts = 5;
+    for (int i = 1;; ++i) {
+        try {
+            return async<Action>(locality_id(k)).get();
+        } catch (network_error const& e) {
+            if (i == attempts || has_failed(st, k)) {
+                throw;
+            }
+            log(log_level::warn, "shutdown: a call to locality {} failed ({}); calling again", k,
+                e.what());
+        }
+    }
+}
+} // namespace
+
 void distributed_shutdown_all() {
     locality_state& st = here();
     if (st.size <= 1) {
@@ -57,7 +78,7 @@ void distributed_shutdown_all() {
         termination_counts const t = termination_counts_of(st, sched);
         std::uint64_t sent = t.user_sent, received = t.user_received;
         for (std::uint32_t k = 1; k < st.size; ++k) {
-            auto [i, s, r] = async<courier_quiescence_probe_action>(locality_id(k)).get();
+            auto [i, s, r] = call_control<courier_quiescence_probe_action>(st, k);
             idle = idle && i;
             sent += s;
             received += r;
@@ -79,7 +100,7 @@ void distributed_shutdown_all() {
         std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     for (std::uint32_t k = 1; k < st.size; ++k) {
-        async<courier_exit_locality_action>(locality_id(k)).get();
+        call_control<courier_exit_locality_action>(st, k);
     }
 }
 

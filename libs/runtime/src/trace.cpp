@@ -199,6 +199,9 @@ void recorder::parcel(bool sent, std::uint32_t peer, serialization::message cons
             e.flag = is_control(action);
         } else if (e.parcel_kind == reply && u64_at(1, e.request_id) && d.size() > at + 9) {
             e.flag = std::to_integer<std::uint8_t>(d[at + 9]) != 0;
+        } else if (e.parcel_kind == reply_lost) {
+            u64_at(1, e.request_id); // the request's short id (send_undo::short_request_id)
+            e.flag = true;
         } else if (e.parcel_kind == heartbeat || e.parcel_kind == goodbye ||
                    e.parcel_kind == credit) {
             e.flag = true;
