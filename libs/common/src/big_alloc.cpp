@@ -4,11 +4,25 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 
 namespace courier::detail {
 
+namespace {
+std::atomic<void (*)(std::size_t)> g_hook{nullptr};
+} // namespace
+
+namespace testing {
+void set_big_alloc_hook(void (*hook)(std::size_t)) noexcept {
+    g_hook.store(hook, std::memory_order_release);
+}
+} // namespace testing
+
 std::byte* big_alloc(std::size_t n) {
+    if (auto* hook = g_hook.load(std::memory_order_acquire)) [[unlikely]] {
+        hook(n);
+    }
     void* p = ::mmap(nullptr, std::max<std::size_t>(n, 1), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {

@@ -6,10 +6,10 @@
 // a new 2 GiB block page by page, about a second), and while one thread allocated inside a
 // progress pass that held the lock, no other thread could progress: the locality's heartbeats
 // stayed queued and its peer declared it failed. Here every landing buffer of 32 MiB or more
-// takes a second to allocate (this program replaces the aligned operator new[], which the
-// receive buffer pool uses); locality 1 sends a 64 MiB parcel and, every 5 ms, a small one.
-// Locality 0 progresses on two threads, and small parcels must arrive while the large one's
-// buffer is being allocated.
+// takes a second to allocate (this program replaces the aligned operator new[] and hooks
+// big_alloc, which the receive buffer pool uses); locality 1 sends a 64 MiB parcel and, every 5 ms,
+// a small one. Locality 0 progresses on two threads, and small parcels must arrive while the large
+// one's buffer is being allocated.
 //
 // "tags": parcels that share a sender and a data tag are received in order. With 2 data tags
 // (transport_options::mpi_data_tags) and 4 KiB pieces, locality 1 sends two 1 MiB parcels (256
@@ -22,6 +22,7 @@
 // the sender's backlog. Every parcel must arrive whole.
 #include "mpi_check.hpp"
 
+#include <courier/common/big_alloc.hpp>
 #include <courier/common/log.hpp>
 #include <courier/parcelport/mpi.hpp>
 #include <courier/parcelport/transport.hpp>
@@ -65,14 +66,21 @@ char pattern(std::size_t i) {
 
 } // namespace
 
-// The receive buffer pool's allocation (aligned to a cache line): slow from 32 MiB on.
-void* operator new[](std::size_t n, std::align_val_t a) {
+namespace {
+void slow_when_large(std::size_t n) {
     if (n >= slow_from) {
         ++slow_allocations;
         allocating_slowly.store(true);
         std::this_thread::sleep_for(slow_for);
         allocating_slowly.store(false);
     }
+}
+} // namespace
+
+// The receive buffer pool's allocations, slow from 32 MiB on: its buffers under 64 MiB come
+// from the aligned operator new[] (to a cache line), larger ones from big_alloc (its hook).
+void* operator new[](std::size_t n, std::align_val_t a) {
+    slow_when_large(n);
     auto const al = static_cast<std::size_t>(a);
     void* p = std::aligned_alloc(al, (n + al - 1) / al * al);
     if (p == nullptr) {
@@ -236,6 +244,7 @@ void same_tags(pp::transport& tp, std::shared_ptr<state> const& st, int rank) {
 
 int main(int argc, char** argv) {
     std::string const mode = argc > 1 ? argv[1] : "serialized";
+    courier::detail::testing::set_big_alloc_hook(slow_when_large);
     pp::transport_options o;
     o.parcelport = "mpi";
     o.doorbell = false;

@@ -28,4 +28,10 @@ void big_free(std::byte* p, std::size_t n) noexcept;
 /// big_free with `unmap` in munmap's place (tests: the steps it takes).
 void big_free_with(std::byte* p, std::size_t n, int (*unmap)(void*, std::size_t)) noexcept;
 
+namespace testing {
+/// Runs `hook(n)` at the start of every big_alloc(n) from now on (tests: an allocation that
+/// takes long, as a 2 GiB one's shadow memory does under AddressSanitizer); nullptr: none.
+void set_big_alloc_hook(void (*hook)(std::size_t)) noexcept;
+} // namespace testing
+
 } // namespace courier::detail
