@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <system_error>
 
 namespace courier::detail {
@@ -131,6 +133,19 @@ struct send_undo {
 /// ever), keeps a credit for the next pass, tells the caller of a lost reply that it is lost
 /// (send_reply_lost), and logs it (rate-limited). Any thread (the transport's progress).
 void counted_send_failed(send_undo const& undo) noexcept;
+
+/// Sends `m` to `dest`: a request `rid` (0: a post, or a reply or control parcel), ending in
+/// `on_sent` if given, then in sent(); a send of none of these is only counted, and if it fails
+/// gives back what `undo` says (counted_send_failed). An ordered request (`ordered_seq`, its
+/// number) whose send fails once taken sends the skip of its number in its place. Refused
+/// outright, it throws (nothing of it counted as in flight).
+void send_parcel(std::uint32_t dest, serialization::message&& m, std::uint64_t rid,
+                 std::function<void(std::error_code const&)> on_sent, send_undo const& undo,
+                 std::optional<std::uint64_t> ordered_seq = std::nullopt);
+
+/// Sends the skip of ordered request `seq` to `dest` (one that will never arrive), so that
+/// the requests after it run; logs it if even that is refused.
+void send_ordered_skip(std::uint32_t dest, std::uint64_t seq) noexcept;
 
 /// Tells the caller waiting for the reply `undo` describes that the reply is lost (a
 /// reply_lost parcel; its future fails with network_error there), unless that caller's
