@@ -5,7 +5,8 @@
 // it is a confused or corrupted member of the job; one that does not is a stranger). It sends,
 // in this order: random garbage; well-formed requests with a wrong token; with the right token
 // and a claimed source of locality 0: requests for an unknown action, parcels announcing
-// absurd sizes, parcels of an unknown kind, forged credits (huge and negative), posts to an
+// absurd sizes, parcels of an unknown kind, notices of lost replies for calls never made
+// (truncated ones among them), forged credits (huge and negative), posts to an
 // action of flat arguments, well-formed ones among malformed ones (truncated, trailing bytes,
 // a bad bool, an absurd count, a block over the header's zero-copy threshold, a bad magic, an
 // endless varint: read where they lie, by flat_reader; truncated or with trailing bytes over
@@ -37,6 +38,7 @@ namespace wire = courier::parcelport::wire;
 constexpr std::uint8_t request = 1;
 constexpr std::uint8_t credit = 5;
 constexpr std::uint8_t ordered_request = 6;
+constexpr std::uint8_t reply_lost = 8;
 constexpr std::uint64_t unknown_action = 0xbadc0ffee0ddf00dULL;
 // hostile_program.cpp's tally action: (u32 tag, bool flag, serialize_buffer<char>), right when
 // tag is flat_tag, flag true and the buffer flat_bytes of 'x'.
@@ -196,7 +198,17 @@ int main(int argc, char** argv) {
         }
         // Parcels of kinds the runtime does not know.
         for (int i = 0; i < 2000; ++i) {
-            a.runtime_parcel(a.token, static_cast<std::uint8_t>(8 + i % 200), rng());
+            a.runtime_parcel(a.token, static_cast<std::uint8_t>(reply_lost + 1 + i % 200), rng());
+        }
+        // Notices of lost replies: short ids of the first slots and generations (those a
+        // pending call of locality 1 would have), random ones, and truncated notices.
+        for (std::uint64_t i = 0; i < 2000; ++i) {
+            if (i % 4 == 3) {
+                a.runtime_parcel(a.token, reply_lost);
+            } else {
+                std::uint64_t const low = (1 + i % 4) << 20 | i % 256; // generation, index
+                a.runtime_parcel(a.token, reply_lost, i % 2 == 0 ? low : rng());
+            }
         }
         // Forged credits: for far more than was ever in flight, and negative ones.
         for (int i = 0; i < 2000; ++i) {

@@ -25,19 +25,6 @@
 
 namespace courier::detail {
 
-namespace {
-
-/// Whether the caller of a reply lost to `undo.dest` is to be told (send_reply_lost).
-bool tells_reply_lost(locality_state& st, send_undo const& undo) noexcept {
-    // A failed caller's calls to this locality failed with it; one that has left waits for
-    // nothing.
-    return !has_failed(st, undo.dest) &&
-           !(undo.dest < st.live.departed.size() && st.live.departed[undo.dest].load()) &&
-           undo.notices < send_undo::max_notices;
-}
-
-} // namespace
-
 void fail_for_failed_peer(completion& done, std::uint32_t dest) {
     if (done) {
         auto error = std::make_exception_ptr(
@@ -110,24 +97,23 @@ void counted_send_failed(send_undo const& undo) noexcept {
     case kind::control:
         break;
     }
-    char const* then = "it is lost";
-    if (undo.what == kind::reply && tells_reply_lost(st, undo)) {
-        then = "its caller is told";
-    }
+    // A lost reply's caller waits for it: told so.
+    bool const told = undo.what == kind::reply && send_reply_lost(undo);
     static logging::rate_limit limit;
     logging::error_limited(limit,
                            "a {} to locality {} could not be sent (the transport refused it for "
                            "good or lost its connection); {}",
-                           what, undo.dest, then);
-    if (undo.what == kind::reply) {
-        send_reply_lost(undo); // its caller waits for it
-    }
+                           what, undo.dest, told ? "its caller is told" : "it is lost");
 }
 
-void send_reply_lost(send_undo const& undo) noexcept {
+bool send_reply_lost(send_undo const& undo) noexcept {
     locality_state& st = here();
-    if (!tells_reply_lost(st, undo)) {
-        if (undo.notices >= send_undo::max_notices && !has_failed(st, undo.dest)) {
+    // A failed caller's calls to this locality failed with it; one that has left waits for
+    // nothing.
+    bool const gone = has_failed(st, undo.dest) ||
+                      (undo.dest < st.live.departed.size() && st.live.departed[undo.dest].load());
+    if (gone || undo.notices >= send_undo::max_notices) {
+        if (!gone) {
             static logging::rate_limit limit;
             logging::error_limited(limit,
                                    "the reply to a call from locality {} was lost, and so were "
@@ -135,7 +121,7 @@ void send_reply_lost(send_undo const& undo) noexcept {
                                    "or the link to it is found failed",
                                    undo.dest, undo.notices);
         }
-        return;
+        return false;
     }
     try {
         serialization::message m;
@@ -147,12 +133,14 @@ void send_reply_lost(send_undo const& undo) noexcept {
         send_undo notice = undo;
         ++notice.notices; // lost too, it is sent again (up to max_notices)
         send_parcel(undo.dest, std::move(m), 0, nullptr, notice);
+        return true;
     } catch (std::exception const& e) { // the runtime is stopping, or out of memory
         static logging::rate_limit limit;
         logging::error_limited(limit,
                                "the reply to a call from locality {} was lost, and the notice of "
                                "its loss could not be sent: {}",
                                undo.dest, e.what());
+        return false;
     }
 }
 

@@ -149,7 +149,8 @@ void send_ordered_skip(std::uint32_t dest, std::uint64_t seq) noexcept;
 
 /// Tells the caller waiting for the reply `undo` describes that the reply is lost (a
 /// reply_lost parcel; its future fails with network_error there), unless that caller's
-/// locality has failed (its calls fail anyway) or max_notices notices were lost already.
-void send_reply_lost(send_undo const& undo) noexcept;
+/// locality has failed (its calls fail anyway) or left, or max_notices notices were lost
+/// already. Returns whether the notice went.
+bool send_reply_lost(send_undo const& undo) noexcept;
 
 } // namespace courier::detail
