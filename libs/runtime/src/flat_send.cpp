@@ -29,15 +29,17 @@ template <bool Call>
                                                 flat_arguments const& args,
                                                 reply_handler* complete) {
     locality_state& st = here();
+    worker* const self = current_worker();
     // What send_request would do with the same request, less the message: the checks it makes
     // (any it would fail, it fails itself), flow control, a call's pending slot, the counts,
     // then the stream goes into the batch the transport holds for `dest`, or, to a destination
     // it holds nothing for, leaves at once as a batch of its own (transport::send_stream, which
     // decides under the batch's lock: a batch's post, not a message's whole send path). One
     // too large for a batch pays only a few looks more.
-    if (dest >= st.size || dest == st.rank || !runtime_running() || st.tp == nullptr ||
-        current_scheduler() == nullptr || current_worker() == nullptr ||
-        trace::active() != nullptr || is_control(action_id) || has_failed(st, dest)) {
+    // (The runtime runs while current_scheduler() is set: runtime_running() asks the same.)
+    if (self == nullptr || dest >= st.size || dest == st.rank || st.tp == nullptr ||
+        current_scheduler() == nullptr || trace::active() != nullptr || is_control(action_id) ||
+        has_failed(st, dest)) {
         return false;
     }
     serialization::stream_threshold const t =
@@ -65,11 +67,11 @@ template <bool Call>
     auto const bytes = static_cast<std::int64_t>(n);
     // A post's counted end gives back, if its send fails, its termination count and its
     // window share (a call's, its sent handler: sent()).
-    send_undo const undo{send_undo::kind::post, dest, static_cast<std::uint64_t>(n)};
-    if (!undo.fits()) {
+    if (!send_undo::post_fits(dest, n)) {
         return false;
     }
-    if (!flow_try_acquire(st, dest, bytes)) {
+    // The common case inline (a small parcel that fits as the window stands), else the rules.
+    if (!flow_take_fitting(st.flow, dest, bytes) && !flow_try_acquire(st, dest, bytes)) {
         return false;
     }
     // A call's slot, published before its request can leave (its reply may come at once).
@@ -97,7 +99,13 @@ template <bool Call>
             return true;
         }
     }
-    flat_request_sent(st, n); // and its send started: a post's end is counted with its batch's
+    // Counted, and its send started (a post's end is counted with its batch's): into this
+    // worker's own counters when it is one of st's.
+    if (self->sched.locality == nullptr || self->sched.locality == &st) {
+        flat_request_sent(self->traffic, n);
+    } else {
+        flat_request_sent(st, n);
+    }
     // A request the transport did not take leaves nothing counted, pending or in the window
     // (see send_request_in); a call's reply handler is returned.
     auto const untake = [&] {
@@ -132,7 +140,7 @@ template <bool Call>
     parcelport::transport::stream_sent taken{};
     try {
         transport_watch::call in_transport;
-        taken = st.tp->send_stream(dest, n, write, &parcel, handler, undo.tag());
+        taken = st.tp->send_stream(dest, n, write, &parcel, handler, send_undo::post_tag(dest, n));
     } catch (...) {
         untake();
         throw;

@@ -63,6 +63,16 @@ std::uint64_t add(counts& c, std::int64_t parcels, std::int64_t bytes) noexcept 
     return next;
 }
 
+/// flow_state::small_below of `f`'s windows: parcels try_take() never treats as large, and
+/// that flow_bytes() leaves as they are (0 without flow control).
+std::int64_t small_below(flow_state const& f) noexcept {
+    if (f.window_parcels == 0) {
+        return 0;
+    }
+    std::int64_t const large = f.large_window != 0 ? f.large_window / 16 : f.window_bytes + 1;
+    return std::min(large, std::int64_t{1} << 36);
+}
+
 bool try_take(flow_state& f, counts& c, std::int64_t bytes) noexcept {
     std::int64_t window = f.window_bytes;
     std::int64_t half = window / 2;
@@ -137,6 +147,7 @@ void flow_configure(flow_state& f, std::int64_t parcels, std::int64_t bytes,
     // Within flow_state::counts' fields, as flow_window_from bounds them.
     f.window_parcels = on ? std::min(parcels, std::int64_t{1} << 22) : 0;
     f.window_bytes = on ? std::min(bytes, std::int64_t{1} << 38) : 0;
+    f.small_below = small_below(f);
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
     f.kept_from = std::vector<std::atomic<bool>>(localities);
@@ -149,6 +160,7 @@ void flow_configure(flow_state& f, config const& cfg, std::uint32_t localities,
     f.large_window = large_window != 0 && large_window < static_cast<std::uint64_t>(f.window_bytes)
                          ? static_cast<std::int64_t>(large_window)
                          : 0;
+    f.small_below = small_below(f);
     f.out = std::vector<flow_state::counts>(localities);
     f.in = std::vector<flow_state::counts>(localities);
     f.kept_from = std::vector<std::atomic<bool>>(localities);

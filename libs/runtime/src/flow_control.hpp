@@ -80,6 +80,10 @@ struct flow_state {
             return {parcels_of(w), bytes_of(w)};
         }
     };
+    /// Parcels of fewer bytes than this are never large ones (large_window's sixteenth, at
+    /// most 2^36: flow_bytes() leaves them as they are): flow_take_fitting() may take them.
+    /// Set by flow_configure; 0: none.
+    std::int64_t small_below = 0;
     std::vector<counts> out; // by destination: taken and not yet given back
     std::vector<counts> in;  // by source: started here and not yet given back
     spinlock guard;
@@ -115,6 +119,27 @@ void flow_configure(flow_state& f, std::int64_t parcels, std::int64_t bytes,
 bool flow_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// flow_acquire without the wait: false (nothing taken) where flow_acquire would wait.
 bool flow_try_acquire(locality_state& st, std::uint32_t dest, std::int64_t bytes);
+/// flow_try_acquire()'s common case, inline (a small post's path): takes a parcel of `bytes`
+/// (fewer than f.small_below) from `dest`'s window if it fits as the window stands, with one
+/// compare-exchange. False: nothing taken (no flow control, a large parcel, or one that does not
+/// fit as it is); flow_try_acquire() then decides, as it would have alone.
+inline bool flow_take_fitting(flow_state& f, std::uint32_t dest, std::int64_t bytes) noexcept {
+    if (bytes < 0 || bytes >= f.small_below || dest >= f.out.size()) {
+        return false;
+    }
+    using counts = flow_state::counts;
+    auto& c = f.out[dest];
+    std::uint64_t w = c.word.load(std::memory_order_relaxed);
+    do {
+        // Within the window, so neither field nears its largest value: a plain addition.
+        if (counts::parcels_of(w) >= f.window_parcels ||
+            counts::bytes_of(w) + bytes > f.window_bytes) {
+            return false;
+        }
+    } while (
+        !c.word.compare_exchange_weak(w, w + counts::pack(1, bytes), std::memory_order_acq_rel));
+    return true;
+}
 /// Gives a taken parcel back without sending it (the send was refused).
 void flow_release(locality_state& st, std::uint32_t dest, std::int64_t bytes);
 /// `parcels` requests from `source` of `bytes` in all start running here: their credit goes

@@ -101,6 +101,16 @@ struct send_undo {
         return std::uint64_t{static_cast<std::uint8_t>(what)} << 62 |
                std::uint64_t{dest} << payload_bits | payload;
     }
+    /// tag() of a post of `bytes` to `dest` (fits() checked), without the struct: a post's
+    /// send builds its tag on every call (~25 instructions fewer than constructing one).
+    static std::uint64_t post_tag(std::uint32_t dest, std::uint64_t bytes) noexcept {
+        return std::uint64_t{static_cast<std::uint8_t>(kind::post)} << 62 |
+               std::uint64_t{dest} << payload_bits | bytes;
+    }
+    /// fits() of that post.
+    static bool post_fits(std::uint32_t dest, std::uint64_t bytes) noexcept {
+        return dest <= mask(dest_bits) && bytes <= mask(payload_bits);
+    }
     static send_undo of(std::uint64_t tag) noexcept {
         send_undo u;
         u.what = static_cast<kind>(tag >> 62);

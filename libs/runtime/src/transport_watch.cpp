@@ -14,7 +14,7 @@ namespace courier::detail::transport_watch {
 
 std::atomic<std::uint32_t> g_epoch{1};
 std::atomic<bool> g_closing{false};
-thread_local slot* t_slot = nullptr;
+constinit thread_local slot* t_slot = nullptr;
 
 namespace {
 

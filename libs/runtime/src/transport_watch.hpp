@@ -34,7 +34,7 @@ struct alignas(64) slot {
 extern std::atomic<std::uint32_t> g_epoch;
 /// Set by close(): a thread about to enter the transport parks instead.
 extern std::atomic<bool> g_closing;
-extern thread_local slot* t_slot;
+extern constinit thread_local slot* t_slot;
 
 inline constexpr std::chrono::milliseconds period{100};
 

@@ -212,3 +212,46 @@ TEST(flow_control, a_transport_window_for_large_parcels_bounds_them_alone) {
     flow_fixture none(2, {}, 1, 0);
     EXPECT_EQ(none.admitted(mib), 8);
 }
+
+TEST(flow_control, the_inline_take_takes_only_what_fits_as_the_window_stands) {
+    // Against flow_try_acquire on a twin state, parcel by parcel: where the inline take takes,
+    // the full one takes the same (it never admits what the window rules refuse); where it
+    // declines, the full one still decides (a large parcel, one past the window's room).
+    for (std::uint64_t large_window : {std::uint64_t{0}, std::uint64_t{1} << 16}) {
+        flow_fixture inline_first(
+            2, {"--courier:parcels_in_flight=64", "--courier:bytes_in_flight=262144"}, 2,
+            large_window);
+        flow_fixture full(2, {"--courier:parcels_in_flight=64", "--courier:bytes_in_flight=262144"},
+                          2, large_window);
+        int fitting = 0;
+        for (std::int64_t bytes : {std::int64_t{100}, std::int64_t{4000}, std::int64_t{8000},
+                                   std::int64_t{70000}, std::int64_t{300000}}) {
+            for (int i = 0; i < 80; ++i) {
+                bool const fast = cd::flow_take_fitting(inline_first.st.flow, 1, bytes);
+                bool const took = fast || cd::flow_try_acquire(inline_first.st, 1, bytes);
+                EXPECT_EQ(took, cd::flow_try_acquire(full.st, 1, bytes))
+                    << bytes << " B, parcel " << i << ", large window " << large_window;
+                if (fast) {
+                    ++fitting;
+                    // Taken as it stood: within the window, and not a large parcel.
+                    EXPECT_LE(inline_first.bytes(1), inline_first.st.flow.window_bytes);
+                    EXPECT_LE(inline_first.parcels(1), inline_first.st.flow.window_parcels);
+                    EXPECT_TRUE(large_window == 0 ||
+                                bytes < static_cast<std::int64_t>(large_window / 16));
+                }
+            }
+            EXPECT_EQ(inline_first.parcels(1), full.parcels(1));
+            EXPECT_EQ(inline_first.bytes(1), full.bytes(1));
+            // Credits give the window back for the next size.
+            cd::flow_credit(inline_first.st, 1, inline_first.parcels(1), inline_first.bytes(1));
+            cd::flow_credit(full.st, 1, full.parcels(1), full.bytes(1));
+        }
+        EXPECT_GT(fitting, 60); // the small parcels took the inline way
+    }
+    flow_fixture off(2, {"--courier:parcels_in_flight=0"});
+    EXPECT_FALSE(cd::flow_take_fitting(off.st.flow, 1, 8)); // no window: the full call says yes
+    EXPECT_TRUE(cd::flow_try_acquire(off.st, 1, 8));
+    flow_fixture two(2, {});
+    EXPECT_FALSE(cd::flow_take_fitting(two.st.flow, 2, 8)); // no such destination
+    EXPECT_FALSE(cd::flow_take_fitting(two.st.flow, 1, -1));
+}

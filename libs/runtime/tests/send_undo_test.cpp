@@ -54,6 +54,19 @@ TEST(send_undo, every_kind_comes_back_from_its_tag) {
     EXPECT_EQ(k.dest, 5u);
 }
 
+TEST(send_undo, a_posts_tag_built_directly_is_the_structs) {
+    for (std::uint32_t dest : {0u, 1u, 77u, (1u << 24) - 1, 1u << 24}) {
+        for (std::uint64_t bytes : {std::uint64_t{0}, std::uint64_t{21}, std::uint64_t{1} << 20,
+                                    (std::uint64_t{1} << 38) - 1, std::uint64_t{1} << 38}) {
+            cd::send_undo const post{kind::post, dest, bytes};
+            EXPECT_EQ(cd::send_undo::post_fits(dest, bytes), post.fits()) << dest << " " << bytes;
+            if (post.fits()) {
+                EXPECT_EQ(cd::send_undo::post_tag(dest, bytes), post.tag()) << dest << " " << bytes;
+            }
+        }
+    }
+}
+
 TEST(send_undo, what_does_not_fit_a_tag_says_so) {
     EXPECT_FALSE((cd::send_undo{kind::control, 1u << 24}).fits());
     EXPECT_FALSE((cd::send_undo{kind::post, 0, std::uint64_t{1} << 38}).fits());

@@ -272,3 +272,26 @@ TEST(flat_reader, reads_only_what_its_serializers_say_they_read) {
     static_assert(!cs::flat_loadable<named>);
     SUCCEED();
 }
+
+TEST(flat_stream, blocks_of_every_small_size_are_written_whole_and_alone) {
+    // Blocks of up to 16 bytes are copied inline (two overlapping words, or three bytes): every
+    // size from 0 to 40 at every offset within a word, against a plain copy, with the bytes
+    // around the block untouched.
+    std::vector<std::byte> src(64);
+    for (std::size_t i = 0; i < src.size(); ++i) {
+        src[i] = static_cast<std::byte>(0x40 + i);
+    }
+    for (std::size_t n = 0; n <= 40; ++n) {
+        for (std::size_t offset = 0; offset < 8; ++offset) {
+            std::vector<std::byte> out(80, std::byte{0xee});
+            cs::flat_writer w(out.data() + 8 + offset, 4096);
+            w.save_block(src.data() + offset, n);
+            ASSERT_EQ(w.position(), out.data() + 8 + offset + n);
+            for (std::size_t i = 0; i < out.size(); ++i) {
+                bool const inside = i >= 8 + offset && i < 8 + offset + n;
+                std::byte const want = inside ? src[offset + (i - 8 - offset)] : std::byte{0xee};
+                ASSERT_EQ(out[i], want) << n << " bytes at offset " << offset << ", byte " << i;
+            }
+        }
+    }
+}

@@ -207,7 +207,7 @@ public:
         if (!would_hold(dest)) {
             return false;
         }
-        batch_op* b = batch_with_room(po, dest, rec, full);
+        batch_op* b = open_with_room(po, dest, rec, full);
         append(b, rec, eager_bytes, write, on_sent, tag, counts, record_flags);
         b->announcements += announcement ? 1 : 0;
         if (((b->records >= leave_.records && b->buf.size() >= leave_.bytes) ||
@@ -240,7 +240,7 @@ public:
         {
             peer_out& po = out_[dest];
             std::lock_guard g(po.m);
-            b = batch_with_room(po, dest, rec, full);
+            b = open_with_room(po, dest, rec, full);
             append(b, rec, eager_bytes, write, on_sent, tag, counts, record_flags);
             lone = b->records == 1 && b->controls == 0;
             if (lone) {
@@ -304,6 +304,19 @@ private:
     /// when there is none, or when the open one is full (then returned in `full`, for the
     /// caller to post after the lock).
     batch_op* batch_with_room(peer_out& po, std::uint32_t dest, std::size_t rec, batch_op*& full);
+    /// batch_with_room()'s common case inline (a small parcel's path): the open batch, if the
+    /// record fits it without reaching past batch_limit_ or a part's end (nothing closes then);
+    /// else batch_with_room() decides.
+    batch_op* open_with_room(peer_out& po, std::uint32_t dest, std::size_t rec, batch_op*& full) {
+        batch_op* b = po.open.load(std::memory_order_relaxed);
+        if (b != nullptr) {
+            std::size_t const after = b->buf.size() + rec;
+            if (after <= batch_limit_ && (split_part_ == 0 || after <= split_part_)) {
+                return b;
+            }
+        }
+        return batch_with_room(po, dest, rec, full);
+    }
     /// Takes `po`'s open batch (po.m held) to be posted: no longer open, and its message counts
     /// as in flight. nullptr if none is open.
     batch_op* close_open(peer_out& po) noexcept {

@@ -233,10 +233,8 @@ void sender::release_exposed(send_state* s) noexcept {
     s->boxed.clear();
 }
 
-void sender::require_peer(std::uint32_t dest) const {
-    if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) {
-        throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
-    }
+void sender::unknown_peer(std::uint32_t dest) {
+    throw std::out_of_range("courier: send to unknown locality " + std::to_string(dest));
 }
 
 bool sender::batched(std::uint32_t dest, serialization::message const& m,

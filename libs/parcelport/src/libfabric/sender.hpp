@@ -194,7 +194,12 @@ private:
     /// Posts the DONE message `m` of `bytes` to `dest`.
     void post_done_message(std::uint32_t dest, done_message const& m, std::size_t bytes);
     /// Throws std::out_of_range for a destination this sender does not serve.
-    void require_peer(std::uint32_t dest) const;
+    void require_peer(std::uint32_t dest) const {
+        if (dest >= parts_.peers.size() || parts_.peers[dest] == FI_ADDR_NOTAVAIL) [[unlikely]] {
+            unknown_peer(dest);
+        }
+    }
+    [[noreturn, gnu::cold]] static void unknown_peer(std::uint32_t dest);
     /// require_peer(dest); then true if `m` went into a batch (coalesce, see try_coalesce;
     /// on_sent null: a counted send).
     bool batched(std::uint32_t dest, serialization::message const& m,

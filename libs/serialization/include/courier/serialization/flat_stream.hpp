@@ -105,7 +105,10 @@ public:
         }
     }
     void save_block(void const* p, std::size_t n) noexcept {
-        if (n != 0) {
+        if (n <= 16) {
+            copy_small(cur_, static_cast<std::byte const*>(p), n);
+            cur_ += n;
+        } else {
             save_bytes(p, n);
         }
     }
@@ -114,6 +117,29 @@ public:
     std::byte* position() const noexcept { return cur_; }
 
 private:
+    /// Copies n <= 16 bytes inline: two (overlapping) loads and stores of 8, 4 or 1 bytes. A
+    /// small block (a post's few bytes) otherwise pays a call into the library's memcpy.
+    static void copy_small(std::byte* to, std::byte const* from, std::size_t n) noexcept {
+        auto const two = [&]<class W>(W) {
+            W head, tail;
+            std::memcpy(&head, from, sizeof(W));
+            std::memcpy(&tail, from + n - sizeof(W), sizeof(W));
+            std::memcpy(to, &head, sizeof(W));
+            std::memcpy(to + n - sizeof(W), &tail, sizeof(W));
+        };
+        if (n >= 8) {
+            two(std::uint64_t{});
+        } else if (n >= 4) {
+            two(std::uint32_t{});
+        } else if (n != 0) {
+            // 1-3 bytes: the first, the middle and the last (some the same one).
+            std::byte const a = from[0], b = from[n / 2], c = from[n - 1];
+            to[0] = a;
+            to[n / 2] = b;
+            to[n - 1] = c;
+        }
+    }
+
     std::byte* cur_;
     std::size_t threshold_;
 };
