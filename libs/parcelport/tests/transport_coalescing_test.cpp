@@ -627,6 +627,14 @@ TEST_P(transport, a_stream_leaves_at_once_in_a_batch_of_its_own_or_joins_the_bat
     using sent_as = pp::transport::stream_sent;
     EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
     ASSERT_TRUE(e.a->takes_streams(1, stream.size()));
+    // The limit a runtime keeps instead of asking per stream: takes_streams' answer, exactly.
+    std::size_t const limit = e.a->stream_limit();
+    EXPECT_GE(limit, stream.size());
+    for (std::size_t n = 1; n <= limit + 4096; n += n < 64 ? 1 : 61) {
+        ASSERT_EQ(e.a->takes_streams(1, n), n <= limit) << n << " B, limit " << limit;
+    }
+    EXPECT_TRUE(e.a->takes_streams(1, limit));
+    EXPECT_FALSE(e.a->takes_streams(1, limit + 1));
     ASSERT_EQ(e.a->send_stream(1, stream.size(), write, &stream, nullptr, 0), sent_as::posted);
     EXPECT_EQ(e.a->stats().batches_sent, 1u) << "posted at once, before any progress pass";
     EXPECT_EQ(e.a->stats().parcels_in_batches, 1u);

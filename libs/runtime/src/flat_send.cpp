@@ -57,7 +57,7 @@ template <bool Call>
     if (!sizer.flat()) {
         return false;
     }
-    if (!st.tp->takes_streams(dest, n)) {
+    if (n > st.stream_limit) { // what takes_streams() would say, kept (transport::stream_limit)
         return false;
     }
     // The window's room now, without waiting: the arguments are read again below, under the
@@ -154,7 +154,7 @@ template <bool Call>
     case parcelport::transport::stream_sent::refused:
         break;
     }
-    // Not taken after all (a transport whose takes_streams() answer changed): the caller
+    // Not taken after all (a transport that refused within its stream_limit()): the caller
     // sends it as a message (send_request), a call with its reply handler back.
     if constexpr (Call) {
         *complete = untake();

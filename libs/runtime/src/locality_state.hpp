@@ -134,6 +134,9 @@ struct ordered_state {
 
 struct locality_state {
     std::unique_ptr<parcelport::transport> tp;
+    /// tp->stream_limit(), kept once the peers are set: the flat senders' first look (0: the
+    /// transport takes no streams; every request goes as a message).
+    std::size_t stream_limit = 0;
     std::uint32_t rank = 0;
     std::uint32_t size = 1;
     std::uint64_t job_token = 0; // in every eager header; strangers are told by it

@@ -49,7 +49,7 @@ enum class kind : bool { send, progress };
 /// as the outermost one's kind).
 class call {
 public:
-    explicit call(kind k = kind::send) noexcept {
+    [[gnu::always_inline]] explicit call(kind k = kind::send) noexcept {
         slot* s = t_slot;
         if (s == nullptr) [[unlikely]] {
             s = register_thread();
@@ -65,7 +65,7 @@ public:
         }
         slot_ = s;
     }
-    ~call() {
+    [[gnu::always_inline]] ~call() {
         if (slot_ != nullptr) {
             slot_->since.store(0, std::memory_order_release);
         }

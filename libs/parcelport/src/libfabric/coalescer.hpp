@@ -162,6 +162,22 @@ public:
     bool small_enough(std::size_t eager_bytes) const noexcept {
         return 3 * wire::record_size(eager_bytes) <= batch_limit_ - sizeof(wire::header);
     }
+    /// The largest size small_enough() takes (record_size grows with the size), 0 if none.
+    std::size_t largest_small() const noexcept {
+        std::size_t lo = 0, hi = batch_limit_; // small_enough(hi + 1) is false
+        if (!small_enough(0)) {
+            return 0;
+        }
+        while (lo < hi) {
+            std::size_t const mid = lo + (hi - lo + 1) / 2;
+            if (small_enough(mid)) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        return lo;
+    }
     /// Whether a batch leaves once it holds a count of parcels whatever their bytes (shm: 16, or 8
     /// with handlers), not only at the end of a progress pass or once it holds enough bytes (tcp).
     bool leaves_by_count() const noexcept {

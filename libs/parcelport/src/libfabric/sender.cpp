@@ -291,6 +291,10 @@ bool sender::batchable(std::size_t n) const noexcept {
     return !parts_.ep.mr_local() && coalescer_->small_enough(n);
 }
 
+std::size_t sender::stream_limit() const noexcept {
+    return parts_.ep.mr_local() ? 0 : coalescer_->largest_small();
+}
+
 bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {
     return dest < parts_.peers.size() && batchable(n) && coalescer_->would_hold(dest);
 }

@@ -8,6 +8,8 @@
 
 #include <courier/parcelport/transport.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +61,13 @@ public:
     }
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return rail_of(dest).batches_now(dest, n);
+    }
+    std::size_t stream_limit() const noexcept override {
+        std::size_t limit = rails_.empty() ? 0 : SIZE_MAX;
+        for (auto const& r : rails_) {
+            limit = std::min(limit, r->stream_limit());
+        }
+        return limit;
     }
     bool takes_streams(std::uint32_t dest, std::size_t n) const override {
         return rail_of(dest).takes_streams(dest, n);
