@@ -13,6 +13,7 @@
 #include <courier/runtime/actions.hpp>
 #include <courier/runtime/collectives.hpp>
 #include <courier/serialization/chunk.hpp>
+#include <courier/serialization/detail/hash.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -207,8 +208,17 @@ struct action_entry {
     flat_invoker flat; // null unless its arguments are all flat (a plain_action's)
 };
 action_entry find_action(std::uint64_t id) noexcept;
+/// The wire ids of the runtime's own actions (termination.cpp's COURIER_PLAIN_ACTIONs, which
+/// check that they are theirs).
+inline constexpr std::uint64_t quiescence_probe_id =
+    serialization::detail::fnv1a64("courier_quiescence_probe_action");
+inline constexpr std::uint64_t exit_locality_id =
+    serialization::detail::fnv1a64("courier_exit_locality_action");
 /// Whether an action is one of the runtime's own (termination), not counted as user traffic.
-bool is_control(std::uint64_t action_id);
+/// Inline: asked for every request sent and received.
+inline bool is_control(std::uint64_t action_id) noexcept {
+    return action_id == quiescence_probe_id || action_id == exit_locality_id;
+}
 /// Runs a received request (parcel_protocol.cpp): `in` is read past its kind byte, `bytes` is
 /// the parcel's size (flow control); answers it unless it was posted.
 /// `counted`: its receipt was counted and credited already (a request_batch counts all of its

@@ -25,10 +25,8 @@ COURIER_PLAIN_ACTION(courier::detail::exit_locality, courier_exit_locality_actio
 
 namespace courier::detail {
 
-bool is_control(std::uint64_t action_id) {
-    return action_id == courier_quiescence_probe_action::id ||
-           action_id == courier_exit_locality_action::id;
-}
+static_assert(courier_quiescence_probe_action::id == quiescence_probe_id);
+static_assert(courier_exit_locality_action::id == exit_locality_id);
 
 std::tuple<bool, std::uint64_t, std::uint64_t> quiescence_probe() {
     locality_state& st = here();
