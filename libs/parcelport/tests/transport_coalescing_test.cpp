@@ -628,7 +628,8 @@ TEST_P(transport, a_stream_leaves_at_once_in_a_batch_of_its_own_or_joins_the_bat
     EXPECT_FALSE(e.a->batches_now(1, stream.size())) << "nothing in flight to b";
     ASSERT_TRUE(e.a->takes_streams(1, stream.size()));
     // The limit a runtime keeps instead of asking per stream: takes_streams' answer, exactly.
-    std::size_t const limit = e.a->stream_limit();
+    std::size_t const limit = e.a->stream_limit(1);
+    EXPECT_EQ(e.a->stream_limit(7), 0u) << "no such peer";
     EXPECT_GE(limit, stream.size());
     for (std::size_t n = 1; n <= limit + 4096; n += n < 64 ? 1 : 61) {
         ASSERT_EQ(e.a->takes_streams(1, n), n <= limit) << n << " B, limit " << limit;

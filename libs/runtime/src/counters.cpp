@@ -75,11 +75,7 @@ void parcel_sent(locality_state& st, std::uint32_t dest, serialization::message 
 
 void flat_request_sent(locality_state& st, std::uint64_t bytes) noexcept {
     if (traffic_counters* c = own_counters(st)) {
-        add_single_writer(c->user_sent, 1);
-        add_single_writer(c->parcels_sent, 1);
-        add_single_writer(c->flat_sent, 1);
-        add_single_writer(c->bytes_sent, bytes);
-        add_single_writer(c->sends_started, 1);
+        flat_request_sent(*c, bytes);
     } else {
         st.traffic.user_sent.fetch_add(1, std::memory_order_acq_rel);
         st.traffic.parcels_sent.fetch_add(1, std::memory_order_relaxed);

@@ -36,10 +36,10 @@ template <bool Call>
     // it holds nothing for, leaves at once as a batch of its own (transport::send_stream, which
     // decides under the batch's lock: a batch's post, not a message's whole send path). One
     // too large for a batch pays only a few looks more.
-    // (The runtime runs while current_scheduler() is set: runtime_running() asks the same.)
+    // (A worker's thread has a scheduler, current_scheduler() at least the worker's: the
+    // runtime runs, as runtime_running() would ask.)
     if (self == nullptr || dest >= st.size || dest == st.rank || st.tp == nullptr ||
-        current_scheduler() == nullptr || trace::active() != nullptr || is_control(action_id) ||
-        has_failed(st, dest)) {
+        trace::active() != nullptr || is_control(action_id) || has_failed(st, dest)) {
         return false;
     }
     serialization::stream_threshold const t =
@@ -57,7 +57,8 @@ template <bool Call>
     if (!sizer.flat()) {
         return false;
     }
-    if (n > st.stream_limit) { // what takes_streams() would say, kept (transport::stream_limit)
+    // takes_streams()'s answer, kept per destination (transport::stream_limit).
+    if (dest >= st.stream_limits.size() || n > st.stream_limits[dest]) {
         return false;
     }
     // The window's room now, without waiting: the arguments are read again below, under the
@@ -154,7 +155,8 @@ template <bool Call>
     case parcelport::transport::stream_sent::refused:
         break;
     }
-    // Not taken after all (a transport that refused within its stream_limit()): the caller
+    // Not taken after all (a transport that refused within its stream_limit(), which none of
+    // today's does: kept for one that may): the caller
     // sends it as a message (send_request), a call with its reply handler back.
     if constexpr (Call) {
         *complete = untake();

@@ -55,7 +55,7 @@ in_process_job::in_process_job(in_process_options const& o)
     }
     for (auto& l : localities_) {
         l->state.tp->set_peers(addresses, l->state.rank);
-        l->state.stream_limit = l->state.tp->stream_limit();
+        set_stream_limits(l->state);
         scheduler_options so;
         so.threads = o.threads;
         so.bind = false;

@@ -229,7 +229,7 @@ bool distributed_start(config const& cfg, scheduler& s, std::unique_ptr<bootstra
     st.job_token = result.token;
     st.tp->set_job_token(result.token);
     st.tp->set_peers(result.addresses, st.rank);
-    st.stream_limit = st.tp->stream_limit();
+    set_stream_limits(st);
     if (boot->where().host_count > 1 && cfg.get("parcelport") == "libfabric" &&
         cfg.get("provider") == "auto" && cfg.get("zero_copy_threshold") == "auto") {
         // Two rails: parcels for this host's localities take the shm rail's threshold.

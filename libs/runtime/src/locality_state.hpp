@@ -135,9 +135,9 @@ struct ordered_state {
 
 struct locality_state {
     std::unique_ptr<parcelport::transport> tp;
-    /// tp->stream_limit(), kept once the peers are set: the flat senders' first look (0: the
-    /// transport takes no streams; every request goes as a message).
-    std::size_t stream_limit = 0;
+    /// tp->stream_limit(dest) by destination, kept once the peers are set (set_stream_limits):
+    /// the flat senders' first look (0: no streams to it; its requests go as messages).
+    std::vector<std::size_t> stream_limits;
     std::uint32_t rank = 0;
     std::uint32_t size = 1;
     std::uint64_t job_token = 0; // in every eager header; strangers are told by it
@@ -214,6 +214,13 @@ inline constexpr std::uint64_t quiescence_probe_id =
     serialization::detail::fnv1a64("courier_quiescence_probe_action");
 inline constexpr std::uint64_t exit_locality_id =
     serialization::detail::fnv1a64("courier_exit_locality_action");
+/// Keeps st.tp's stream_limit() of every destination in st.stream_limits (after set_peers).
+inline void set_stream_limits(locality_state& st) {
+    st.stream_limits.assign(st.size, 0);
+    for (std::uint32_t d = 0; d < st.size; ++d) {
+        st.stream_limits[d] = d == st.rank ? 0 : st.tp->stream_limit(d);
+    }
+}
 /// Whether an action is one of the runtime's own (termination), not counted as user traffic.
 /// Inline: asked for every request sent and received.
 inline bool is_control(std::uint64_t action_id) noexcept {

@@ -4,6 +4,7 @@
 // read-modify-write); other threads add to their locality's shared one. Readers sum them.
 #pragma once
 
+#include <courier/common/single_writer.hpp>
 #include <courier/serialization/message.hpp>
 
 #include <atomic>
@@ -49,14 +50,11 @@ void flat_request_sent(locality_state& st, std::uint64_t bytes) noexcept;
 /// The same, into `c`: the calling worker's own counters, that worker being one of st's
 /// (the flat senders know it already; one writer, so plain loads and stores).
 inline void flat_request_sent(traffic_counters& c, std::uint64_t bytes) noexcept {
-    auto const add = [](std::atomic<std::uint64_t>& field, std::uint64_t by) {
-        field.store(field.load(std::memory_order_relaxed) + by, std::memory_order_release);
-    };
-    add(c.user_sent, 1);
-    add(c.parcels_sent, 1);
-    add(c.flat_sent, 1);
-    add(c.bytes_sent, bytes);
-    add(c.sends_started, 1);
+    add_single_writer(c.user_sent, 1);
+    add_single_writer(c.parcels_sent, 1);
+    add_single_writer(c.flat_sent, 1);
+    add_single_writer(c.bytes_sent, bytes);
+    add_single_writer(c.sends_started, 1);
 }
 /// A parcel from `source` reaches locality `st` (its own parcels are not counted).
 void parcel_received(locality_state& st, std::uint32_t source,

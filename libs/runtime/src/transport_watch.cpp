@@ -16,6 +16,11 @@ std::atomic<std::uint32_t> g_epoch{1};
 std::atomic<bool> g_closing{false};
 constinit thread_local slot* t_slot = nullptr;
 
+slot* own_slot() noexcept {
+    asm volatile("" ::: "memory"); // nor treated as pure (two calls merged into one)
+    return t_slot;
+}
+
 namespace {
 
 // Never destroyed: threads may end (and give their slot back) during static destruction.

@@ -9,8 +9,8 @@
 //   lets its threads leave their transport calls, and lets none enter a new one (close());
 // - the liveness watchdog notices a thread stuck inside a call (stuck_for()) and ends the
 //   locality instead of letting it hang.
-// Entering a call costs a thread-local read, three relaxed loads and two stores to the
-// thread's own cache line; leaving it, one store.
+// Entering a call costs a call to read a thread-local (own_slot), three relaxed loads and two
+// stores to the thread's own cache line; leaving it, one store.
 #pragma once
 
 #include <atomic>
@@ -35,6 +35,10 @@ extern std::atomic<std::uint32_t> g_epoch;
 /// Set by close(): a thread about to enter the transport parks instead.
 extern std::atomic<bool> g_closing;
 extern constinit thread_local slot* t_slot;
+/// t_slot, read through an opaque call: a Courier thread may resume on another OS thread, so
+/// the address of a thread_local must not be kept across a suspension (as scheduler.cpp's),
+/// and `call` is inlined into functions that suspend.
+[[gnu::noinline]] slot* own_slot() noexcept;
 
 inline constexpr std::chrono::milliseconds period{100};
 
@@ -50,7 +54,7 @@ enum class kind : bool { send, progress };
 class call {
 public:
     [[gnu::always_inline]] explicit call(kind k = kind::send) noexcept {
-        slot* s = t_slot;
+        slot* s = own_slot();
         if (s == nullptr) [[unlikely]] {
             s = register_thread();
         }

@@ -105,8 +105,8 @@ public:
     bool takes_streams(std::uint32_t dest, std::size_t n) const override {
         return opts_.coalescing && sender_->takes_streams(dest, n);
     }
-    std::size_t stream_limit() const noexcept override {
-        return opts_.coalescing ? sender_->stream_limit() : 0;
+    std::size_t stream_limit(std::uint32_t dest) const noexcept override {
+        return opts_.coalescing ? sender_->stream_limit(dest) : 0;
     }
     stream_sent send_stream(std::uint32_t dest, std::size_t n, stream_writer write, void const* ctx,
                             sent_handler* on_sent, std::uint64_t tag) override {

@@ -291,8 +291,8 @@ bool sender::batchable(std::size_t n) const noexcept {
     return !parts_.ep.mr_local() && coalescer_->small_enough(n);
 }
 
-std::size_t sender::stream_limit() const noexcept {
-    return parts_.ep.mr_local() ? 0 : coalescer_->largest_small();
+std::size_t sender::stream_limit(std::uint32_t dest) const noexcept {
+    return dest < parts_.peers.size() && !parts_.ep.mr_local() ? coalescer_->largest_small() : 0;
 }
 
 bool sender::batches_now(std::uint32_t dest, std::size_t n) const noexcept {

@@ -132,8 +132,8 @@ public:
     bool takes_streams(std::uint32_t dest, std::size_t n) const noexcept {
         return dest < parts_.peers.size() && batchable(n);
     }
-    /// transport::stream_limit(): the largest n batchable() takes.
-    std::size_t stream_limit() const noexcept;
+    /// transport::stream_limit(dest): the largest n takes_streams(dest, n) takes.
+    std::size_t stream_limit(std::uint32_t dest) const noexcept;
     /// transport::batches_now(): without the lock.
     bool batches_now(std::uint32_t dest, std::size_t n) const noexcept;
     /// Whether a stream of `n` bytes may go into a batch at all (the endpoint needs no local

@@ -8,8 +8,6 @@
 
 #include <courier/parcelport/transport.hpp>
 
-#include <algorithm>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,12 +60,8 @@ public:
     bool batches_now(std::uint32_t dest, std::size_t n) const override {
         return rail_of(dest).batches_now(dest, n);
     }
-    std::size_t stream_limit() const noexcept override {
-        std::size_t limit = rails_.empty() ? 0 : SIZE_MAX;
-        for (auto const& r : rails_) {
-            limit = std::min(limit, r->stream_limit());
-        }
-        return limit;
+    std::size_t stream_limit(std::uint32_t dest) const noexcept override {
+        return dest < route_.size() ? rail_of(dest).stream_limit(dest) : 0;
     }
     bool takes_streams(std::uint32_t dest, std::size_t n) const override {
         return rail_of(dest).takes_streams(dest, n);

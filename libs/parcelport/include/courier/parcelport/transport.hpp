@@ -462,10 +462,10 @@ public:
     /// stream of `n` bytes to `dest` (a known peer: a transport with batches, a stream small
     /// enough for one)? False: it would not; the caller sends a message.
     virtual bool takes_streams(std::uint32_t /*dest*/, std::size_t /*n*/) const { return false; }
-    /// The largest stream send_stream() takes: takes_streams(dest, n) holds for every peer
-    /// `dest` and every n up to it, for good (0: none). A caller may keep it once the peers
-    /// are set, and skip takes_streams() (a virtual call per small post).
-    virtual std::size_t stream_limit() const noexcept { return 0; }
+    /// The largest stream send_stream() takes for `dest`: once the peers are set,
+    /// takes_streams(dest, n) is n <= stream_limit(dest), for good (0: none). A caller may keep
+    /// it per destination and skip takes_streams() (a virtual call per small post).
+    virtual std::size_t stream_limit(std::uint32_t /*dest*/) const noexcept { return 0; }
     /// What send_stream() did with a stream.
     enum class stream_sent : std::uint8_t {
         refused, ///< not taken: nothing written, `on_sent` untouched; send a message instead
