@@ -30,11 +30,7 @@ namespace {
 /// The calling thread's counters for locality `st`: its worker's if it is one of that
 /// locality's workers (one writer), else nullptr (the shared ones, added to atomically).
 traffic_counters* own_counters(locality_state& st) noexcept {
-    worker* w = current_worker();
-    if (w != nullptr && (w->sched.locality == nullptr || w->sched.locality == &st)) {
-        return &w->traffic;
-    }
-    return nullptr;
+    return own_counters_of(current_worker(), st);
 }
 
 std::uint64_t external_bytes(serialization::message const& m) noexcept {

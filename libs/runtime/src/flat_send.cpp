@@ -102,8 +102,8 @@ template <bool Call>
     }
     // Counted, and its send started (a post's end is counted with its batch's): into this
     // worker's own counters when it is one of st's.
-    if (self->sched.locality == nullptr || self->sched.locality == &st) {
-        flat_request_sent(self->traffic, n);
+    if (traffic_counters* own = own_counters_of(self, st)) {
+        flat_request_sent(*own, n);
     } else {
         flat_request_sent(st, n);
     }

@@ -245,6 +245,14 @@ bool worker_has_work(worker const& w) noexcept;
 /// The running runtime's scheduler; while none runs, the calling worker thread's (an
 /// in_process_job's locality); nullptr when neither.
 scheduler* current_scheduler() noexcept;
+/// `w`'s own counters if `w` is one of locality `st`'s workers (one writer), else nullptr (the
+/// shared ones, added to atomically). `w` may be null (not a worker's thread).
+inline traffic_counters* own_counters_of(worker* w, locality_state const& st) noexcept {
+    if (w != nullptr && (w->sched.locality == nullptr || w->sched.locality == &st)) {
+        return &w->traffic;
+    }
+    return nullptr;
+}
 /// For a task that does many small things in a row (the parcels of a coalesced message): counts
 /// one toward the calling worker's next progress pass and runs it when due, as between tasks.
 void progress_point();
