@@ -278,6 +278,7 @@ std::map<std::string, double> local_counters(locality_state& st, scheduler const
     put("/parcelport/count/ring-messages-sent", p.ring_messages_sent);
     put("/parcelport/count/ring-messages-received", p.ring_messages_received);
     put("/parcelport/count/ring-refusals", p.ring_refusals);
+    put("/parcelport/count/ring-lone-writes", p.ring_lone_writes);
 
     // Flow control (get_flow_statistics' fields, read from `st`).
     auto const& f = st.flow;

@@ -32,6 +32,10 @@ coalescer::~coalescer() = default;
 
 void coalescer::set_peers(std::size_t n) {
     out_ = std::make_unique<peer_out[]>(n);
+    out_size_ = n;
+    for (std::size_t i = 0; i < n; ++i) {
+        out_[i].lone.dest = static_cast<std::uint32_t>(i);
+    }
     // A destination is listed once at most (peer_out::listed), and flush swaps the two lists.
     open_list_.reserve(n);
     flushing_.reserve(n);
@@ -319,6 +323,35 @@ void coalescer::finish(batch_op* b, std::error_code ec) {
     b->handlers.clear(); // what the handlers captured goes now; the capacity stays
     std::lock_guard g(batch_mutex_);
     free_.push_back(b);
+}
+
+void coalescer::on_ring_lone(ring_lone_op* o) noexcept {
+    peer_out& po = out_[o->dest];
+    // Taken to 0 first: a record written from now on lists `lone` again (send_lone_by_ring).
+    std::uint32_t const n = po.lone_pending.exchange(0, std::memory_order_acq_rel);
+    if (n == 0) {
+        return;
+    }
+    (*counted_)(n, {}); // a record in a ring has arrived as far as the sender can tell
+    parcels_in_flight_.fetch_sub(n, std::memory_order_acq_rel);
+    po.in_flight.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+void coalescer::add_ring_lone_stats(statistics& s) const noexcept {
+    if (!out_) {
+        return;
+    }
+    for (std::size_t i = 0; i < out_size_; ++i) {
+        std::uint64_t const n = out_[i].lone_sent.load(std::memory_order_relaxed);
+        std::uint64_t const bytes = out_[i].lone_bytes.load(std::memory_order_relaxed);
+        s.batches_sent += n;
+        s.lone_batches += n;
+        s.ring_lone_writes += n;
+        s.parcels_in_batches += n;
+        s.messages_sent += n;
+        s.eager_bytes_sent += bytes;
+        s.bytes_copied_on_send += bytes;
+    }
 }
 
 } // namespace courier::parcelport::fabric

@@ -81,6 +81,14 @@ struct batch_counts {
     }
 };
 
+/// The completion of the records coalescer::send_now wrote straight into `dest`'s message
+/// ring since the last one (coalescer::peer_out::lone_pending of them): listed in the local
+/// completions while any are pending, handled by coalescer::on_ring_lone.
+struct ring_lone_op : op {
+    std::uint32_t dest = 0;
+    ring_lone_op() : op(kind::ring_lone) {}
+};
+
 struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
@@ -241,11 +249,16 @@ public:
     /// As try_coalesce, for a parcel that leaves now whatever is in flight: in a batch of its
     /// own, or in the batch open to `dest`, which then leaves with it. A stream no message was
     /// built for (sender::send_stream): a lone request pays a batch's post, not a message's
-    /// whole send path.
+    /// whole send path; a counted one (no `on_sent`: a post or a reply) to a peer reached by a
+    /// message ring, with no batch open to it, not even that (send_lone_by_ring).
     template <class Write>
     void send_now(std::uint32_t dest, std::size_t eager_bytes, Write&& write,
                   transport::sent_handler* on_sent, std::uint64_t tag, batch_counts const& counts,
                   std::uint32_t record_flags) {
+        if (on_sent == nullptr && parts_.rings != nullptr && counted_ != nullptr &&
+            send_lone_by_ring(dest, eager_bytes, write, record_flags)) {
+            return;
+        }
         std::size_t const rec = wire::record_size(eager_bytes);
         // A batch closed full by batch_with_room is posted whatever happens after (the next
         // batch's allocation or `write` may throw): its parcels are others'.
@@ -275,6 +288,13 @@ public:
             }
         }
     }
+    /// The end of the records send_now wrote into `o->dest`'s ring since the last call:
+    /// counted (the counted handler), and no longer in flight. Poller, from the local
+    /// completions.
+    void on_ring_lone(ring_lone_op* o) noexcept;
+    /// Adds the records send_now wrote straight into rings to `s`'s batch counts, as the
+    /// batches of one they are on the wire.
+    void add_ring_lone_stats(statistics& s) const noexcept;
     /// Parcels in closed batches not completed yet, plus one for each open batch (whose
     /// parcels count once it closes): nonzero while a batch holds parcels. The open count is
     /// read first: close_open() adds to the parcels before it takes the batch off the open
@@ -315,7 +335,53 @@ private:
         std::atomic<std::uint32_t> in_flight{0};
         std::atomic<batch_op*> open{nullptr};
         bool listed = false; // in open_list_ (under m): a destination is listed once
+        // Records written straight into the ring (send_lone_by_ring) whose end is not counted
+        // yet; `lone` is in the local completions while this is not 0.
+        std::atomic<std::uint32_t> lone_pending{0};
+        ring_lone_op lone;
+        // Their statistics, written under the ring's write lock (one writer at a time).
+        std::atomic<std::uint64_t> lone_sent{0};
+        std::atomic<std::uint64_t> lone_bytes{0};
     };
+    /// send_now's record written straight into `dest`'s message ring as a batch of one (the
+    /// same bytes post_batch would send), when no batch is open to `dest` and the ring takes
+    /// it: no batch_op, no peer lock, no batch statistics' locked additions (a request or reply
+    /// alone, the common case of a round trip). As a batch through a ring, it stays in flight
+    /// (would_hold) until the next progress pass, which counts its end (on_ring_lone). False,
+    /// with nothing written or counted: the caller takes the usual path. A throw from `write`
+    /// leaves nothing written (the ring publishes only after it).
+    template <class Write>
+    bool send_lone_by_ring(std::uint32_t dest, std::size_t eager_bytes, Write& write,
+                           std::uint32_t record_flags) {
+        peer_out& po = out_[dest];
+        if (po.open.load(std::memory_order_acquire) != nullptr) {
+            return false; // the record joins the open batch, which leaves with it
+        }
+        std::size_t const rec = wire::record_size(eager_bytes);
+        bool const sent = parts_.rings->send(dest, sizeof(wire::header) + rec, [&](std::byte* at) {
+            wire::header h = parts_.peers.header_of(wire::batch);
+            h.chunk_count = 1;
+            h.index_size = rec;
+            std::memcpy(at, &h, sizeof h);
+            std::byte* r = at + sizeof h;
+            std::memset(r + rec - 8, 0, 8); // the padding, as append() writes it
+            write_record_prefix(r, eager_bytes, record_flags);
+            write(r + wire::record_prefix);
+            courier::detail::add_single_writer(po.lone_sent);
+            courier::detail::add_single_writer(po.lone_bytes, eager_bytes);
+        });
+        if (!sent) {
+            return false;
+        }
+        // In flight before its completion is listed: on_ring_lone takes off only what was added.
+        parcels_in_flight_.fetch_add(1, std::memory_order_acq_rel);
+        po.in_flight.fetch_add(1, std::memory_order_acq_rel);
+        if (po.lone_pending.fetch_add(1, std::memory_order_acq_rel) == 0) {
+            parts_.local->push(&po.lone);
+        }
+        parts_.peers.wake(dest, 0);
+        return true;
+    }
     /// The open batch of `dest` (po.m held) with room for a record of `rec` bytes: a new one
     /// when there is none, or when the open one is full (then returned in `full`, for the
     /// caller to post after the lock).
@@ -421,6 +487,7 @@ private:
     std::uint32_t hold_in_flight_;
     std::atomic<std::uint32_t> split_batches_{0}; // numbers the split batches' ids
     std::unique_ptr<peer_out[]> out_;
+    std::size_t out_size_ = 0;
     transport::counted_handler const* counted_ = nullptr;
     transport::counted_failure_handler const* counted_failed_ = nullptr;
     std::atomic<std::uint32_t> open_batches_{0};

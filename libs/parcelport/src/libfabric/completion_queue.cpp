@@ -47,6 +47,9 @@ void libfabric_transport::on_error_entry() {
     case op::kind::batch_part:
         peer = static_cast<batch_part_op*>(o)->b->dest;
         break;
+    case op::kind::ring_lone:
+        peer = static_cast<ring_lone_op*>(o)->dest;
+        break;
     case op::kind::read:
         peer = static_cast<read_op*>(o)->in->source;
         break;
@@ -74,6 +77,10 @@ void libfabric_transport::on_error_entry() {
         break;
     case op::kind::batch_part:
         coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, ec);
+        break;
+    case op::kind::ring_lone:
+        // Never from the provider (only local completions list it): counted as ended all the same.
+        coalescer_->on_ring_lone(static_cast<ring_lone_op*>(o));
         break;
     case op::kind::read:
         rendezvous_->on_completion(static_cast<read_op*>(o), true, what());
@@ -128,6 +135,9 @@ void libfabric_transport::on_success(op* o, std::size_t len) {
         break;
     case op::kind::batch_part:
         coalescer_->on_completion(static_cast<batch_part_op*>(o)->b, {});
+        break;
+    case op::kind::ring_lone:
+        coalescer_->on_ring_lone(static_cast<ring_lone_op*>(o));
         break;
     case op::kind::push:
         receiver_->on_pushed(static_cast<push_op*>(o), len);

@@ -29,7 +29,7 @@ class direct_reader;
 /// Every posted operation starts with fi_context2 (providers that need FI_CONTEXT use it); the
 /// completion queue dispatches on `k` (completion_queue.cpp).
 struct op {
-    enum class kind : std::uint8_t { recv, send, read, batch, batch_part, push };
+    enum class kind : std::uint8_t { recv, send, read, batch, batch_part, push, ring_lone };
     fi_context2 ctx;
     kind k;
     explicit op(kind kk) : ctx{}, k(kk) {}

@@ -330,6 +330,9 @@ void libfabric_transport::peer_failed(std::uint32_t rank) noexcept {
 
 statistics libfabric_transport::stats() const {
     statistics s = counters_.snapshot();
+    if (coalescer_) {
+        coalescer_->add_ring_lone_stats(s);
+    }
     if (rings_) {
         auto r = rings_->stats();
         s.ring_messages_sent = r.sent;

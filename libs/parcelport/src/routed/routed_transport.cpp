@@ -321,6 +321,7 @@ statistics routed_transport::stats() const {
         sum.ring_messages_sent += s.ring_messages_sent;
         sum.ring_messages_received += s.ring_messages_received;
         sum.ring_refusals += s.ring_refusals;
+        sum.ring_lone_writes += s.ring_lone_writes;
     }
     return sum;
 }

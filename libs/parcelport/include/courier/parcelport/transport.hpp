@@ -109,6 +109,9 @@ struct statistics {
     std::uint64_t ring_messages_sent = 0;
     std::uint64_t ring_messages_received = 0;
     std::uint64_t ring_refusals = 0;
+    /// Of the lone batches, those written straight into a message ring, with no batch buffer
+    /// and no copy of it (a request or reply alone: the common case of a round trip on shm).
+    std::uint64_t ring_lone_writes = 0;
     /// Messages sent as two parts, each within the provider's inject size.
     std::uint64_t split_sends = 0;
     /// shm: chunks staged in this side's outbox (copied there on send), and chunks and bytes
