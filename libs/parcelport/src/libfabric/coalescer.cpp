@@ -325,16 +325,17 @@ void coalescer::finish(batch_op* b, std::error_code ec) {
     free_.push_back(b);
 }
 
-void coalescer::on_ring_lone(ring_lone_op* o) noexcept {
+void coalescer::on_ring_lone(ring_lone_op* o) {
     peer_out& po = out_[o->dest];
     // Taken to 0 first: a record written from now on lists `lone` again (send_lone_by_ring).
     std::uint32_t const n = po.lone_pending.exchange(0, std::memory_order_acq_rel);
     if (n == 0) {
         return;
     }
-    (*counted_)(n, {}); // a record in a ring has arrived as far as the sender can tell
+    // No longer in flight first, so that a handler that throws leaves no count behind.
     parcels_in_flight_.fetch_sub(n, std::memory_order_acq_rel);
     po.in_flight.fetch_sub(n, std::memory_order_acq_rel);
+    (*counted_)(n, {}); // a record in a ring has arrived as far as the sender can tell
 }
 
 void coalescer::add_ring_lone_stats(statistics& s) const noexcept {
@@ -342,15 +343,15 @@ void coalescer::add_ring_lone_stats(statistics& s) const noexcept {
         return;
     }
     for (std::size_t i = 0; i < out_size_; ++i) {
-        std::uint64_t const n = out_[i].lone_sent.load(std::memory_order_relaxed);
-        std::uint64_t const bytes = out_[i].lone_bytes.load(std::memory_order_relaxed);
+        peer_out const& po = out_[i];
+        std::uint64_t const n = po.lone_sent.load(std::memory_order_relaxed);
         s.batches_sent += n;
         s.lone_batches += n;
         s.ring_lone_writes += n;
         s.parcels_in_batches += n;
-        s.messages_sent += n;
-        s.eager_bytes_sent += bytes;
-        s.bytes_copied_on_send += bytes;
+        s.messages_sent += po.lone_counts.messages.load(std::memory_order_relaxed);
+        s.eager_bytes_sent += po.lone_counts.eager_bytes.load(std::memory_order_relaxed);
+        s.bytes_copied_on_send += po.lone_counts.copied_bytes.load(std::memory_order_relaxed);
     }
 }
 

@@ -89,6 +89,13 @@ struct ring_lone_op : op {
     ring_lone_op() : op(kind::ring_lone) {}
 };
 
+/// batch_counts summed where one writer at a time adds (a peer's ring-lone writes).
+struct batch_counts_atomic {
+    std::atomic<std::uint64_t> messages{0};
+    std::atomic<std::uint64_t> eager_bytes{0};
+    std::atomic<std::uint64_t> copied_bytes{0};
+};
+
 struct batch_op : op {
     std::uint32_t dest = 0;
     batch_bytes buf;                               // the header's room, then the records
@@ -256,7 +263,7 @@ public:
                   transport::sent_handler* on_sent, std::uint64_t tag, batch_counts const& counts,
                   std::uint32_t record_flags) {
         if (on_sent == nullptr && parts_.rings != nullptr && counted_ != nullptr &&
-            send_lone_by_ring(dest, eager_bytes, write, record_flags)) {
+            send_lone_by_ring(dest, eager_bytes, write, counts, record_flags)) {
             return;
         }
         std::size_t const rec = wire::record_size(eager_bytes);
@@ -291,7 +298,7 @@ public:
     /// The end of the records send_now wrote into `o->dest`'s ring since the last call:
     /// counted (the counted handler), and no longer in flight. Poller, from the local
     /// completions.
-    void on_ring_lone(ring_lone_op* o) noexcept;
+    void on_ring_lone(ring_lone_op* o);
     /// Adds the records send_now wrote straight into rings to `s`'s batch counts, as the
     /// batches of one they are on the wire.
     void add_ring_lone_stats(statistics& s) const noexcept;
@@ -341,7 +348,7 @@ private:
         ring_lone_op lone;
         // Their statistics, written under the ring's write lock (one writer at a time).
         std::atomic<std::uint64_t> lone_sent{0};
-        std::atomic<std::uint64_t> lone_bytes{0};
+        batch_counts_atomic lone_counts;
     };
     /// send_now's record written straight into `dest`'s message ring as a batch of one (the
     /// same bytes post_batch would send), when no batch is open to `dest` and the ring takes
@@ -352,7 +359,7 @@ private:
     /// leaves nothing written (the ring publishes only after it).
     template <class Write>
     bool send_lone_by_ring(std::uint32_t dest, std::size_t eager_bytes, Write& write,
-                           std::uint32_t record_flags) {
+                           batch_counts const& counts, std::uint32_t record_flags) {
         peer_out& po = out_[dest];
         if (po.open.load(std::memory_order_acquire) != nullptr) {
             return false; // the record joins the open batch, which leaves with it
@@ -368,7 +375,9 @@ private:
             write_record_prefix(r, eager_bytes, record_flags);
             write(r + wire::record_prefix);
             courier::detail::add_single_writer(po.lone_sent);
-            courier::detail::add_single_writer(po.lone_bytes, eager_bytes);
+            courier::detail::add_single_writer(po.lone_counts.messages, counts.messages);
+            courier::detail::add_single_writer(po.lone_counts.eager_bytes, counts.eager_bytes);
+            courier::detail::add_single_writer(po.lone_counts.copied_bytes, counts.copied_bytes);
         });
         if (!sent) {
             return false;
