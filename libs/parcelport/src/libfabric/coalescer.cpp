@@ -339,9 +339,6 @@ void coalescer::on_ring_lone(ring_lone_op* o) {
 }
 
 void coalescer::add_ring_lone_stats(statistics& s) const noexcept {
-    if (!out_) {
-        return;
-    }
     for (std::size_t i = 0; i < out_size_; ++i) {
         peer_out const& po = out_[i];
         std::uint64_t const n = po.lone_sent.load(std::memory_order_relaxed);
